@@ -1,0 +1,41 @@
+# haraqa build, test and benchmark entry points. `make test` is what CI runs.
+GO       ?= go
+FUZZTIME ?= 5s
+PKGS     := ./...
+
+.PHONY: all build test lint fmt-check vet unit fuzz bench-once bench clean
+
+all: build
+
+build:
+	$(GO) build $(PKGS)
+
+## test: everything CI checks: formatting, vet, race tests, every fuzz target briefly, every benchmark once.
+test: lint unit fuzz bench-once
+
+lint: fmt-check vet
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+unit:
+	$(GO) test -race -count=1 $(PKGS)
+
+## fuzz: run each fuzz target for FUZZTIME.
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) bash .ci/fuzz
+
+## bench-once: run every benchmark once so they keep compiling and running.
+bench-once:
+	$(GO) test -run '^$$' -bench . -benchtime=1x $(PKGS)
+
+## bench: the storage benchmark matrix with its raw baseline (see docs/benchmarks.md).
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime=2s -count=5 ./storage | tee bench.out
+
+clean:
+	rm -rf bin bench.out

@@ -1,0 +1,300 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"math"
+)
+
+// Batch layout; see doc.go for the drawing. All integers are little-endian.
+const (
+	batchLengthOff     = 0  // uint32: bytes that follow this field
+	batchBaseOffsetOff = 4  // int64: offset of the first message, stamped by the server
+	batchAppendTimeOff = 12 // int64: append time in Unix nanoseconds, stamped by the server
+	batchCRCOff        = 20 // uint32: CRC32C (Castagnoli) of bytes [24, end)
+	batchMagicOff      = 24 // uint8: format version, BatchMagic
+	batchCodecOff      = 25 // uint8: Codec of the body
+	batchFlagsOff      = 26 // uint16: reserved, must be zero
+	batchCountOff      = 28 // uint32: number of messages, at least 1
+	batchRawSizeOff    = 32 // uint32: body size once decompressed
+
+	// BatchHeaderSize is the size of the fixed batch header that precedes the body.
+	BatchHeaderSize = 36
+
+	// crcStart is where the bytes covered by the CRC begin: everything after the
+	// CRC field, so the server can stamp the base offset and the append time
+	// without recomputing it.
+	crcStart = batchMagicOff
+
+	// BatchMagic is the current batch format version.
+	BatchMagic = 1
+
+	// MaxBatchSize bounds the length field of any batch (1 GiB). Callers apply
+	// their own, usually much smaller, limit with ParseBatchLimit.
+	MaxBatchSize = 1 << 30
+)
+
+// Codec says how a batch body is encoded. Storage treats every codec's body
+// as opaque bytes; only producers and consumers compress and decompress.
+type Codec uint8
+
+// Codecs.
+const (
+	CodecNone Codec = 0 // messages, each prefixed by its uvarint length
+	CodecS2   Codec = 1 // the CodecNone body compressed with S2 (block format)
+	CodecZstd Codec = 2 // the CodecNone body compressed with zstd (one frame)
+)
+
+// Valid reports whether c is a known codec.
+func (c Codec) Valid() bool { return c <= CodecZstd }
+
+func (c Codec) String() string {
+	switch c {
+	case CodecNone:
+		return "none"
+	case CodecS2:
+		return "s2"
+	case CodecZstd:
+		return "zstd"
+	}
+	return "unknown"
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Batch is a parsed view of one batch. Body and Raw borrow from the slice
+// given to ParseBatch and are valid only as long as it is.
+type Batch struct {
+	BaseOffset int64  // offset of the first message
+	AppendTime int64  // Unix nanoseconds, set by the server
+	CRC        uint32 // CRC32C of Raw[24:]
+	Codec      Codec
+	Count      int    // number of messages, >= 1
+	RawSize    int    // body size after decompression
+	Body       []byte // the encoded messages
+	Raw        []byte // the whole batch, header included
+}
+
+// BatchSize returns the total size of the batch whose first bytes are b, as
+// declared by its length field, or -1 when b is shorter than the length field.
+func BatchSize(b []byte) int64 {
+	if len(b) < 4 {
+		return -1
+	}
+	return int64(binary.LittleEndian.Uint32(b[batchLengthOff:])) + 4
+}
+
+// ParseBatch parses the batch at the start of b, checking its header and
+// lengths but not its CRC (see Batch.Verify). It returns the batch and its
+// size in bytes. When b holds only part of a batch it returns
+// ErrShortBatch: in a file that is a torn tail, on the wire an incomplete read.
+func ParseBatch(b []byte) (Batch, int, error) {
+	return ParseBatchLimit(b, MaxBatchSize)
+}
+
+// ParseBatchLimit is ParseBatch with a maximum total batch size.
+func ParseBatchLimit(b []byte, limit int) (Batch, int, error) {
+	var bt Batch
+	if len(b) < BatchHeaderSize {
+		if len(b) >= 4 {
+			if err := checkBatchSize(BatchSize(b), limit); err != nil {
+				return bt, 0, err
+			}
+		}
+		return bt, 0, ErrShortBatch
+	}
+	size := BatchSize(b)
+	if err := checkBatchSize(size, limit); err != nil {
+		return bt, 0, err
+	}
+	if b[batchMagicOff] != BatchMagic {
+		return bt, 0, ErrBadMagic
+	}
+	if int64(len(b)) < size {
+		return bt, 0, ErrShortBatch
+	}
+	n := int(size)
+	bt.Codec = Codec(b[batchCodecOff])
+	if !bt.Codec.Valid() {
+		return bt, 0, ErrBadCodec
+	}
+	if binary.LittleEndian.Uint16(b[batchFlagsOff:]) != 0 {
+		return bt, 0, ErrBadFlags
+	}
+	count := binary.LittleEndian.Uint32(b[batchCountOff:])
+	if count == 0 || count > math.MaxInt32 {
+		return bt, 0, ErrBadCount
+	}
+	bt.BaseOffset = int64(binary.LittleEndian.Uint64(b[batchBaseOffsetOff:]))
+	bt.AppendTime = int64(binary.LittleEndian.Uint64(b[batchAppendTimeOff:]))
+	bt.CRC = binary.LittleEndian.Uint32(b[batchCRCOff:])
+	bt.Count = int(count)
+	bt.RawSize = int(binary.LittleEndian.Uint32(b[batchRawSizeOff:]))
+	bt.Body = b[BatchHeaderSize:n:n]
+	bt.Raw = b[:n:n]
+	if bt.Codec == CodecNone && bt.RawSize != len(bt.Body) {
+		return bt, 0, ErrBadCount
+	}
+	// Every message takes at least one byte (its length prefix), once decompressed.
+	if bt.RawSize < bt.Count {
+		return bt, 0, ErrBadCount
+	}
+	return bt, n, nil
+}
+
+func checkBatchSize(size int64, limit int) error {
+	if size < BatchHeaderSize {
+		return ErrBadLength
+	}
+	if size > int64(limit) || size > MaxBatchSize {
+		return ErrBatchTooLarge
+	}
+	return nil
+}
+
+// Verify checks the batch CRC.
+func (bt *Batch) Verify() error {
+	if crc32.Checksum(bt.Raw[crcStart:], castagnoli) != bt.CRC {
+		return ErrCRCMismatch
+	}
+	return nil
+}
+
+// Validate checks the CRC and, for an uncompressed body, that it holds
+// exactly Count well-formed messages. The body of a compressed batch is
+// opaque here: its message count is checked by the consumer after
+// decompression.
+func (bt *Batch) Validate() error {
+	if err := bt.Verify(); err != nil {
+		return err
+	}
+	if bt.Codec != CodecNone {
+		return nil
+	}
+	return ValidateMessages(bt.Body, bt.Count)
+}
+
+// ValidateMessages checks that body holds exactly count length-prefixed
+// messages and nothing else.
+func ValidateMessages(body []byte, count int) error {
+	for i := 0; i < count; i++ {
+		var err error
+		if _, body, err = NextMessage(body); err != nil {
+			return err
+		}
+	}
+	if len(body) != 0 {
+		return ErrBadCount
+	}
+	return nil
+}
+
+// NextMessage splits the first length-prefixed message off an uncompressed
+// body. msg borrows from body.
+func NextMessage(body []byte) (msg, rest []byte, err error) {
+	l, n := binary.Uvarint(body)
+	if n <= 0 {
+		return nil, nil, ErrBadMessage
+	}
+	if l > uint64(len(body)-n) {
+		return nil, nil, ErrBadMessage
+	}
+	end := n + int(l)
+	return body[n:end:end], body[end:], nil
+}
+
+// AppendMessage appends one length-prefixed message to an uncompressed body.
+func AppendMessage(dst, msg []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(msg)))
+	return append(dst, msg...)
+}
+
+// MessagesSize returns the size of the uncompressed body holding msgs.
+func MessagesSize(msgs ...[]byte) int {
+	n := 0
+	for _, m := range msgs {
+		n += uvarintLen(uint64(len(m))) + len(m)
+	}
+	return n
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+// AppendBatch appends an uncompressed batch holding msgs to dst, with its CRC
+// set and the server-stamped fields zero. It is the common producer path.
+func AppendBatch(dst []byte, msgs ...[]byte) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, BatchHeaderSize)...)
+	for _, m := range msgs {
+		dst = AppendMessage(dst, m)
+	}
+	SealBatch(dst[start:], CodecNone, len(msgs), len(dst)-start-BatchHeaderSize)
+	return dst
+}
+
+// AppendBatchBody appends a batch around an already encoded body: body is an
+// uncompressed body (CodecNone) or one compressed with codec, count is the
+// number of messages and rawSize the uncompressed body size.
+func AppendBatchBody(dst []byte, codec Codec, count, rawSize int, body []byte) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, BatchHeaderSize)...)
+	dst = append(dst, body...)
+	SealBatch(dst[start:], codec, count, rawSize)
+	return dst
+}
+
+// SealBatch fills in the header of b, a batch whose body already follows the
+// BatchHeaderSize header bytes, and computes its CRC. Base offset and append
+// time are left as they are.
+func SealBatch(b []byte, codec Codec, count, rawSize int) {
+	binary.LittleEndian.PutUint32(b[batchLengthOff:], uint32(len(b)-4))
+	b[batchMagicOff] = BatchMagic
+	b[batchCodecOff] = byte(codec)
+	binary.LittleEndian.PutUint16(b[batchFlagsOff:], 0)
+	binary.LittleEndian.PutUint32(b[batchCountOff:], uint32(count))
+	binary.LittleEndian.PutUint32(b[batchRawSizeOff:], uint32(rawSize))
+	binary.LittleEndian.PutUint32(b[batchCRCOff:], crc32.Checksum(b[crcStart:], castagnoli))
+}
+
+// StampBatch writes the server-stamped fields of the batch at the start of b.
+// The CRC does not cover them, so it stays valid.
+func StampBatch(b []byte, baseOffset, appendTime int64) {
+	binary.LittleEndian.PutUint64(b[batchBaseOffsetOff:], uint64(baseOffset))
+	binary.LittleEndian.PutUint64(b[batchAppendTimeOff:], uint64(appendTime))
+}
+
+// Messages calls fn for each message of an uncompressed body, in order, with
+// the offset of each message starting at base. It stops at the first error
+// fn returns.
+func Messages(body []byte, count int, base int64, fn func(offset int64, msg []byte) error) error {
+	for i := 0; i < count; i++ {
+		msg, rest, err := NextMessage(body)
+		if err != nil {
+			return err
+		}
+		if err := fn(base+int64(i), msg); err != nil {
+			return err
+		}
+		body = rest
+	}
+	if len(body) != 0 {
+		return ErrBadCount
+	}
+	return nil
+}
+
+// BatchAppendTime returns the append time stamped in the batch header at the
+// start of hdr, or 0 when hdr is shorter than a header.
+func BatchAppendTime(hdr []byte) int64 {
+	if len(hdr) < BatchHeaderSize {
+		return 0
+	}
+	return int64(binary.LittleEndian.Uint64(hdr[batchAppendTimeOff:]))
+}

@@ -1,0 +1,33 @@
+package storage
+
+import "errors"
+
+// Errors returned by storage, wrapped with context (topic, volume, offset).
+// Test with errors.Is.
+var (
+	// ErrTopicNotFound: the topic does not exist.
+	ErrTopicNotFound = errors.New("storage: topic not found")
+	// ErrTopicExists: CreateTopic on a topic that exists.
+	ErrTopicExists = errors.New("storage: topic already exists")
+	// ErrInvalidTopic: the name is not 1-255 bytes of [A-Za-z0-9._-], or is "." or "..".
+	ErrInvalidTopic = errors.New("storage: invalid topic name")
+	// ErrInvalidBatch: an appended batch failed validation (CRC, count, header).
+	ErrInvalidBatch = errors.New("storage: invalid batch")
+	// ErrOffsetOutOfRange: the offset is before the oldest retained message.
+	ErrOffsetOutOfRange = errors.New("storage: offset out of range")
+	// ErrUnreadable: the range was corrupted on every volume; it is never served.
+	ErrUnreadable = errors.New("storage: data unreadable: corrupted on every volume")
+	// ErrReadOnly: an earlier write or fsync failed; the topic accepts no
+	// more appends until the server is restarted. The original error is
+	// wrapped alongside.
+	ErrReadOnly = errors.New("storage: topic is read-only after an I/O error")
+	// ErrClosed: the store is closed.
+	ErrClosed = errors.New("storage: store is closed")
+	// ErrVolumeLocked: another process holds the volume's lock.
+	ErrVolumeLocked = errors.New("storage: volume is locked by another process")
+	// ErrCorruptLayout: a topic directory holds files that contradict each
+	// other (overlapping segments) and cannot be opened safely.
+	ErrCorruptLayout = errors.New("storage: corrupt topic layout")
+	// ErrInvalidOptions: Options.Validate failed.
+	ErrInvalidOptions = errors.New("storage: invalid options")
+)

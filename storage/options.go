@@ -1,0 +1,158 @@
+package storage
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// FsyncPolicy says when appended data is fsynced.
+type FsyncPolicy int
+
+// Fsync policies. Whatever the policy, an append is acknowledged only after
+// it is written to every volume, so a crash of the process (kill -9) never
+// loses an acknowledged append: it sits in the page cache. The policy decides
+// what a power loss or kernel crash can take.
+const (
+	// FsyncNever leaves flushing to the kernel (and to Close).
+	FsyncNever FsyncPolicy = iota
+	// FsyncInterval fsyncs every written file every FsyncInterval.
+	FsyncInterval
+	// FsyncAlways fsyncs every volume before acknowledging an append.
+	// Concurrent appends to a topic share one fsync per volume (group commit).
+	FsyncAlways
+)
+
+func (p FsyncPolicy) String() string {
+	switch p {
+	case FsyncNever:
+		return "never"
+	case FsyncInterval:
+		return "interval"
+	case FsyncAlways:
+		return "always"
+	}
+	return fmt.Sprintf("FsyncPolicy(%d)", int(p))
+}
+
+// ParseFsyncPolicy parses "always", "interval" or "never".
+func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
+	switch s {
+	case "always":
+		return FsyncAlways, nil
+	case "interval":
+		return FsyncInterval, nil
+	case "never":
+		return FsyncNever, nil
+	}
+	return 0, fmt.Errorf("%w: fsync policy %q: want always, interval or never", ErrInvalidOptions, s)
+}
+
+// Options configures a Store. Start from DefaultOptions.
+type Options struct {
+	// Volumes are the directories every message is written to, in this
+	// order; reads come from the last. At least one. Created if missing.
+	Volumes []string
+	// Entries is the number of messages after which a new segment starts
+	// (default 5000). A batch is never split, so a segment may hold up to
+	// Entries + (batch size - 1) messages.
+	Entries int
+	// SegmentBytes also starts a new segment once a segment holds this many
+	// bytes (default 1 GiB, at most 4 GiB - 1 so positions fit the index).
+	SegmentBytes int64
+	// MaxBatchBytes is the largest batch accepted, header included
+	// (default 64 MiB).
+	MaxBatchBytes int
+	// Cache keeps segment files open for reads between requests (default
+	// true). Without it every read opens and closes its files.
+	Cache bool
+	// MaxOpenFiles bounds the read file handles kept open by the cache
+	// (default 1024). Files in use by a read stay open past the bound until
+	// released.
+	MaxOpenFiles int
+	// Fsync is the durability policy (default FsyncNever).
+	Fsync FsyncPolicy
+	// FsyncInterval is the period of FsyncInterval (default 1s).
+	FsyncInterval time.Duration
+	// RetentionAge deletes whole segments whose newest message is older
+	// than this (default 0: keep forever).
+	RetentionAge time.Duration
+	// RetentionBytes deletes a topic's oldest whole segments while the
+	// topic holds more than this many bytes (default 0: no limit).
+	RetentionBytes int64
+	// RetentionCheck is how often the retention sweeper runs (default 1m).
+	RetentionCheck time.Duration
+	// Logger receives repair, retention and I/O error logs (default
+	// slog.Default()).
+	Logger *slog.Logger
+	// FS is the file system (default OSFS{}).
+	FS FS
+	// Now returns the append time stamped into batches (default time.Now).
+	Now func() time.Time
+}
+
+// DefaultOptions returns the defaults for the given volumes.
+func DefaultOptions(volumes ...string) Options {
+	return Options{
+		Volumes:        volumes,
+		Entries:        5000,
+		SegmentBytes:   1 << 30,
+		MaxBatchBytes:  64 << 20,
+		Cache:          true,
+		MaxOpenFiles:   1024,
+		Fsync:          FsyncNever,
+		FsyncInterval:  time.Second,
+		RetentionCheck: time.Minute,
+	}
+}
+
+// maxSegmentBytes keeps batch positions within the index's uint32.
+const maxSegmentBytes = 1<<32 - 1
+
+// Validate checks the options and fills in the defaults left zero (Logger,
+// FS, Now).
+func (o *Options) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	switch {
+	case len(o.Volumes) == 0:
+		return bad("at least one volume is required")
+	case o.Entries < 1:
+		return bad("entries must be at least 1, got %d", o.Entries)
+	case o.SegmentBytes < 1 || o.SegmentBytes > maxSegmentBytes:
+		return bad("segment bytes must be in [1, %d], got %d", int64(maxSegmentBytes), o.SegmentBytes)
+	case o.MaxBatchBytes < 64 || o.MaxBatchBytes > 1<<30:
+		return bad("max batch bytes must be in [64, 1 GiB], got %d", o.MaxBatchBytes)
+	case o.Cache && o.MaxOpenFiles < 1:
+		return bad("max open files must be at least 1, got %d", o.MaxOpenFiles)
+	case o.Fsync < FsyncNever || o.Fsync > FsyncAlways:
+		return bad("unknown fsync policy %d", int(o.Fsync))
+	case o.Fsync == FsyncInterval && o.FsyncInterval <= 0:
+		return bad("fsync interval must be positive, got %s", o.FsyncInterval)
+	case o.RetentionAge < 0 || o.RetentionBytes < 0:
+		return bad("retention limits must not be negative")
+	case (o.RetentionAge > 0 || o.RetentionBytes > 0) && o.RetentionCheck <= 0:
+		return bad("retention check interval must be positive, got %s", o.RetentionCheck)
+	}
+	seen := make(map[string]bool, len(o.Volumes))
+	for _, v := range o.Volumes {
+		if v == "" {
+			return bad("empty volume path")
+		}
+		if seen[v] {
+			return bad("volume %q given twice", v)
+		}
+		seen[v] = true
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.FS == nil {
+		o.FS = OSFS{}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}

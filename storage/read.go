@@ -1,0 +1,203 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"sort"
+)
+
+// Span is a run of whole batches in one segment file of the last volume.
+type Span struct {
+	File File  // open read-only; valid until the ReadResult is released
+	Pos  int64 // position of the first batch in the file
+	Len  int64 // bytes
+}
+
+// ReadResult is what Read found. Release it when done with its spans.
+type ReadResult struct {
+	// Offset is the offset asked for, with a negative one resolved against
+	// the end and clamped to the oldest offset.
+	Offset int64
+	// First is the base offset of the first batch returned; it may be
+	// before Offset since batches are returned whole. Equal to Offset when
+	// the result is empty.
+	First int64
+	// Next is the offset after the last message returned: the offset to
+	// read from next. Equal to Offset when the result is empty.
+	Next int64
+	// End is the topic's next offset when the read was made.
+	End int64
+	// Batches and Bytes count what the spans hold.
+	Batches int
+	Bytes   int64
+	// Spans hold the batches in order.
+	Spans []Span
+
+	files []*cachedFile
+	cache *fileCache
+}
+
+// Release gives back the file handles of the spans. The result must not be
+// used afterwards. It is safe to call more than once.
+func (r *ReadResult) Release() {
+	for _, cf := range r.files {
+		r.cache.release(cf)
+	}
+	r.files = nil
+	r.Spans = nil
+}
+
+// WriteTo copies the batches to w: the copying reader for callers that
+// cannot use the spans' files directly.
+func (r *ReadResult) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for _, sp := range r.Spans {
+		n, err := io.Copy(w, io.NewSectionReader(sp.File, sp.Pos, sp.Len))
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("storage: read segment: %w", err)
+		}
+		if n != sp.Len {
+			return total, fmt.Errorf("storage: read segment: %w", io.ErrUnexpectedEOF)
+		}
+	}
+	return total, nil
+}
+
+// AppendTo appends the batches to dst.
+func (r *ReadResult) AppendTo(dst []byte) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, make([]byte, r.Bytes)...)
+	b := dst[start:]
+	for _, sp := range r.Spans {
+		n, err := sp.File.ReadAt(b[:sp.Len], sp.Pos)
+		if int64(n) != sp.Len {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return dst[:start], fmt.Errorf("storage: read segment: %w", err)
+		}
+		b = b[sp.Len:]
+	}
+	return dst, nil
+}
+
+// Read finds the whole batches that hold the messages [offset, offset+limit)
+// of topic name, in the last volume, up to maxBytes bytes (but always at
+// least one batch, so a consumer can make progress past a large batch).
+// limit <= 0 means no count limit; maxBytes <= 0 no byte limit. A negative
+// offset counts back from the end (-1 is the last message). An offset
+// before the oldest retained message returns ErrOffsetOutOfRange; an offset
+// at or past the end returns an empty result. A range corrupted on every
+// volume returns ErrUnreadable; a result stops before such a range.
+func (s *Store) Read(name string, offset int64, limit int, maxBytes int64) (*ReadResult, error) {
+	t, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	r, err := t.read(offset, limit, maxBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A truncation removed the segment between lookup and open: retry
+		// once against the new state.
+		r, err = t.read(offset, limit, maxBytes)
+	}
+	return r, err
+}
+
+func (t *topic) read(offset int64, limit int, maxBytes int64) (*ReadResult, error) {
+	type span struct {
+		seg      *segment
+		pos, len int64
+	}
+	var spans []span
+	r := &ReadResult{cache: t.s.cache}
+
+	t.mu.RLock()
+	if t.err != nil && errors.Is(t.err, ErrTopicNotFound) {
+		err := t.err
+		t.mu.RUnlock()
+		return nil, err
+	}
+	start, next := t.start, t.next
+	if offset < 0 {
+		offset = max(next+offset, start)
+	}
+	r.Offset, r.First, r.Next, r.End = offset, offset, offset, next
+	if offset < start {
+		t.mu.RUnlock()
+		return nil, fmt.Errorf("%w: topic %q: offset %d, oldest is %d", ErrOffsetOutOfRange, t.name, offset, start)
+	}
+	if offset >= next {
+		t.mu.RUnlock()
+		return r, nil
+	}
+	segs := t.segs
+	want := int64(-1)
+	if limit > 0 {
+		want = offset + int64(limit)
+	}
+	// The segment holding offset: the last one whose base is <= offset.
+	si := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
+	cur := offset
+	for ; si >= 0 && si < len(segs); si++ {
+		seg := segs[si]
+		ents := seg.entries
+		ei := 0
+		if len(spans) == 0 {
+			ei = sort.Search(len(ents), func(i int) bool { return ents[i].off > offset }) - 1
+			if ei < 0 || ents[ei].end() <= offset {
+				break // offset is in a gap: corrupted on every volume
+			}
+			r.First = ents[ei].off
+			cur = ents[ei].off
+		}
+		for ; ei < len(ents); ei++ {
+			e := ents[ei]
+			if e.off != cur {
+				break // a gap
+			}
+			if want >= 0 && e.off >= want {
+				break
+			}
+			if maxBytes > 0 && r.Bytes > 0 && r.Bytes+int64(e.size) > maxBytes {
+				break
+			}
+			if n := len(spans); n > 0 && spans[n-1].seg == seg && spans[n-1].pos+spans[n-1].len == int64(e.pos) {
+				spans[n-1].len += int64(e.size)
+			} else {
+				spans = append(spans, span{seg, int64(e.pos), int64(e.size)})
+			}
+			r.Bytes += int64(e.size)
+			r.Batches++
+			cur = e.end()
+		}
+		if ei < len(ents) || (want >= 0 && cur >= want) || (maxBytes > 0 && r.Bytes >= maxBytes) {
+			break
+		}
+		if si+1 < len(segs) && segs[si+1].base != cur {
+			break // a gap between segments
+		}
+	}
+	t.mu.RUnlock()
+
+	if r.Batches == 0 {
+		return nil, fmt.Errorf("%w: topic %q: offset %d", ErrUnreadable, t.name, offset)
+	}
+	r.Next = cur
+	last := len(t.s.opts.Volumes) - 1
+	dir := t.s.topicDir(last, t.name)
+	r.Spans = make([]Span, 0, len(spans))
+	for _, sp := range spans {
+		cf, err := t.s.cache.acquire(filepath.Join(dir, segmentName(sp.seg.base, logSuffix)))
+		if err != nil {
+			r.Release()
+			return nil, fmt.Errorf("storage: topic %q: open segment %d: %w", t.name, sp.seg.base, err)
+		}
+		r.files = append(r.files, cf)
+		r.Spans = append(r.Spans, Span{File: cf.f, Pos: sp.pos, Len: sp.len})
+	}
+	return r, nil
+}

@@ -1,0 +1,372 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Store is a set of topics kept on one or more volumes. It is safe for
+// concurrent use.
+type Store struct {
+	opts  Options
+	fs    FS
+	cache *fileCache
+	locks []File
+
+	mu     sync.RWMutex
+	topics map[string]*topic
+	closed bool
+
+	stats   statsCounters
+	deleted atomic.Uint64 // names deleted topic directories uniquely
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// TopicInfo describes a topic.
+type TopicInfo struct {
+	Oldest   int64 // oldest readable offset
+	Next     int64 // offset the next message will get
+	Bytes    int64 // bytes of segment data on each volume
+	Segments int   // segment files on each volume
+}
+
+// Open locks the volumes, recovers every topic on them (repairing volumes
+// from one another, see doc.go) and returns the store.
+func Open(opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	vols := make([]string, len(opts.Volumes))
+	for i, v := range opts.Volumes {
+		vols[i] = filepath.Clean(v)
+		for _, w := range vols[:i] {
+			if w == vols[i] {
+				return nil, fmt.Errorf("%w: volume %q given twice", ErrInvalidOptions, v)
+			}
+		}
+	}
+	opts.Volumes = vols
+	s := &Store{
+		opts:   opts,
+		fs:     opts.FS,
+		topics: make(map[string]*topic),
+		stop:   make(chan struct{}),
+	}
+	s.cache = newFileCache(s.fs, opts.Cache, opts.MaxOpenFiles)
+	if err := s.lockVolumes(); err != nil {
+		s.unlockVolumes()
+		return nil, err
+	}
+	if err := s.recoverAll(); err != nil {
+		s.closeTopics()
+		s.unlockVolumes()
+		return nil, err
+	}
+	if opts.Fsync == FsyncInterval {
+		s.wg.Add(1)
+		go s.syncLoop()
+	}
+	if opts.RetentionAge > 0 || opts.RetentionBytes > 0 {
+		s.wg.Add(1)
+		go s.retentionLoop()
+	}
+	return s, nil
+}
+
+func (s *Store) lockVolumes() error {
+	for _, v := range s.opts.Volumes {
+		if err := s.fs.MkdirAll(filepath.Join(v, topicsDir), 0o755); err != nil {
+			return fmt.Errorf("storage: volume %s: %w", v, err)
+		}
+		f, err := s.fs.OpenFile(filepath.Join(v, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("storage: volume %s: %w", v, err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return fmt.Errorf("%w: %s", ErrVolumeLocked, v)
+			}
+			return fmt.Errorf("storage: volume %s: lock: %w", v, err)
+		}
+		s.locks = append(s.locks, f)
+	}
+	return nil
+}
+
+func (s *Store) unlockVolumes() {
+	for _, f := range s.locks {
+		f.Close() // closing the descriptor releases the flock
+	}
+	s.locks = nil
+}
+
+// Close stops the background work, writes the index of every active
+// segment, fsyncs and closes every file and releases the volume locks.
+// Appends after Close fail with ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.stop)
+	s.wg.Wait()
+	err := s.closeTopics()
+	s.cache.closeAll()
+	s.unlockVolumes()
+	return err
+}
+
+func (s *Store) closeTopics() error {
+	s.mu.RLock()
+	topics := make([]*topic, 0, len(s.topics))
+	for _, t := range s.topics {
+		topics = append(topics, t)
+	}
+	s.mu.RUnlock()
+	var errs []error
+	for _, t := range topics {
+		errs = append(errs, t.close())
+	}
+	return errors.Join(errs...)
+}
+
+// topicDir is the directory of topic name in volume v.
+func (s *Store) topicDir(v int, name string) string {
+	return filepath.Join(s.opts.Volumes[v], topicsDir, name)
+}
+
+func (s *Store) lookup(name string) (*topic, error) {
+	s.mu.RLock()
+	t, ok := s.topics[name]
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if !ok {
+		if err := validTopic(name); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %q", ErrTopicNotFound, name)
+	}
+	return t, nil
+}
+
+// CreateTopic creates an empty topic on every volume.
+func (s *Store) CreateTopic(name string) error {
+	if err := validTopic(name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if _, ok := s.topics[name]; ok {
+		return fmt.Errorf("%w: %q", ErrTopicExists, name)
+	}
+	for v := range s.opts.Volumes {
+		dir := s.topicDir(v, name)
+		if err := s.fs.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("storage: create topic %q: %w", name, err)
+		}
+		if err := s.fs.SyncDir(filepath.Dir(dir)); err != nil {
+			return fmt.Errorf("storage: create topic %q: %w", name, err)
+		}
+	}
+	s.topics[name] = newTopic(s, name)
+	return nil
+}
+
+// DeleteTopic removes a topic and its files from every volume. Reads in
+// progress keep their open files until released; waiters are woken.
+func (s *Store) DeleteTopic(name string) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	t, ok := s.topics[name]
+	if !ok {
+		s.mu.Unlock()
+		if err := validTopic(name); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %q", ErrTopicNotFound, name)
+	}
+	delete(s.topics, name)
+	// Rename under s.mu so a CreateTopic of the same name cannot race with it.
+	var graves []string
+	var errs []error
+	t.wmu.Lock()
+	t.markDeleted()
+	for v := range s.opts.Volumes {
+		dir := s.topicDir(v, name)
+		grave := filepath.Join(filepath.Dir(dir), deletedPrefix+name+"."+strconv.FormatUint(s.deleted.Add(1), 10))
+		if err := s.fs.Rename(dir, grave); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		graves = append(graves, grave)
+		errs = append(errs, s.fs.SyncDir(filepath.Dir(dir)))
+	}
+	t.wmu.Unlock()
+	s.mu.Unlock()
+	s.cache.invalidateDirs(t.dirs())
+	for _, g := range graves {
+		errs = append(errs, s.fs.RemoveAll(g))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("storage: delete topic %q: %w", name, err)
+	}
+	return nil
+}
+
+// ListTopics returns the names of the topics that start with prefix, sorted.
+func (s *Store) ListTopics(prefix string) []string {
+	s.mu.RLock()
+	names := make([]string, 0, len(s.topics))
+	for name := range s.topics {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	s.mu.RUnlock()
+	slices.Sort(names)
+	return names
+}
+
+// Info describes a topic.
+func (s *Store) Info(name string) (TopicInfo, error) {
+	t, err := s.lookup(name)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return t.info()
+}
+
+// Append validates batch (header, CRC and, when uncompressed, its messages),
+// stamps its base offset and append time into it in place, writes it to
+// every volume in order and returns its base offset once every volume has
+// it (and, with FsyncAlways, once every volume has fsynced it). Appends that
+// arrive together are written together: one write per volume, one fsync.
+// batch must hold exactly one batch and must not be used by the caller until
+// Append returns.
+func (s *Store) Append(name string, batch []byte) (int64, error) {
+	bt, n, err := parseBatch(batch, s.opts.MaxBatchBytes)
+	if err != nil {
+		return 0, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
+	}
+	if n != len(batch) {
+		return 0, fmt.Errorf("%w: topic %q: %d bytes after the batch", ErrInvalidBatch, name, len(batch)-n)
+	}
+	if err := bt.Validate(); err != nil {
+		return 0, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
+	}
+	t, err := s.lookup(name)
+	if err != nil {
+		return 0, err
+	}
+	return t.append(batch, bt.Count)
+}
+
+// Truncate makes offsets before `before` unreadable and deletes the segments
+// that hold only such offsets. The newest segment is always kept, so the
+// next offset survives. Truncating past the end truncates to the end.
+func (s *Store) Truncate(name string, before int64) error {
+	t, err := s.lookup(name)
+	if err != nil {
+		return err
+	}
+	return t.truncate(before)
+}
+
+// TruncateTime truncates before the first message appended at or after
+// before.
+func (s *Store) TruncateTime(name string, before time.Time) error {
+	t, err := s.lookup(name)
+	if err != nil {
+		return err
+	}
+	off, err := t.offsetAtTime(before.UnixNano())
+	if err != nil {
+		return err
+	}
+	return t.truncate(off)
+}
+
+// Sync fsyncs the active segment of every topic on every volume.
+func (s *Store) Sync() error {
+	s.mu.RLock()
+	topics := make([]*topic, 0, len(s.topics))
+	for _, t := range s.topics {
+		topics = append(topics, t)
+	}
+	s.mu.RUnlock()
+	var errs []error
+	for _, t := range topics {
+		errs = append(errs, t.sync())
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) syncLoop() {
+	defer s.wg.Done()
+	tick := time.NewTicker(s.opts.FsyncInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+			// A failed fsync turns its topic read-only and is logged there.
+			_ = s.Sync()
+		}
+	}
+}
+
+// writeFileDurable writes data to path: a temporary file, fsync, rename over
+// path, fsync of the directory.
+func (s *Store) writeFileDurable(path string, data []byte) error {
+	tmp := path + tmpSuffix
+	f, err := s.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.fs.Rename(tmp, path)
+	}
+	if err == nil {
+		err = s.fs.SyncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		_ = s.fs.Remove(tmp) // best effort; recovery removes leftovers too
+		return err
+	}
+	return nil
+}

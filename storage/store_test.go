@@ -1,0 +1,127 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// openTest opens a store on n fresh volumes with small segments.
+func openTest(t testing.TB, n int, tweak ...func(*Options)) (*Store, Options) {
+	t.Helper()
+	vols := make([]string, n)
+	for i := range vols {
+		vols[i] = t.TempDir()
+	}
+	opts := DefaultOptions(vols...)
+	opts.Entries = 10
+	for _, f := range tweak {
+		f(&opts)
+	}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, opts
+}
+
+func msgs(from, n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = fmt.Appendf(nil, "message-%d-%s", from+i, bytes.Repeat([]byte{'x'}, (from+i)%37))
+	}
+	return out
+}
+
+// readAll reads every message of the topic from offset on, checking CRCs.
+func readAll(t testing.TB, s *Store, topic string, offset int64) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for {
+		r, err := s.Read(topic, offset, 0, 1<<20)
+		if err != nil {
+			t.Fatalf("read %s@%d: %v", topic, offset, err)
+		}
+		if r.Batches == 0 {
+			r.Release()
+			return out
+		}
+		b, err := r.AppendTo(nil)
+		r.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for len(b) > 0 {
+			bt, n, err := protocol.ParseBatch(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := bt.Validate(); err != nil {
+				t.Fatalf("served an invalid batch at %d: %v", bt.BaseOffset, err)
+			}
+			err = protocol.Messages(bt.Body, bt.Count, bt.BaseOffset, func(o int64, m []byte) error {
+				if o >= offset {
+					if o != offset+int64(len(out))-0 && false {
+						return nil
+					}
+					out = append(out, append([]byte(nil), m...))
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = b[n:]
+		}
+		offset = r.Next
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, vols := range []int{1, 3} {
+		for _, batch := range []int{1, 2, 1000} {
+			t.Run(fmt.Sprintf("vols=%d/batch=%d", vols, batch), func(t *testing.T) {
+				s, _ := openTest(t, vols)
+				if err := s.CreateTopic("t"); err != nil {
+					t.Fatal(err)
+				}
+				var want [][]byte
+				for i := 0; i < 3; i++ {
+					m := msgs(len(want), batch)
+					base, err := s.Append("t", protocol.AppendBatch(nil, m...))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if base != int64(len(want)) {
+						t.Fatalf("base %d, want %d", base, len(want))
+					}
+					want = append(want, m...)
+				}
+				got := readAll(t, s, "t", 0)
+				if len(got) != len(want) {
+					t.Fatalf("read %d messages, want %d", len(got), len(want))
+				}
+				for i := range want {
+					if !bytes.Equal(got[i], want[i]) {
+						t.Fatalf("message %d differs", i)
+					}
+				}
+				info, err := s.Info("t")
+				if err != nil || info.Next != int64(len(want)) || info.Oldest != 0 {
+					t.Fatalf("info %+v %v", info, err)
+				}
+			})
+		}
+	}
+}
+
+func TestNotFound(t *testing.T) {
+	s, _ := openTest(t, 1)
+	if _, err := s.Append("nope", protocol.AppendBatch(nil, []byte("x"))); !errors.Is(err, ErrTopicNotFound) {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -1,0 +1,563 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+func parseBatch(b []byte, limit int) (protocol.Batch, int, error) {
+	return protocol.ParseBatchLimit(b, limit)
+}
+
+// topic is one topic's segments on every volume.
+//
+// Locks, in the order they are taken: wmu (the committer: whoever holds it
+// writes, rotates, truncates or closes files), then mu (the state readers
+// see). qmu guards only the queue of appends waiting for a committer.
+type topic struct {
+	s    *Store
+	name string
+
+	wmu   sync.Mutex
+	spare []*appendReq // wmu must be held
+
+	qmu   sync.Mutex
+	queue []*appendReq
+
+	mu      sync.RWMutex
+	segs    []*segment // ordered by base; never modified in place, only replaced
+	start   int64      // oldest readable offset
+	next    int64      // offset of the next message
+	bad     []offRange // ranges corrupted on every volume
+	err     error      // sticky: set after an I/O error or deletion
+	waiters []waiter
+	dirty   bool // written since the last fsync (FsyncInterval)
+}
+
+type offRange struct{ from, to int64 } // [from, to)
+
+type waiter struct {
+	id     uint64
+	offset int64
+	fn     func()
+}
+
+type appendReq struct {
+	batch []byte
+	count int
+	base  int64
+	err   error
+	done  bool // set by the committer; wmu must be held to read it
+}
+
+var reqPool = sync.Pool{New: func() any { return new(appendReq) }}
+
+func newTopic(s *Store, name string) *topic {
+	return &topic{s: s, name: name}
+}
+
+func (t *topic) dirs() []string {
+	d := make([]string, len(t.s.opts.Volumes))
+	for v := range d {
+		d[v] = t.s.topicDir(v, t.name)
+	}
+	return d
+}
+
+func (t *topic) info() (TopicInfo, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.err != nil && errors.Is(t.err, ErrTopicNotFound) {
+		return TopicInfo{}, t.err
+	}
+	info := TopicInfo{Oldest: t.start, Next: t.next, Segments: len(t.segs)}
+	for _, sg := range t.segs {
+		info.Bytes += sg.size
+	}
+	return info, nil
+}
+
+// append queues one validated batch and commits it, with whatever else is
+// queued, unless another committer already did.
+func (t *topic) append(batch []byte, count int) (int64, error) {
+	req := reqPool.Get().(*appendReq)
+	*req = appendReq{batch: batch, count: count}
+	t.qmu.Lock()
+	t.queue = append(t.queue, req)
+	t.qmu.Unlock()
+
+	t.wmu.Lock()
+	if !req.done {
+		t.qmu.Lock()
+		reqs := t.queue
+		t.queue = t.spare[:0]
+		t.qmu.Unlock()
+		t.commit(reqs)
+		clear(reqs)
+		t.spare = reqs[:0]
+	}
+	t.wmu.Unlock()
+	base, err := req.base, req.err
+	*req = appendReq{}
+	reqPool.Put(req)
+	return base, err
+}
+
+// commit writes reqs to every volume, then publishes them. wmu must be held.
+func (t *topic) commit(reqs []*appendReq) {
+	opts := &t.s.opts
+	t.mu.RLock()
+	err := t.err
+	t.mu.RUnlock()
+	now := opts.Now().UnixNano()
+	bufs := make([][]byte, 0, len(reqs))
+	for i := 0; i < len(reqs); {
+		if err != nil {
+			finish(reqs[i:], err)
+			return
+		}
+		seg, err2 := t.activeSegment()
+		if err2 != nil {
+			err = t.fail(err2)
+			continue
+		}
+		// Take the requests that fit in this segment; at least one.
+		bufs = bufs[:0]
+		next := seg.next
+		size := seg.size
+		msgs := seg.messages
+		entries := make([]entry, 0, len(reqs)-i)
+		j := i
+		for ; j < len(reqs); j++ {
+			r := reqs[j]
+			if j > i && (msgs >= int64(opts.Entries) || size+int64(len(r.batch)) > opts.SegmentBytes) {
+				break
+			}
+			protocol.StampBatch(r.batch, next, now)
+			r.base = next
+			entries = append(entries, entry{off: next, pos: uint32(size), size: uint32(len(r.batch)), count: uint32(r.count)})
+			bufs = append(bufs, r.batch)
+			next += int64(r.count)
+			size += int64(len(r.batch))
+			msgs += int64(r.count)
+		}
+		if werr := t.write(seg, bufs, seg.size); werr != nil {
+			err = t.fail(werr)
+			continue
+		}
+		t.publish(seg, entries, size, next, msgs, now)
+		finish(reqs[i:j], nil)
+		i = j
+	}
+}
+
+func finish(reqs []*appendReq, err error) {
+	for _, r := range reqs {
+		r.err = err
+		r.done = true
+	}
+}
+
+// write writes bufs at pos of seg's log on every volume in order, then
+// fsyncs every volume at once if the policy says so. wmu must be held.
+func (t *topic) write(seg *segment, bufs [][]byte, pos int64) error {
+	for v, f := range seg.logs {
+		if _, err := f.Writev(bufs, pos); err != nil {
+			return fmt.Errorf("storage: topic %q: write volume %s: %w", t.name, t.s.opts.Volumes[v], err)
+		}
+	}
+	if t.s.opts.Fsync == FsyncAlways {
+		return t.syncFiles(seg.logs)
+	}
+	t.mu.Lock()
+	t.dirty = true
+	t.mu.Unlock()
+	return nil
+}
+
+// syncFiles fsyncs files concurrently, one per volume.
+func (t *topic) syncFiles(files []File) error {
+	if len(files) == 1 {
+		if err := files[0].Sync(); err != nil {
+			return fmt.Errorf("storage: topic %q: fsync volume %s: %w", t.name, t.s.opts.Volumes[0], err)
+		}
+		return nil
+	}
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for v, f := range files {
+		wg.Go(func() {
+			if err := f.Sync(); err != nil {
+				errs[v] = fmt.Errorf("storage: topic %q: fsync volume %s: %w", t.name, t.s.opts.Volumes[v], err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// publish makes committed batches visible to readers and wakes waiters.
+func (t *topic) publish(seg *segment, entries []entry, size, next, msgs, now int64) {
+	t.mu.Lock()
+	seg.entries = append(seg.entries, entries...)
+	seg.size = size
+	seg.next = next
+	seg.messages = msgs
+	seg.lastTime = now
+	t.next = next
+	ready := t.takeWaitersLocked(next)
+	t.mu.Unlock()
+	for _, w := range ready {
+		w.fn()
+	}
+}
+
+// fail makes err sticky: the topic turns read-only. It returns the error
+// appends get from now on.
+func (t *topic) fail(err error) error {
+	t.mu.Lock()
+	if t.err == nil {
+		t.err = fmt.Errorf("%w: %w", ErrReadOnly, err)
+		t.s.opts.Logger.Error("topic is read-only after an I/O error", "topic", t.name, "err", err)
+	}
+	err = t.err
+	t.mu.Unlock()
+	return err
+}
+
+// activeSegment returns the segment appends go to, starting a new one when
+// there is none or the last is full. wmu must be held.
+func (t *topic) activeSegment() (*segment, error) {
+	t.mu.RLock()
+	var seg *segment
+	if n := len(t.segs); n > 0 {
+		seg = t.segs[n-1]
+	}
+	t.mu.RUnlock()
+	opts := &t.s.opts
+	if seg != nil && seg.logs != nil && seg.messages < int64(opts.Entries) && seg.size < opts.SegmentBytes {
+		return seg, nil
+	}
+	base := int64(0)
+	if seg != nil {
+		base = seg.next
+		if err := t.seal(seg); err != nil {
+			return nil, err
+		}
+	} else {
+		t.mu.RLock()
+		base = t.next
+		t.mu.RUnlock()
+	}
+	return t.newSegment(base)
+}
+
+// seal writes the index of a full segment, fsyncs it (unless the policy
+// is FsyncNever) and closes its log files. wmu must be held.
+func (t *topic) seal(seg *segment) error {
+	if seg.logs == nil {
+		return nil
+	}
+	if t.s.opts.Fsync != FsyncNever {
+		if err := t.syncFiles(seg.logs); err != nil {
+			return err
+		}
+	}
+	if err := t.writeIndex(seg); err != nil {
+		return err
+	}
+	var errs []error
+	for _, f := range seg.logs {
+		errs = append(errs, f.Close())
+	}
+	seg.logs = nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("storage: topic %q: close segment: %w", t.name, err)
+	}
+	return nil
+}
+
+func (t *topic) writeIndex(seg *segment) error {
+	t.mu.RLock()
+	idx := appendIndex(make([]byte, 0, len(seg.entries)*indexEntrySize), seg.base, seg.entries)
+	t.mu.RUnlock()
+	for v := range t.s.opts.Volumes {
+		path := filepath.Join(t.s.topicDir(v, t.name), segmentName(seg.base, idxSuffix))
+		if err := t.s.writeFileDurable(path, idx); err != nil {
+			return fmt.Errorf("storage: topic %q: write index: %w", t.name, err)
+		}
+	}
+	return nil
+}
+
+// newSegment creates the log file of a new segment on every volume.
+// wmu must be held.
+func (t *topic) newSegment(base int64) (*segment, error) {
+	seg := &segment{base: base, next: base}
+	for v := range t.s.opts.Volumes {
+		dir := t.s.topicDir(v, t.name)
+		f, err := t.s.fs.OpenFile(filepath.Join(dir, segmentName(base, logSuffix)), os.O_RDWR|os.O_CREATE, 0o644)
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = f.Stat(); err == nil && fi.Size() != 0 {
+				err = fmt.Errorf("%w: new segment %d already holds %d bytes", ErrCorruptLayout, base, fi.Size())
+			}
+			if err != nil {
+				f.Close()
+			}
+		}
+		if err == nil {
+			seg.logs = append(seg.logs, f)
+			err = t.s.fs.SyncDir(dir)
+		}
+		if err != nil {
+			for _, f := range seg.logs {
+				f.Close()
+			}
+			return nil, fmt.Errorf("storage: topic %q: new segment on volume %s: %w", t.name, t.s.opts.Volumes[v], err)
+		}
+	}
+	t.mu.Lock()
+	t.segs = append(t.segs[:len(t.segs):len(t.segs)], seg)
+	t.mu.Unlock()
+	return seg, nil
+}
+
+// takeWaitersLocked removes and returns the waiters that next satisfies.
+// mu must be held.
+func (t *topic) takeWaitersLocked(next int64) []waiter {
+	var ready []waiter
+	kept := t.waiters[:0]
+	for _, w := range t.waiters {
+		if next > w.offset || t.err != nil && errors.Is(t.err, ErrTopicNotFound) {
+			ready = append(ready, w)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(t.waiters[len(kept):])
+	t.waiters = kept
+	return ready
+}
+
+// markDeleted fails appends and wakes every waiter. wmu must be held.
+func (t *topic) markDeleted() {
+	t.mu.Lock()
+	t.err = fmt.Errorf("%w: %q", ErrTopicNotFound, t.name)
+	ready := t.takeWaitersLocked(t.next)
+	var segs []*segment
+	segs = append(segs, t.segs...)
+	t.mu.Unlock()
+	for _, sg := range segs {
+		for _, f := range sg.logs {
+			f.Close()
+		}
+		sg.logs = nil
+	}
+	for _, w := range ready {
+		w.fn()
+	}
+}
+
+// sync fsyncs the active segment if it was written since the last sync.
+func (t *topic) sync() error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	t.mu.Lock()
+	dirty := t.dirty
+	t.dirty = false
+	var seg *segment
+	if n := len(t.segs); n > 0 {
+		seg = t.segs[n-1]
+	}
+	t.mu.Unlock()
+	if !dirty || seg == nil || seg.logs == nil {
+		return nil
+	}
+	if err := t.syncFiles(seg.logs); err != nil {
+		return t.fail(err)
+	}
+	return nil
+}
+
+// close writes the active segment's index, fsyncs and closes its files.
+func (t *topic) close() error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	t.mu.Lock()
+	var seg *segment
+	if n := len(t.segs); n > 0 {
+		seg = t.segs[n-1]
+	}
+	deleted := t.err != nil && errors.Is(t.err, ErrTopicNotFound)
+	if t.err == nil {
+		t.err = ErrClosed
+	}
+	ready := t.takeWaitersLocked(t.next)
+	ready = append(ready, t.waiters...)
+	t.waiters = nil
+	t.mu.Unlock()
+	for _, w := range ready {
+		w.fn()
+	}
+	if seg == nil || seg.logs == nil || deleted {
+		return nil
+	}
+	var errs []error
+	errs = append(errs, t.syncFiles(seg.logs))
+	errs = append(errs, t.writeIndex(seg))
+	for _, f := range seg.logs {
+		errs = append(errs, f.Close())
+	}
+	seg.logs = nil
+	return errors.Join(errs...)
+}
+
+// Watch calls fn once the topic's next offset is past offset, that is when
+// offset becomes readable, or when the topic is deleted or the store closes.
+// If that is already so, fn runs before Watch returns. Otherwise fn runs on
+// the goroutine that appended, after the append is visible to readers, and
+// must not block. The returned cancel removes fn if it has not run yet and
+// reports whether it did so.
+func (s *Store) Watch(name string, offset int64, fn func()) (cancel func() bool, err error) {
+	t, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	if t.next > offset || t.err != nil {
+		t.mu.Unlock()
+		fn()
+		return func() bool { return false }, nil
+	}
+	id := t.s.stats.watchIDs.Add(1)
+	t.waiters = append(t.waiters, waiter{id: id, offset: offset, fn: fn})
+	t.mu.Unlock()
+	return func() bool {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		for i, w := range t.waiters {
+			if w.id == id {
+				t.waiters = append(t.waiters[:i], t.waiters[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}, nil
+}
+
+// truncate moves the start of the topic to before and deletes the segments
+// that only hold offsets below it, except the newest.
+func (t *topic) truncate(before int64) error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	t.mu.RLock()
+	if t.err != nil && !errors.Is(t.err, ErrReadOnly) {
+		err := t.err
+		t.mu.RUnlock()
+		return err
+	}
+	start, next := t.start, t.next
+	segs := t.segs
+	t.mu.RUnlock()
+	before = min(before, next)
+	if before <= start {
+		return nil
+	}
+	// Segments [0, k) end at or before `before` and go.
+	k := 0
+	for k < len(segs)-1 && segs[k+1].base <= before {
+		k++
+	}
+	if len(segs) == 0 || before > segs[k].base {
+		// The start falls inside a kept segment: persist it.
+		for v := range t.s.opts.Volumes {
+			if err := t.s.writeFileDurable(filepath.Join(t.s.topicDir(v, t.name), metaName), encodeMeta(before)); err != nil {
+				return fmt.Errorf("storage: topic %q: truncate: %w", t.name, err)
+			}
+		}
+	}
+	t.mu.Lock()
+	t.start = before
+	t.segs = append([]*segment(nil), segs[k:]...)
+	bad := t.bad[:0:0]
+	for _, r := range t.bad {
+		if r.to > before {
+			bad = append(bad, offRange{max(r.from, before), r.to})
+		}
+	}
+	t.bad = bad
+	t.mu.Unlock()
+	var paths []string
+	var errs []error
+	for _, sg := range segs[:k] {
+		for v := range t.s.opts.Volumes {
+			dir := t.s.topicDir(v, t.name)
+			for _, suffix := range []string{logSuffix, idxSuffix} {
+				p := filepath.Join(dir, segmentName(sg.base, suffix))
+				paths = append(paths, p)
+				if err := t.s.fs.Remove(p); err != nil && !os.IsNotExist(err) {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	if k > 0 {
+		for v := range t.s.opts.Volumes {
+			errs = append(errs, t.s.fs.SyncDir(t.s.topicDir(v, t.name)))
+		}
+	}
+	t.s.cache.invalidate(paths)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("storage: topic %q: truncate: %w", t.name, err)
+	}
+	return nil
+}
+
+// offsetAtTime returns the offset of the first batch appended at or after
+// ns, reading batch headers from the last volume by binary search.
+func (t *topic) offsetAtTime(ns int64) (int64, error) {
+	t.mu.RLock()
+	segs, next := t.segs, t.next
+	t.mu.RUnlock()
+	// Segments whose newest batch is older than ns are skipped whole.
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].lastTime >= ns })
+	if i == len(segs) {
+		return next, nil
+	}
+	seg := segs[i]
+	t.mu.RLock()
+	entries := seg.entries
+	t.mu.RUnlock()
+	path := filepath.Join(t.s.topicDir(len(t.s.opts.Volumes)-1, t.name), segmentName(seg.base, logSuffix))
+	cf, err := t.s.cache.acquire(path)
+	if err != nil {
+		return 0, fmt.Errorf("storage: topic %q: %w", t.name, err)
+	}
+	defer t.s.cache.release(cf)
+	var hdr [protocol.BatchHeaderSize]byte
+	var rerr error
+	j := sort.Search(len(entries), func(j int) bool {
+		if rerr != nil {
+			return true
+		}
+		if _, err := cf.f.ReadAt(hdr[:], int64(entries[j].pos)); err != nil {
+			rerr = err
+			return true
+		}
+		return protocol.BatchAppendTime(hdr[:]) >= ns
+	})
+	if rerr != nil {
+		return 0, fmt.Errorf("storage: topic %q: read batch time: %w", t.name, rerr)
+	}
+	if j == len(entries) {
+		return seg.next, nil
+	}
+	return entries[j].off, nil
+}
