@@ -1,7 +1,8 @@
 // Package protocol holds haraqa's byte formats: the batch, which is the unit
 // that producers send, storage keeps on disk and consumers receive, byte for
-// byte the same everywhere. It is pure []byte in and out and imports nothing
-// else of the module.
+// byte the same everywhere, and the frames of the binary protocol that carry
+// requests and responses between clients and the server. It is pure []byte
+// in and out and imports nothing else of the module.
 //
 // # Conventions
 //
@@ -48,4 +49,156 @@
 // size is at least count (every message takes one length byte or more), raw
 // size equals the body length for codec 0, the CRC matches, and for codec 0
 // the body parses into exactly count messages.
+//
+// # Frames
+//
+// A connection carries frames in both directions: the client sends
+// requests, the server sends responses. Every frame starts with a 12-byte
+// header; the request and response headers differ only in bytes 6-7.
+//
+//	offset size field     meaning
+//	0      4    length    uint32, bytes after this field: 8 + len(payload)
+//	4      1    version   uint8, protocol version, 1
+//	5      1    op        uint8, operation (a response echoes the request's)
+//	6      2    reserved  uint16, request: 0
+//	6      2    code      uint16, response: status code, 0 = ok
+//	8      4    corr id   uint32, chosen by the client, echoed in the response
+//	12     -    payload   length-8 bytes, laid out per op and direction
+//
+// The length, version, op and correlation id keep their places in every
+// protocol version, and so does the error payload below, so a server can
+// always answer a request it cannot parse. A length below 8 is malformed. A
+// length above the receiver's max frame size (default DefaultMaxFrameSize,
+// 64 MiB) is refused from the length field alone, before the frame is
+// buffered (PeekFrame). Every payload must end exactly where its last field
+// does; bytes left over are malformed.
+//
+// Payload field types: int32, uint32, int64 as in the header (little-endian);
+// a string is a uint16 byte count followed by that many bytes (no
+// terminator). A topic name is 1-255 bytes of [A-Za-z0-9._-] and neither
+// "." nor ".." (ValidTopic).
+//
+// # Versions, correlation, errors
+//
+// A client sends version 1. A server that does not speak a request's version
+// answers with code 2 (unsupported version) and writes in the version byte
+// of that response the highest version it speaks. A client may pipeline:
+// send many requests without waiting, each with its own correlation id, and
+// match each response to its request by that id. The server answers the
+// requests of one connection in the order it received them.
+//
+// A response whose code is not 0 has this payload, whatever the op:
+//
+//	offset size field
+//	0      2    msg length  uint16, at most MaxErrorMessageLen (1024)
+//	2      -    message     UTF-8 text for people; match on the code
+//
+// When the server could not read a request's header it echoes op 0 and
+// correlation id 0. After code 4 (malformed request) or 5 (frame too large)
+// the server closes the connection, whose framing it cannot trust; after any
+// other code the connection stays usable.
+//
+//	code name                 meaning
+//	0    ok                   success, the payload is the op's response
+//	1    unknown error        an internal or unexpected server error
+//	2    unsupported version  the request's version is not spoken
+//	3    unknown op           the op is not known in this version
+//	4    malformed request    the frame or payload breaks this format
+//	5    frame too large      the length field is over the server's limit
+//	6    topic not found      no topic of that name
+//	7    topic exists         create topic: the topic already exists
+//	8    invalid topic        the topic name breaks the naming rules
+//	9    offset out of range  consume/truncate offset outside the topic
+//	10   invalid batch        a produced batch failed its checks or CRC
+//	11   unreadable range     stored data is corrupt on every volume
+//	12   topic read-only      a storage I/O error made the topic read-only
+//	13   shutting down        the server is stopping; retry elsewhere/later
+//	14   invalid argument     a well-formed field is out of range (bad regex)
+//
+// # Operations
+//
+// Offsets below are within the payload, which starts at frame offset 12. An
+// empty payload means the frame is only its header (length 8).
+//
+//	op 1, ping          request: empty           response: empty
+//	op 2, create topic  request: topic string    response: empty
+//	op 3, delete topic  request: topic string    response: empty
+//	op 5, topic info    request: topic string    response: below
+//
+// List topics (op 4) returns the names that start with prefix and, when
+// regex is not empty, match it (RE2 syntax, unanchored, at most
+// MaxRegexLen = 4096 bytes), in ascending byte order:
+//
+//	request             response
+//	0  2  prefix len    0  4  count    uint32, number of names
+//	2  -  prefix        4  -  names    count strings, each a uint16 length and bytes
+//	-  2  regex len
+//	-  -  regex
+//
+// Topic info (op 5) response, 28 bytes:
+//
+//	0   8  oldest offset  int64, oldest message kept; = next offset when empty
+//	8   8  next offset    int64, offset the next message will get
+//	16  8  bytes          int64, bytes on disk (read volume)
+//	24  4  segments       uint32, number of segment files
+//
+// Produce (op 6) appends one batch (the Batch section) to a topic. The batch
+// is the rest of the frame, so a server can keep it as a sub-slice of the
+// frame without copying; it must be exactly one whole batch. The server
+// checks it (CRC included; code 10 if bad), stamps its base offset and
+// append time, and stores it as it is.
+//
+//	request                                   response, 12 bytes
+//	0  2  flags      uint16, bit 0: create    0  8  base offset  int64
+//	                 the topic if missing;    8  4  count        uint32
+//	                 other bits 0
+//	2  2  topic len
+//	4  n  topic
+//	4+n - batch      the rest of the frame
+//
+// Consume (op 7) reads messages from offset on:
+//
+//	request
+//	0   8  offset      int64, first message wanted; < 0 counts back from
+//	                   the next offset (-1: the last message)
+//	8   4  limit       int32, messages wanted; <= 0: no limit
+//	12  4  max bytes   int32, bound on batch bytes; <= 0: server default
+//	16  4  max wait    int32, milliseconds to wait at the end of the topic
+//	20  2  topic len
+//	22  n  topic
+//
+// A negative offset resolves to next offset + offset, raised to the oldest
+// offset. An offset (once resolved) below the oldest or above the next
+// offset is code 9. At the next offset with max wait > 0 the server holds
+// the request until a message arrives or the wait ends, then answers with
+// what it has (maybe nothing). The response:
+//
+//	0   8  start offset  int64, the offset asked for, resolved
+//	8   8  next offset   int64, the topic's next offset
+//	16  4  size          uint32, bytes of batches that follow: length-28
+//	20  -  batches       zero or more whole batches, concatenated
+//
+// The batches are whole stored batches: the first is the one holding the
+// start offset (it may begin before it) and the last may run past the
+// limit, so the consumer skips messages outside [start, start+limit). The
+// server sends at least one batch when there is one, even if it is larger
+// than max bytes, so a consumer always makes progress. The response header
+// is the fixed ConsumeResponseHeaderSize (32) bytes before the batches, so
+// a server writes it (AppendConsumeResponseHeader) and then sends the batch
+// bytes straight from a file.
+//
+// Truncate (op 8) drops old messages:
+//
+//	request                                    response, 8 bytes
+//	0  8  before     int64                     0  8  oldest offset  int64,
+//	8  1  by         uint8, 0: before is an          after truncating
+//	                 offset, 1: a time in
+//	                 Unix nanoseconds
+//	9  2  topic len
+//	11 n  topic
+//
+// Messages with an offset (or append time) below before are dropped. A
+// server may keep some of them (it may remove whole segment files only);
+// the response tells the new oldest offset. An offset bound above the next
+// offset is code 9.
 package protocol

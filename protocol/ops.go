@@ -498,8 +498,8 @@ func (by TruncateBy) String() string {
 	return "unknown"
 }
 
-// TruncateRequest drops the old messages of a topic. The server removes
-// whole segments only, so it may keep some messages before the bound: the
+// TruncateRequest drops the old messages of a topic. A server may keep some
+// messages before the bound (it may remove whole segment files only): the
 // response tells the new oldest offset.
 type TruncateRequest struct {
 	Before int64 // an offset or a time in Unix nanoseconds, as By says

@@ -334,7 +334,7 @@ func (r *recovery) index(dirs []string, seg *segment, last bool) error {
 		if have == nil && last {
 			continue
 		}
-		if err := r.s.writeFileDurable(path, want); err != nil {
+		if err := r.s.writeFile(path, want); err != nil {
 			return fmt.Errorf("storage: topic %q: rebuild index: %w", r.name, err)
 		}
 		r.repaired(v, "index rebuilt from log", int64(len(want)), "segment", seg.base)

@@ -343,6 +343,20 @@ func (s *Store) syncLoop() {
 	}
 }
 
+// writeFile replaces the contents of path with data, without fsync: for
+// derived files (indexes) that recovery checks and rebuilds.
+func (s *Store) writeFile(path string, data []byte) error {
+	f, err := s.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(data, 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // writeFileDurable writes data to path: a temporary file, fsync, rename over
 // path, fsync of the directory.
 func (s *Store) writeFileDurable(path string, data []byte) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 
 	"github.com/haraqa/haraqa/protocol"
@@ -125,3 +126,5 @@ func TestNotFound(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -24,8 +24,12 @@ type topic struct {
 	s    *Store
 	name string
 
-	wmu   sync.Mutex
-	spare []*appendReq // wmu must be held
+	wmu     sync.Mutex
+	spare   []*appendReq // wmu must be held
+	bufs    [][]byte     // commit scratch; wmu must be held
+	entries []entry      // commit scratch; wmu must be held
+	prep    *prepared    // next segment's files being created; wmu must be held
+	bg      sync.WaitGroup
 
 	qmu   sync.Mutex
 	queue []*appendReq
@@ -116,7 +120,8 @@ func (t *topic) commit(reqs []*appendReq) {
 	err := t.err
 	t.mu.RUnlock()
 	now := opts.Now().UnixNano()
-	bufs := make([][]byte, 0, len(reqs))
+	bufs := t.bufs[:0]
+	defer func() { clear(bufs); t.bufs = bufs[:0] }()
 	for i := 0; i < len(reqs); {
 		if err != nil {
 			finish(reqs[i:], err)
@@ -132,7 +137,7 @@ func (t *topic) commit(reqs []*appendReq) {
 		next := seg.next
 		size := seg.size
 		msgs := seg.messages
-		entries := make([]entry, 0, len(reqs)-i)
+		entries := t.entries[:0]
 		j := i
 		for ; j < len(reqs); j++ {
 			r := reqs[j]
@@ -152,6 +157,7 @@ func (t *topic) commit(reqs []*appendReq) {
 			continue
 		}
 		t.publish(seg, entries, size, next, msgs, now)
+		t.entries = entries[:0]
 		finish(reqs[i:j], nil)
 		i = j
 	}
@@ -231,104 +237,6 @@ func (t *topic) fail(err error) error {
 	return err
 }
 
-// activeSegment returns the segment appends go to, starting a new one when
-// there is none or the last is full. wmu must be held.
-func (t *topic) activeSegment() (*segment, error) {
-	t.mu.RLock()
-	var seg *segment
-	if n := len(t.segs); n > 0 {
-		seg = t.segs[n-1]
-	}
-	t.mu.RUnlock()
-	opts := &t.s.opts
-	if seg != nil && seg.logs != nil && seg.messages < int64(opts.Entries) && seg.size < opts.SegmentBytes {
-		return seg, nil
-	}
-	base := int64(0)
-	if seg != nil {
-		base = seg.next
-		if err := t.seal(seg); err != nil {
-			return nil, err
-		}
-	} else {
-		t.mu.RLock()
-		base = t.next
-		t.mu.RUnlock()
-	}
-	return t.newSegment(base)
-}
-
-// seal writes the index of a full segment, fsyncs it (unless the policy
-// is FsyncNever) and closes its log files. wmu must be held.
-func (t *topic) seal(seg *segment) error {
-	if seg.logs == nil {
-		return nil
-	}
-	if t.s.opts.Fsync != FsyncNever {
-		if err := t.syncFiles(seg.logs); err != nil {
-			return err
-		}
-	}
-	if err := t.writeIndex(seg); err != nil {
-		return err
-	}
-	var errs []error
-	for _, f := range seg.logs {
-		errs = append(errs, f.Close())
-	}
-	seg.logs = nil
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("storage: topic %q: close segment: %w", t.name, err)
-	}
-	return nil
-}
-
-func (t *topic) writeIndex(seg *segment) error {
-	t.mu.RLock()
-	idx := appendIndex(make([]byte, 0, len(seg.entries)*indexEntrySize), seg.base, seg.entries)
-	t.mu.RUnlock()
-	for v := range t.s.opts.Volumes {
-		path := filepath.Join(t.s.topicDir(v, t.name), segmentName(seg.base, idxSuffix))
-		if err := t.s.writeFileDurable(path, idx); err != nil {
-			return fmt.Errorf("storage: topic %q: write index: %w", t.name, err)
-		}
-	}
-	return nil
-}
-
-// newSegment creates the log file of a new segment on every volume.
-// wmu must be held.
-func (t *topic) newSegment(base int64) (*segment, error) {
-	seg := &segment{base: base, next: base}
-	for v := range t.s.opts.Volumes {
-		dir := t.s.topicDir(v, t.name)
-		f, err := t.s.fs.OpenFile(filepath.Join(dir, segmentName(base, logSuffix)), os.O_RDWR|os.O_CREATE, 0o644)
-		if err == nil {
-			var fi os.FileInfo
-			if fi, err = f.Stat(); err == nil && fi.Size() != 0 {
-				err = fmt.Errorf("%w: new segment %d already holds %d bytes", ErrCorruptLayout, base, fi.Size())
-			}
-			if err != nil {
-				f.Close()
-			}
-		}
-		if err == nil {
-			seg.logs = append(seg.logs, f)
-			err = t.s.fs.SyncDir(dir)
-		}
-		if err != nil {
-			for _, f := range seg.logs {
-				f.Close()
-			}
-			return nil, fmt.Errorf("storage: topic %q: new segment on volume %s: %w", t.name, t.s.opts.Volumes[v], err)
-		}
-	}
-	t.mu.Lock()
-	t.segs = append(t.segs[:len(t.segs):len(t.segs)], seg)
-	t.mu.Unlock()
-	return seg, nil
-}
-
 // takeWaitersLocked removes and returns the waiters that next satisfies.
 // mu must be held.
 func (t *topic) takeWaitersLocked(next int64) []waiter {
@@ -355,11 +263,11 @@ func (t *topic) markDeleted() {
 	segs = append(segs, t.segs...)
 	t.mu.Unlock()
 	for _, sg := range segs {
-		for _, f := range sg.logs {
-			f.Close()
-		}
+		closeAll(sg.logs)
 		sg.logs = nil
 	}
+	t.bg.Wait()
+	t.dropPrepared()
 	for _, w := range ready {
 		w.fn()
 	}
@@ -406,6 +314,8 @@ func (t *topic) close() error {
 	for _, w := range ready {
 		w.fn()
 	}
+	t.bg.Wait()
+	t.dropPrepared()
 	if seg == nil || seg.logs == nil || deleted {
 		return nil
 	}
@@ -457,6 +367,7 @@ func (s *Store) Watch(name string, offset int64, fn func()) (cancel func() bool,
 func (t *topic) truncate(before int64) error {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
+	t.bg.Wait() // no index write may race with the deletion of its segment
 	t.mu.RLock()
 	if t.err != nil && !errors.Is(t.err, ErrReadOnly) {
 		err := t.err

@@ -1,0 +1,76 @@
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// Config configures a Broker. Start from DefaultConfig.
+type Config struct {
+	// Addr is the TCP address of the binary protocol, host:port
+	// (default "127.0.0.1:14353"; port 0 picks a free one, see Broker.Addr).
+	Addr string
+	// MaxFrameSize bounds the length of a request frame (default 64 MiB).
+	// A larger declared length is answered with an error and the
+	// connection is closed, before the frame is buffered.
+	MaxFrameSize int
+	// DefaultLimit is the message limit of a consume that gives none;
+	// -1 (the default) means no limit beyond the byte bound.
+	DefaultLimit int
+	// MaxConsumeBytes bounds the batch bytes of one consume response
+	// (default 4 MiB); a request may ask for less. The first batch is sent
+	// whole even when larger, so a consumer always makes progress.
+	MaxConsumeBytes int
+	// MaxWait bounds the long-poll wait of a consume (default 1 minute).
+	MaxWait time.Duration
+	// MaxOutboundBytes is how much a connection's unsent output may hold
+	// before the broker stops reading its requests (default 16 MiB).
+	MaxOutboundBytes int
+	// MaxPending bounds the requests of one connection waiting for their
+	// turn to be answered (default 4096); past it, reading stops too.
+	MaxPending int
+	// EventLoops is the number of gnet event loops (default 0: one per CPU).
+	EventLoops int
+	// Logger receives connection and request errors (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Addr:             "127.0.0.1:14353",
+		MaxFrameSize:     protocol.DefaultMaxFrameSize,
+		DefaultLimit:     -1,
+		MaxConsumeBytes:  4 << 20,
+		MaxWait:          time.Minute,
+		MaxOutboundBytes: 16 << 20,
+		MaxPending:       4096,
+	}
+}
+
+// Validate checks the configuration and fills in the Logger.
+func (c *Config) Validate() error {
+	switch {
+	case c.Addr == "":
+		return fmt.Errorf("%w: empty address", ErrInvalidConfig)
+	case c.MaxFrameSize < protocol.HeaderSize+protocol.BatchHeaderSize+64:
+		return fmt.Errorf("%w: max frame size %d is too small", ErrInvalidConfig, c.MaxFrameSize)
+	case c.DefaultLimit < -1:
+		return fmt.Errorf("%w: default limit %d: want -1 or more", ErrInvalidConfig, c.DefaultLimit)
+	case c.MaxConsumeBytes < 1:
+		return fmt.Errorf("%w: max consume bytes %d", ErrInvalidConfig, c.MaxConsumeBytes)
+	case c.MaxWait < 0:
+		return fmt.Errorf("%w: max wait %s", ErrInvalidConfig, c.MaxWait)
+	case c.MaxOutboundBytes < 1 || c.MaxPending < 1:
+		return fmt.Errorf("%w: max outbound bytes and max pending must be positive", ErrInvalidConfig)
+	case c.EventLoops < 0:
+		return fmt.Errorf("%w: event loops %d", ErrInvalidConfig, c.EventLoops)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}

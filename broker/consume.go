@@ -1,0 +1,189 @@
+package broker
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/valyala/bytebufferpool"
+	"golang.org/x/sys/unix"
+
+	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
+)
+
+// consume is a consume request, served when it reaches the head of its
+// connection's queue; with a max wait it parks there until data arrives.
+type consume struct {
+	corrID   uint32
+	topic    string
+	offset   int64 // resolved once the first read is made
+	resolved bool
+	limit    int
+	maxBytes int64
+	deadline time.Time // zero: answer at once
+
+	parked bool
+	cancel func() bool // storage watch
+	timer  *time.Timer
+}
+
+// copyChunk is the size of the pooled buffer the copying path reads through.
+const copyChunk = 256 << 10
+
+func (b *Broker) handleConsume(c gnet.Conn, cs *connState, h protocol.RequestHeader, payload []byte) {
+	req, err := protocol.ParseConsumeRequest(payload)
+	if err != nil {
+		b.respondError(cs, h.Op, h.CorrID, err)
+		return
+	}
+	cr := &consume{corrID: h.CorrID, topic: string(req.Topic), offset: req.Offset, maxBytes: int64(b.cfg.MaxConsumeBytes)}
+	switch {
+	case req.Limit > 0:
+		cr.limit = int(req.Limit)
+	case b.cfg.DefaultLimit > 0:
+		cr.limit = b.cfg.DefaultLimit
+	}
+	if req.MaxBytes > 0 {
+		cr.maxBytes = min(cr.maxBytes, int64(req.MaxBytes))
+	}
+	if req.MaxWaitMs > 0 {
+		cr.deadline = time.Now().Add(min(time.Duration(req.MaxWaitMs)*time.Millisecond, b.cfg.MaxWait))
+	}
+	if len(cs.slots) == 0 && b.serveConsume(c, cs, cr) {
+		return
+	}
+	cs.slots = append(cs.slots, &slot{consume: cr})
+}
+
+// serveConsume answers cr if it can: data is there, the wait is over, or an
+// error. Otherwise it parks cr (a storage watch and a timer wake the
+// connection) and returns false. Runs on the event loop.
+func (b *Broker) serveConsume(c gnet.Conn, cs *connState, cr *consume) bool {
+	r, err := b.store.Read(cr.topic, cr.offset, cr.limit, cr.maxBytes)
+	if err == nil && !cr.resolved {
+		cr.offset, cr.resolved = r.Offset, true
+		if r.Offset > r.End {
+			r.Release()
+			err = fmt.Errorf("%w: topic %q: offset %d is past the end (%d)", storage.ErrOffsetOutOfRange, cr.topic, r.Offset, r.End)
+		}
+	}
+	if err != nil {
+		b.unpark(cr)
+		cs.out = b.appendError(cs.out, protocol.OpConsume, cr.corrID, err)
+		return true
+	}
+	if r.Batches == 0 && !cr.deadline.IsZero() && time.Now().Before(cr.deadline) {
+		r.Release()
+		if err := b.park(c, cr); err != nil {
+			b.unpark(cr)
+			cs.out = b.appendError(cs.out, protocol.OpConsume, cr.corrID, err)
+			return true
+		}
+		return false
+	}
+	b.unpark(cr)
+	b.sendConsume(c, cs, cr, r)
+	r.Release()
+	return true
+}
+
+// park arranges for the connection to be woken when the topic grows past
+// cr.offset or the wait ends. Calling it again renews the watch.
+func (b *Broker) park(c gnet.Conn, cr *consume) error {
+	wake := func() { _ = c.Wake(nil) }
+	if cr.cancel != nil {
+		cr.cancel()
+	}
+	cancel, err := b.store.Watch(cr.topic, cr.offset, wake)
+	if err != nil {
+		return err
+	}
+	cr.cancel = cancel
+	if !cr.parked {
+		cr.parked = true
+		cr.timer = time.AfterFunc(time.Until(cr.deadline), wake)
+		b.stats.parked.Add(1)
+	}
+	return nil
+}
+
+func (b *Broker) unpark(cr *consume) {
+	if cr.cancel != nil {
+		cr.cancel()
+		cr.cancel = nil
+	}
+	if cr.parked {
+		cr.timer.Stop()
+		cr.parked = false
+		b.stats.parked.Add(-1)
+	}
+}
+
+// sendConsume writes the response header, then the batches: with
+// sendfile(2) straight from the segment file while gnet's outbound buffer is
+// empty and the socket takes them, and what remains through a pooled buffer
+// into gnet's outbound buffer.
+func (b *Broker) sendConsume(c gnet.Conn, cs *connState, cr *consume, r *storage.ReadResult) {
+	cs.out = protocol.AppendConsumeResponseHeader(cs.out, cr.corrID, cr.offset, r.End, int(r.Bytes))
+	b.flush(c, cs) // the header goes before the batch bytes
+	if cs.fatal != nil {
+		return
+	}
+	sock := c.Fd()
+	for _, sp := range r.Spans {
+		pos, end := sp.Pos, sp.Pos+sp.Len
+		if c.OutboundBuffered() == 0 {
+			for pos < end {
+				n, err := unix.Sendfile(sock, int(sp.File.Fd()), &pos, int(min(end-pos, 1<<30)))
+				if n > 0 {
+					b.stats.zeroCopyBytes.Add(int64(n))
+				}
+				if err == unix.EINTR {
+					continue
+				}
+				if err == unix.EAGAIN || (err == nil && n == 0) {
+					break
+				}
+				if err != nil {
+					cs.fatal = fmt.Errorf("broker: sendfile: %w", err)
+					return
+				}
+			}
+		}
+		if pos < end {
+			if err := b.copySpan(c, sp.File, pos, end); err != nil {
+				cs.fatal = err
+				return
+			}
+		}
+	}
+	b.stats.consumedBytes.Add(r.Bytes)
+}
+
+// copySpan reads [pos, end) of f through a pooled buffer into the
+// connection's outbound buffer.
+func (b *Broker) copySpan(c gnet.Conn, f storage.File, pos, end int64) error {
+	buf := bytebufferpool.Get()
+	defer bytebufferpool.Put(buf)
+	for pos < end {
+		n := int(min(end-pos, copyChunk))
+		if cap(buf.B) < n {
+			buf.B = make([]byte, n)
+		}
+		chunk := buf.B[:n]
+		if m, err := f.ReadAt(chunk, pos); m < n {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("broker: read segment: %w", err)
+		}
+		if _, err := c.Write(chunk); err != nil {
+			return err
+		}
+		b.stats.copiedBytes.Add(int64(n))
+		pos += int64(n)
+	}
+	return nil
+}

@@ -1,0 +1,41 @@
+package broker
+
+import "sync/atomic"
+
+// Stats are the broker's counters since it started.
+type Stats struct {
+	Connections     int64 // open connections
+	Requests        int64 // requests handled
+	Errors          int64 // error responses sent
+	ProducedMsgs    int64 // messages appended
+	ProducedBytes   int64 // batch bytes appended
+	ConsumedBytes   int64 // batch bytes sent to consumers
+	ZeroCopyBytes   int64 // of ConsumedBytes, sent with sendfile(2)
+	CopiedBytes     int64 // of ConsumedBytes, copied through a buffer
+	ParkedPolls     int64 // consumes waiting for data right now
+	ClosedForFrames int64 // connections closed for an oversized or malformed frame
+}
+
+type counters struct {
+	connections, requests, errors                atomic.Int64
+	producedMsgs, producedBytes, consumedBytes   atomic.Int64
+	zeroCopyBytes, copiedBytes, parked, badFrame atomic.Int64
+	pending                                      atomic.Int64 // responses owed
+}
+
+// Stats returns the counters.
+func (b *Broker) Stats() Stats {
+	s := &b.stats
+	return Stats{
+		Connections:     s.connections.Load(),
+		Requests:        s.requests.Load(),
+		Errors:          s.errors.Load(),
+		ProducedMsgs:    s.producedMsgs.Load(),
+		ProducedBytes:   s.producedBytes.Load(),
+		ConsumedBytes:   s.consumedBytes.Load(),
+		ZeroCopyBytes:   s.zeroCopyBytes.Load(),
+		CopiedBytes:     s.copiedBytes.Load(),
+		ParkedPolls:     s.parked.Load(),
+		ClosedForFrames: s.badFrame.Load(),
+	}
+}

@@ -1,0 +1,130 @@
+// Package storage keeps topics as append-only logs of batches on one or
+// more volumes, and repairs the volumes from one another when it opens them.
+//
+// A batch (see package protocol) is stored exactly as it arrived, with the
+// base offset and append time stamped into its header; the CRC is not
+// recomputed because it does not cover those fields. The bytes on disk are
+// the bytes a consumer receives, so reads are returned as spans of files
+// (file, position, length) that the broker can send with sendfile(2).
+//
+// # Volumes and files
+//
+// Every volume is a directory, meant for its own disk:
+//
+//	<volume>/LOCK                      flock(2)ed while a Store has the volume open
+//	<volume>/topics/<topic>/           one directory per topic
+//	<volume>/topics/<topic>/NNNN.log   segment log, NNNN = base offset, 20 digits zero-padded
+//	<volume>/topics/<topic>/NNNN.idx   segment index
+//	<volume>/topics/<topic>/meta       start offset, present after a truncation inside a segment
+//	<volume>/topics/~deleted.<topic>.N a deleted topic being removed
+//
+// Topic names are 1-255 bytes of [A-Za-z0-9._-] and neither "." nor "..",
+// so a topic is always one directory inside topics/ and nothing can escape
+// the volume. "~" is not a topic character, so deleted directories and files
+// ending in ".tmp" (a durable write in progress) never clash with a topic.
+// Unknown entries in topics/ are ignored and logged.
+//
+// Every volume holds byte-identical files: each append writes the same
+// stamped bytes at the same position of the same segment on every volume,
+// in the order the volumes were given. Reads come from the last volume.
+//
+// # Segment log (NNNN.log)
+//
+// Batches back to back, nothing else: no file header, no padding. The first
+// batch has base offset NNNN, each next batch's base offset is the previous
+// one's plus its message count. A new segment starts when the current one
+// holds at least Options.Entries messages or Options.SegmentBytes bytes
+// (a batch is never split, so a segment can exceed Entries by up to one
+// batch). Segment files are never rewritten once written, only cut (a torn
+// tail, at open) or deleted whole (truncation, retention). The files of the
+// next segment are created ahead of time in the background as "next.tmp" on
+// every volume and renamed into place when the segment starts: creating a
+// file costs far more than renaming one (docs/benchmarks.md). A leftover
+// next.tmp, like any *.tmp, is removed at open.
+//
+// # Segment index (NNNN.idx)
+//
+// One 8-byte entry per batch of the log, in order, nothing else:
+//
+//	offset size field
+//	0      4    uint32 little-endian: batch base offset - NNNN
+//	4      4    uint32 little-endian: batch position in NNNN.log
+//
+// The index is derived data. It is written when its segment is sealed (in
+// the background, once the next segment has started) and, for the active
+// segment, at Close, in place and without fsync: at open every index is
+// checked against its log and rebuilt when it differs, and the active
+// segment's may be missing. While
+// a store is open the index lives in memory (24 bytes per batch: offset,
+// position, size, count) and offset lookups binary-search it, never the log.
+//
+// # Meta file (meta)
+//
+//	offset size field
+//	0      4    "HRQM"
+//	4      8    int64 little-endian: start offset, the oldest readable offset
+//	12     4    uint32 little-endian: CRC32C (Castagnoli) of bytes [0, 12)
+//
+// Written durably on every volume when a truncation moves the start inside
+// a segment that is kept. Without it, the start is the first segment's base.
+//
+// # Appends and durability
+//
+// Append validates the batch (header, CRC, and for uncompressed bodies the
+// message count), then queues it. The first appender to take the topic's
+// write lock commits everything queued: one pwritev(2) per volume in volume
+// order and, with FsyncAlways, one fsync per volume (the volumes in
+// parallel), then makes the batches visible to readers and returns. Appends
+// to different topics run in parallel. A batch is acknowledged only once
+// every volume has it, so killing the process never loses an acknowledged
+// append: it is in the page cache. With FsyncAlways it is on disk too; with
+// FsyncInterval every written topic is fsynced each interval; with
+// FsyncNever the kernel decides (and Close fsyncs).
+//
+// A failed write or fsync is sticky: the topic turns read-only, every later
+// append fails with ErrReadOnly wrapping the cause, reads go on. Nothing is
+// acknowledged that was not written. A restart reopens the topic through
+// recovery.
+//
+// # Recovery and repair
+//
+// Open takes the union of topics and segments over all volumes; a missing
+// volume, topic directory or segment file is recreated. Then, per segment,
+// position by position from 0: the reference copy of the batch at that
+// position is the one on the last volume, in reverse volume order, that holds
+// a valid batch there (length within the file and the limit, header valid,
+// CRC matches, uncompressed messages well formed, base offset the expected
+// one). Every other volume whose bytes differ is overwritten with it. So an
+// intact last volume is copied to the others, and when it is empty or
+// damaged the next one back serves ("if /vol3 is empty, /vol2 is replicated
+// to /vol1 and /vol3"), batch by batch, so a truncated or corrupted copy
+// anywhere is refilled from a good one.
+//
+// When no volume has a valid batch at a position, recovery looks for the
+// next valid batch (first where the damaged batch's length field points on
+// any volume, then byte by byte): the offsets in between are marked
+// unreadable, and reading them returns ErrUnreadable, never bad bytes. When
+// nothing valid follows, the rest is a torn tail: in the last segment it is
+// cut from every volume; in a sealed segment it is left in place and logged,
+// and its offsets are unreadable. Every repair is logged with topic, volume
+// and bytes, and counted in Stats.
+//
+// Recovery reads every byte of every volume, so opening takes time in
+// proportion to the data held.
+//
+// # Reads
+//
+// Read returns the spans of the last volume's segment files holding the
+// whole batches that cover [offset, offset+limit), bounded by max bytes but
+// at least one batch. File handles are cached (Options.Cache) up to
+// Options.MaxOpenFiles idle ones; a handle in use by a read is released with
+// ReadResult.Release and never closed under a reader. Only batches whose
+// append has completed (and, with FsyncAlways, been fsynced) are visible.
+//
+// # Retention
+//
+// Truncate moves the start offset forward and deletes segments holding only
+// older offsets; the newest segment always stays so the next offset
+// survives. With RetentionAge or RetentionBytes, a sweeper does the same
+// every RetentionCheck for segments past the age or beyond the size.
+package storage
