@@ -181,23 +181,28 @@ func (t *topic) read(offset int64, limit int, maxBytes int64) (*ReadResult, erro
 			break // a gap between segments
 		}
 	}
-	t.mu.RUnlock()
-
 	if r.Batches == 0 {
+		t.mu.RUnlock()
 		return nil, fmt.Errorf("%w: topic %q: offset %d", ErrUnreadable, t.name, offset)
 	}
 	r.Next = cur
+	// Open the files before letting go of t.mu: a deletion renames the
+	// topic's directories under it, and truncation's file removals follow
+	// its segment list update, so the files opened here are the ones the
+	// spans describe.
 	last := len(t.s.opts.Volumes) - 1
 	dir := t.s.topicDir(last, t.name)
 	r.Spans = make([]Span, 0, len(spans))
 	for _, sp := range spans {
 		cf, err := t.s.cache.acquire(filepath.Join(dir, segmentName(sp.seg.base, logSuffix)))
 		if err != nil {
+			t.mu.RUnlock()
 			r.Release()
 			return nil, fmt.Errorf("storage: topic %q: open segment %d: %w", t.name, sp.seg.base, err)
 		}
 		r.files = append(r.files, cf)
 		r.Spans = append(r.Spans, Span{File: cf.f, Pos: sp.pos, Len: sp.len})
 	}
+	t.mu.RUnlock()
 	return r, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -346,7 +347,7 @@ func (r *recovery) index(dirs []string, seg *segment, last bool) error {
 // is in [lo, hi], and the batch (read into r.bufs[volume]); -1 if none.
 func (r *recovery) find(p, lo, hi int64) (int, protocol.Batch) {
 	for v := len(r.files) - 1; v >= 0; v-- {
-		if bt, ok := r.readBatch(v, p); ok && bt.BaseOffset >= lo && bt.BaseOffset <= hi {
+		if bt, ok := r.readBatch(v, p); ok && bt.BaseOffset >= lo && bt.BaseOffset <= hi && bt.BaseOffset <= math.MaxInt64-int64(bt.Count) {
 			return v, bt
 		}
 	}
@@ -422,7 +423,6 @@ const resyncWindow = 1 << 20
 // trusts the corrupted batch's length field, then scans byte by byte. It
 // returns q = -1 when nothing valid follows.
 func (r *recovery) resync(p, off int64) (q, nextOff int64, err error) {
-	const maxOff = int64(^uint64(0) >> 1)
 	for v := len(r.files) - 1; v >= 0; v-- {
 		if r.sizes[v]-p < 4 {
 			continue
@@ -432,7 +432,9 @@ func (r *recovery) resync(p, off int64) (q, nextOff int64, err error) {
 			continue
 		}
 		if l := protocol.BatchSize(hdr); l >= protocol.BatchHeaderSize && l <= int64(r.s.opts.MaxBatchBytes) {
-			if src, bt := r.find(p+l, off+1, maxOff); src >= 0 {
+			// Every message takes at least one byte: the corrupted run
+			// [p, p+l) cannot hold more than l messages.
+			if src, bt := r.find(p+l, off+1, addCapped(off, l)); src >= 0 {
 				return p + l, bt.BaseOffset, nil
 			}
 		}
@@ -454,7 +456,8 @@ func (r *recovery) resync(p, off int64) (q, nextOff int64, err error) {
 				if !plausibleHeader(window[i:], r.s.opts.MaxBatchBytes) {
 					continue
 				}
-				if src, bt := r.find(w+int64(i), off+1, maxOff); src >= 0 {
+				q := w + int64(i)
+				if src, bt := r.find(q, off+1, addCapped(off, q-p)); src >= 0 {
 					best, bestOff, found = w+int64(i), bt.BaseOffset, true
 					break
 				}
@@ -471,4 +474,12 @@ func (r *recovery) resync(p, off int64) (q, nextOff int64, err error) {
 func plausibleHeader(b []byte, limit int) bool {
 	_, _, err := protocol.ParseBatchLimit(b[:protocol.BatchHeaderSize], limit)
 	return errors.Is(err, protocol.ErrShortBatch) || err == nil
+}
+
+// addCapped returns a+b for b >= 0, or math.MaxInt64 when that overflows.
+func addCapped(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

@@ -210,27 +210,46 @@ func (s *Store) DeleteTopic(name string) error {
 		}
 		return fmt.Errorf("%w: %q", ErrTopicNotFound, name)
 	}
-	delete(s.topics, name)
-	// Rename under s.mu so a CreateTopic of the same name cannot race with it.
-	var graves []string
-	var errs []error
+	// Rename under s.mu so a CreateTopic of the same name cannot race with
+	// it, and under t.mu so no read is opening files meanwhile.
 	t.wmu.Lock()
-	t.markDeleted()
+	t.mu.Lock()
+	var graves []string
+	var err error
 	for v := range s.opts.Volumes {
 		dir := s.topicDir(v, name)
-		grave := filepath.Join(filepath.Dir(dir), deletedPrefix+name+"."+strconv.FormatUint(s.deleted.Add(1), 10))
-		if err := s.fs.Rename(dir, grave); err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, err)
-			}
-			continue
+		grave := filepath.Join(filepath.Dir(dir), deletedPrefix+strconv.FormatInt(time.Now().UnixNano(), 10)+"."+strconv.FormatUint(s.deleted.Add(1), 10))
+		if err = s.fs.Rename(dir, grave); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			break
 		}
+		err = nil
 		graves = append(graves, grave)
-		errs = append(errs, s.fs.SyncDir(filepath.Dir(dir)))
 	}
+	if err != nil {
+		// Put back what was renamed: the topic stays as it was.
+		for v, g := range graves {
+			if rerr := s.fs.Rename(g, s.topicDir(v, name)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = errors.Join(err, rerr)
+			}
+		}
+		t.mu.Unlock()
+		t.wmu.Unlock()
+		s.mu.Unlock()
+		return fmt.Errorf("storage: delete topic %q: %w", name, err)
+	}
+	t.mu.Unlock()
+	t.markDeleted()
 	t.wmu.Unlock()
-	s.mu.Unlock()
+	delete(s.topics, name)
+	// Every read of the old topic opened its files under t.mu, before the
+	// renames: drop them from the cache before a topic of the same name can
+	// be created.
 	s.cache.invalidateDirs(t.dirs())
+	s.mu.Unlock()
+	var errs []error
+	for v := range s.opts.Volumes {
+		errs = append(errs, s.fs.SyncDir(filepath.Join(s.opts.Volumes[v], topicsDir)))
+	}
 	for _, g := range graves {
 		errs = append(errs, s.fs.RemoveAll(g))
 	}
