@@ -3,12 +3,17 @@ GO       ?= go
 FUZZTIME ?= 5s
 PKGS     := ./...
 
-.PHONY: all build test lint fmt-check vet unit fuzz bench-once bench clean
+.PHONY: all build run test lint fmt-check vet unit fuzz bench-once bench clean
 
 all: build
 
 build:
 	$(GO) build $(PKGS)
+	$(GO) build -o bin/haraqa ./cmd/server
+
+## run: the server on the local volume ./data (binary protocol on 14353).
+run:
+	$(GO) run ./cmd/server ./data
 
 ## test: everything CI checks: formatting, vet, race tests, every fuzz target briefly, every benchmark once.
 test: lint unit fuzz bench-once
@@ -35,7 +40,7 @@ bench-once:
 
 ## bench: the storage benchmark matrix with its raw baseline (see docs/benchmarks.md).
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime=2s -count=5 ./storage | tee bench.out
+	$(GO) test -run '^$$' -bench . -benchtime=1s -count=3 ./storage ./broker | tee bench.out
 
 clean:
 	rm -rf bin bench.out

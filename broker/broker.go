@@ -30,6 +30,7 @@ type Broker struct {
 	started  chan struct{}
 	runErr   chan error
 	stopping atomic.Bool
+	stopMu   sync.RWMutex   // orders inflight.Add against Shutdown's Wait
 	inflight sync.WaitGroup // produce goroutines
 
 	stalledMu sync.Mutex
@@ -115,7 +116,10 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	default:
 		return ErrNotStarted
 	}
-	if !b.stopping.CompareAndSwap(false, true) {
+	b.stopMu.Lock()
+	already := b.stopping.Swap(true)
+	b.stopMu.Unlock()
+	if already {
 		return nil
 	}
 	done := make(chan struct{})

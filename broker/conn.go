@@ -18,10 +18,12 @@ import (
 // they arrived: a response that cannot be sent yet (a produce waiting for
 // its fsync, a parked long poll, or anything behind them) waits in slots.
 type connState struct {
-	mu    sync.Mutex // guards the done and resp fields of slots, set off the loop
-	slots []*slot    // loop-owned: requests waiting for their turn, oldest first
-	out   []byte     // loop-owned: responses gathered during one callback
-	fatal error      // loop-owned: the connection must close
+	mu      sync.Mutex // guards jobs, working, and the done and resp fields of slots
+	jobs    []*job     // storage requests waiting for the connection's goroutine
+	working bool       // a goroutine is running jobs
+	slots   []*slot    // loop-owned: requests waiting for their turn, oldest first
+	out     []byte     // loop-owned: responses gathered during one callback
+	fatal   error      // loop-owned: the connection must close
 }
 
 type slot struct {
@@ -139,7 +141,13 @@ func (b *Broker) advance(c gnet.Conn, cs *connState) {
 	for len(cs.slots) > 0 && cs.fatal == nil {
 		s := cs.slots[0]
 		if s.consume != nil {
-			if !b.serveConsume(c, cs, s.consume) {
+			if c.OutboundBuffered()+len(cs.out) > b.cfg.MaxOutboundBytes {
+				b.stall(c) // resume once the client has read
+				return
+			}
+			if !b.serveConsume(c, cs, s.consume) || len(cs.slots) == 0 || cs.fatal != nil {
+				// Not ready, or a failed write closed the connection
+				// (gnet calls OnClose from inside Write).
 				return
 			}
 		} else {
@@ -192,6 +200,9 @@ func (cs *connState) end(resp []byte) {
 
 func (b *Broker) respondError(cs *connState, op protocol.Op, corrID uint32, err error) {
 	cs.end(b.appendError(cs.begin(), op, corrID, err))
+	if errors.Is(err, protocol.ErrMalformed) {
+		cs.fatal = err // the stream cannot be trusted past a malformed frame
+	}
 }
 
 func (b *Broker) appendError(dst []byte, op protocol.Op, corrID uint32, err error) []byte {
@@ -204,20 +215,25 @@ func (b *Broker) appendError(dst []byte, op protocol.Op, corrID uint32, err erro
 }
 
 // handle serves one whole request frame, valid until it returns.
+//
+// Requests run in the order they arrive. With fsync on, a produce waits for
+// the disk on a goroutine; while one is in flight on a connection, the
+// storage requests after it (produce, topic admin, truncate) join its
+// queue and run on that goroutine in order, so consecutive produces to one
+// topic are committed together and get offsets in request order. Consumes
+// run on the event loop when their turn comes (see advance).
 func (b *Broker) handle(c gnet.Conn, cs *connState, frame []byte) {
 	b.stats.requests.Add(1)
 	h, payload, err := protocol.ParseRequestHeader(frame)
 	if err != nil {
 		b.respondError(cs, h.Op, h.CorrID, err)
-		if errors.Is(err, protocol.ErrMalformed) {
-			cs.fatal = err
-		}
 		return
 	}
 	if b.stopping.Load() {
-		b.respondError(cs, h.Op, h.CorrID, &protocol.Error{Code: protocol.CodeShuttingDown, Message: "server is shutting down"})
+		b.respondError(cs, h.Op, h.CorrID, errShuttingDown)
 		return
 	}
+	var jb *job
 	switch h.Op {
 	case protocol.OpPing:
 		if err := protocol.ParsePingRequest(payload); err != nil {
@@ -225,149 +241,279 @@ func (b *Broker) handle(c gnet.Conn, cs *connState, frame []byte) {
 			return
 		}
 		cs.end(protocol.AppendEmptyResponse(cs.begin(), h.Op, h.CorrID))
-	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTopicInfo:
-		b.handleTopic(cs, h, payload)
-	case protocol.OpListTopics:
-		b.handleList(cs, h, payload)
-	case protocol.OpProduce:
-		b.handleProduce(c, cs, h, payload)
+		return
 	case protocol.OpConsume:
 		b.handleConsume(c, cs, h, payload)
+		return
+	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTopicInfo:
+		jb, err = b.topicJob(h, payload)
+	case protocol.OpListTopics:
+		jb, err = b.listJob(h, payload)
 	case protocol.OpTruncate:
-		b.handleTruncate(cs, h, payload)
+		jb, err = b.truncateJob(h, payload)
+	case protocol.OpProduce:
+		jb, err = b.produceJob(h, payload)
 	}
+	if err != nil {
+		b.respondError(cs, h.Op, h.CorrID, err)
+		return
+	}
+	cs.mu.Lock()
+	queued := cs.working
+	cs.mu.Unlock()
+	if !queued && !(b.fsync && h.Op == protocol.OpProduce) {
+		// Nothing runs before it: run it here, on the loop.
+		cs.end(b.runJobs(cs.begin(), []*job{jb}))
+		return
+	}
+	b.queueJob(c, cs, jb)
 }
 
-func (b *Broker) handleTopic(cs *connState, h protocol.RequestHeader, payload []byte) {
+var errShuttingDown = &protocol.Error{Code: protocol.CodeShuttingDown, Message: "server is shutting down"}
+
+// job is a parsed storage request; its fields are copies that outlive the
+// frame.
+type job struct {
+	op     protocol.Op
+	corrID uint32
+	topic  string
+	// produce
+	flags protocol.ProduceFlags
+	batch *bytebufferpool.ByteBuffer // pooled copy; nil when run on the loop
+	raw   []byte                     // the batch bytes
+	// list
+	prefix string
+	regex  *regexp.Regexp
+	// truncate
+	by     protocol.TruncateBy
+	before int64
+
+	slot *slot
+}
+
+func (b *Broker) topicJob(h protocol.RequestHeader, payload []byte) (*job, error) {
 	req, err := protocol.ParseTopicRequest(payload)
 	if err != nil {
-		b.respondError(cs, h.Op, h.CorrID, err)
-		return
+		return nil, err
 	}
-	topic := string(req.Topic)
-	switch h.Op {
-	case protocol.OpCreateTopic:
-		err = b.store.CreateTopic(topic)
-	case protocol.OpDeleteTopic:
-		err = b.store.DeleteTopic(topic)
-	case protocol.OpTopicInfo:
-		var info storage.TopicInfo
-		if info, err = b.store.Info(topic); err == nil {
-			cs.end(protocol.AppendTopicInfoResponse(cs.begin(), h.CorrID, protocol.TopicInfoResponse{
-				OldestOffset: info.Oldest, NextOffset: info.Next, Bytes: info.Bytes, Segments: uint32(info.Segments),
-			}))
-			return
-		}
-	}
-	if err != nil {
-		b.respondError(cs, h.Op, h.CorrID, err)
-		return
-	}
-	cs.end(protocol.AppendEmptyResponse(cs.begin(), h.Op, h.CorrID))
+	return &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic)}, nil
 }
 
-func (b *Broker) handleList(cs *connState, h protocol.RequestHeader, payload []byte) {
+func (b *Broker) listJob(h protocol.RequestHeader, payload []byte) (*job, error) {
 	req, err := protocol.ParseListTopicsRequest(payload)
 	if err != nil {
-		b.respondError(cs, h.Op, h.CorrID, err)
-		return
+		return nil, err
 	}
-	names := b.store.ListTopics(string(req.Prefix))
+	j := &job{op: h.Op, corrID: h.CorrID, prefix: string(req.Prefix)}
 	if len(req.Regex) > 0 {
-		re, err := regexp.Compile(string(req.Regex))
-		if err != nil {
-			b.respondError(cs, h.Op, h.CorrID, fmt.Errorf("%w: regex: %w", protocol.ErrInvalidArgument, err))
-			return
+		if j.regex, err = regexp.Compile(string(req.Regex)); err != nil {
+			return nil, fmt.Errorf("%w: regex: %w", protocol.ErrInvalidArgument, err)
 		}
-		kept := names[:0]
-		for _, n := range names {
-			if re.MatchString(n) {
-				kept = append(kept, n)
-			}
-		}
-		names = kept
 	}
-	cs.end(protocol.AppendListTopicsResponse(cs.begin(), h.CorrID, names))
+	return j, nil
 }
 
-func (b *Broker) handleTruncate(cs *connState, h protocol.RequestHeader, payload []byte) {
+func (b *Broker) truncateJob(h protocol.RequestHeader, payload []byte) (*job, error) {
 	req, err := protocol.ParseTruncateRequest(payload)
 	if err != nil {
-		b.respondError(cs, h.Op, h.CorrID, err)
-		return
+		return nil, err
 	}
-	topic := string(req.Topic)
-	info, err := b.store.Info(topic)
-	if err == nil {
-		switch req.By {
-		case protocol.TruncateByOffset:
-			if req.Before < 0 || req.Before > info.Next {
-				err = fmt.Errorf("%w: truncate before %d: the topic's offsets are [%d, %d]", storage.ErrOffsetOutOfRange, req.Before, info.Oldest, info.Next)
-				break
-			}
-			err = b.store.Truncate(topic, req.Before)
-		case protocol.TruncateByTime:
-			err = b.store.TruncateTime(topic, time.Unix(0, req.Before))
-		}
-	}
-	if err == nil {
-		info, err = b.store.Info(topic)
-	}
-	if err != nil {
-		b.respondError(cs, h.Op, h.CorrID, err)
-		return
-	}
-	cs.end(protocol.AppendTruncateResponse(cs.begin(), h.CorrID, info.Oldest))
+	return &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic), by: req.By, before: req.Before}, nil
 }
 
-// handleProduce appends the batch. Without fsync the append is a page-cache
-// write and runs here on the event loop, storing the frame's bytes without a
-// copy; with fsync it runs on a goroutine so the loop never waits for the
-// disk, and concurrent produces share one fsync (storage's group commit).
-func (b *Broker) handleProduce(c gnet.Conn, cs *connState, h protocol.RequestHeader, payload []byte) {
+func (b *Broker) produceJob(h protocol.RequestHeader, payload []byte) (*job, error) {
 	req, err := protocol.ParseProduceRequest(payload)
 	if err != nil {
-		b.respondError(cs, h.Op, h.CorrID, err)
-		return
+		return nil, err
 	}
-	if !b.fsync {
-		cs.end(b.produce(cs.begin(), h.CorrID, string(req.Topic), req.Flags, req.Batch))
-		return
-	}
-	buf := bytebufferpool.Get()
-	buf.B = append(buf.B[:0], req.Batch...)
-	s := &slot{async: true}
-	cs.slots = append(cs.slots, s)
-	b.stats.pending.Add(1)
-	b.inflight.Add(1)
-	topic, flags := string(req.Topic), req.Flags
-	go func() {
-		defer b.inflight.Done()
-		resp := b.produce(nil, h.CorrID, topic, flags, buf.B)
-		bytebufferpool.Put(buf)
-		cs.mu.Lock()
-		s.resp, s.done = resp, true
-		cs.mu.Unlock()
-		_ = c.Wake(nil)
-	}()
+	// The batch borrows from the frame: fine on the loop, copied if queued.
+	return &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic), flags: req.Flags, raw: req.Batch}, nil
 }
 
-func (b *Broker) produce(dst []byte, corrID uint32, topic string, flags protocol.ProduceFlags, batch []byte) []byte {
-	bt, _, err := protocol.ParseBatch(batch)
-	if err != nil {
-		return b.appendError(dst, protocol.OpProduce, corrID, err)
+// queueJob queues j behind the connection's running jobs, starting the
+// goroutine that runs them if none is. Runs on the loop.
+func (b *Broker) queueJob(c gnet.Conn, cs *connState, j *job) {
+	if j.raw != nil {
+		j.batch = bytebufferpool.Get()
+		j.batch.B = append(j.batch.B[:0], j.raw...)
+		j.raw = j.batch.B
 	}
-	count := bt.Count
-	base, err := b.store.Append(topic, batch)
-	if errors.Is(err, storage.ErrTopicNotFound) && flags&protocol.ProduceCreateTopic != 0 {
-		if cerr := b.store.CreateTopic(topic); cerr == nil || errors.Is(cerr, storage.ErrTopicExists) {
-			base, err = b.store.Append(topic, batch)
+	j.slot = &slot{async: true}
+	cs.slots = append(cs.slots, j.slot)
+	b.stats.pending.Add(1)
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if !cs.working {
+		// inflight.Add must not race Shutdown's Wait: both go through stopMu.
+		b.stopMu.RLock()
+		defer b.stopMu.RUnlock()
+		if b.stopping.Load() {
+			j.slot.resp, j.slot.done = b.appendError(nil, j.op, j.corrID, errShuttingDown), true
+			if j.batch != nil {
+				bytebufferpool.Put(j.batch)
+			}
+			return
+		}
+		b.inflight.Add(1)
+		cs.working = true
+		go b.work(c, cs)
+	}
+	cs.jobs = append(cs.jobs, j)
+}
+
+// work runs a connection's queued jobs in order until none is left.
+func (b *Broker) work(c gnet.Conn, cs *connState) {
+	defer b.inflight.Done()
+	for {
+		cs.mu.Lock()
+		jobs := cs.jobs
+		cs.jobs = nil
+		if len(jobs) == 0 {
+			cs.working = false
+			cs.mu.Unlock()
+			return
+		}
+		cs.mu.Unlock()
+		for len(jobs) > 0 {
+			// Consecutive produces to one topic go to storage together.
+			n := 1
+			for n < len(jobs) && jobs[0].op == protocol.OpProduce && jobs[n].op == protocol.OpProduce && jobs[n].topic == jobs[0].topic {
+				n++
+			}
+			group := jobs[:n]
+			jobs = jobs[n:]
+			resps := b.runJobsEach(group)
+			cs.mu.Lock()
+			for i, j := range group {
+				j.slot.resp, j.slot.done = resps[i], true
+			}
+			cs.mu.Unlock()
+			for _, j := range group {
+				if j.batch != nil {
+					bytebufferpool.Put(j.batch)
+					j.batch = nil
+				}
+			}
+			_ = c.Wake(nil)
+		}
+	}
+}
+
+// runJobs runs jobs and appends their responses to dst, in order.
+func (b *Broker) runJobs(dst []byte, jobs []*job) []byte {
+	for _, r := range b.runJobsEach(jobs) {
+		dst = append(dst, r...)
+	}
+	return dst
+}
+
+// runJobsEach runs jobs, all produces to one topic or a single other job,
+// and returns one response each.
+func (b *Broker) runJobsEach(jobs []*job) [][]byte {
+	resps := make([][]byte, len(jobs))
+	if jobs[0].op == protocol.OpProduce {
+		b.produce(jobs, resps)
+		return resps
+	}
+	for i, j := range jobs {
+		resps[i] = b.runJob(nil, j)
+	}
+	return resps
+}
+
+func (b *Broker) runJob(dst []byte, j *job) []byte {
+	var err error
+	switch j.op {
+	case protocol.OpCreateTopic:
+		err = b.store.CreateTopic(j.topic)
+	case protocol.OpDeleteTopic:
+		err = b.store.DeleteTopic(j.topic)
+	case protocol.OpTopicInfo:
+		var info storage.TopicInfo
+		if info, err = b.store.Info(j.topic); err == nil {
+			return protocol.AppendTopicInfoResponse(dst, j.corrID, protocol.TopicInfoResponse{
+				OldestOffset: info.Oldest, NextOffset: info.Next, Bytes: info.Bytes, Segments: uint32(info.Segments),
+			})
+		}
+	case protocol.OpListTopics:
+		names := b.store.ListTopics(j.prefix)
+		if j.regex != nil {
+			kept := names[:0]
+			for _, n := range names {
+				if j.regex.MatchString(n) {
+					kept = append(kept, n)
+				}
+			}
+			names = kept
+		}
+		return protocol.AppendListTopicsResponse(dst, j.corrID, names)
+	case protocol.OpTruncate:
+		var oldest int64
+		if oldest, err = b.truncate(j); err == nil {
+			return protocol.AppendTruncateResponse(dst, j.corrID, oldest)
 		}
 	}
 	if err != nil {
-		return b.appendError(dst, protocol.OpProduce, corrID, err)
+		return b.appendError(dst, j.op, j.corrID, err)
 	}
-	b.stats.producedMsgs.Add(int64(count))
-	b.stats.producedBytes.Add(int64(len(batch)))
-	return protocol.AppendProduceResponse(dst, corrID, base, uint32(count))
+	return protocol.AppendEmptyResponse(dst, j.op, j.corrID)
+}
+
+func (b *Broker) truncate(j *job) (int64, error) {
+	info, err := b.store.Info(j.topic)
+	if err != nil {
+		return 0, err
+	}
+	switch j.by {
+	case protocol.TruncateByOffset:
+		if j.before < 0 || j.before > info.Next {
+			return 0, fmt.Errorf("%w: truncate before %d: the topic's offsets are [%d, %d]", storage.ErrOffsetOutOfRange, j.before, info.Oldest, info.Next)
+		}
+		err = b.store.Truncate(j.topic, j.before)
+	case protocol.TruncateByTime:
+		err = b.store.TruncateTime(j.topic, time.Unix(0, j.before))
+	}
+	if err == nil {
+		info, err = b.store.Info(j.topic)
+	}
+	return info.Oldest, err
+}
+
+// produce appends the batches of jobs, produces to one topic, together,
+// creating the topic first when asked to and it is missing.
+func (b *Broker) produce(jobs []*job, resps [][]byte) {
+	topic := jobs[0].topic
+	batches := make([][]byte, len(jobs))
+	for i, j := range jobs {
+		batches[i] = j.raw
+	}
+	bases, errs := b.store.AppendMany(topic, batches)
+	var retry []int
+	for i, err := range errs {
+		if errors.Is(err, storage.ErrTopicNotFound) && jobs[i].flags&protocol.ProduceCreateTopic != 0 {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) > 0 {
+		if cerr := b.store.CreateTopic(topic); cerr == nil || errors.Is(cerr, storage.ErrTopicExists) {
+			again := make([][]byte, len(retry))
+			for k, i := range retry {
+				again[k] = batches[i]
+			}
+			rb, re := b.store.AppendMany(topic, again)
+			for k, i := range retry {
+				bases[i], errs[i] = rb[k], re[k]
+			}
+		}
+	}
+	for i, j := range jobs {
+		if errs[i] != nil {
+			resps[i] = b.appendError(nil, protocol.OpProduce, j.corrID, errs[i])
+			continue
+		}
+		bt, _, _ := protocol.ParseBatch(batches[i]) // valid: storage accepted it
+		b.stats.producedMsgs.Add(int64(bt.Count))
+		b.stats.producedBytes.Add(int64(len(batches[i])))
+		resps[i] = protocol.AppendProduceResponse(nil, j.corrID, bases[i], uint32(bt.Count))
+	}
 }

@@ -290,6 +290,59 @@ func (s *Store) Info(name string) (TopicInfo, error) {
 // batch must hold exactly one batch and must not be used by the caller until
 // Append returns.
 func (s *Store) Append(name string, batch []byte) (int64, error) {
+	count, err := s.validate(name, batch)
+	if err != nil {
+		return 0, err
+	}
+	t, err := s.lookup(name)
+	if err != nil {
+		return 0, err
+	}
+	return t.append(batch, count)
+}
+
+// AppendMany appends batches to topic name in the order given, committed
+// together (one write and at most one fsync per volume for all of them,
+// with whatever else is queued). It is Append for a caller that holds
+// several batches, such as a connection pipelining produces: their offsets
+// follow their order. bases[i] and errs[i] are the outcome of batches[i];
+// a batch that fails validation does not stop the others.
+func (s *Store) AppendMany(name string, batches [][]byte) (bases []int64, errs []error) {
+	bases = make([]int64, len(batches))
+	errs = make([]error, len(batches))
+	counts := make([]int, len(batches))
+	for i, batch := range batches {
+		counts[i], errs[i] = s.validate(name, batch)
+	}
+	t, err := s.lookup(name)
+	if err != nil {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return bases, errs
+	}
+	reqs := make([]*appendReq, 0, len(batches))
+	for i, batch := range batches {
+		if errs[i] == nil {
+			reqs = append(reqs, &appendReq{batch: batch, count: counts[i]})
+		}
+	}
+	t.appendReqs(reqs)
+	j := 0
+	for i := range batches {
+		if errs[i] == nil {
+			bases[i], errs[i] = reqs[j].base, reqs[j].err
+			j++
+		}
+	}
+	return bases, errs
+}
+
+// validate checks that batch is exactly one valid batch and returns its
+// message count.
+func (s *Store) validate(name string, batch []byte) (int, error) {
 	bt, n, err := parseBatch(batch, s.opts.MaxBatchBytes)
 	if err != nil {
 		return 0, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
@@ -300,11 +353,7 @@ func (s *Store) Append(name string, batch []byte) (int64, error) {
 	if err := bt.Validate(); err != nil {
 		return 0, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
 	}
-	t, err := s.lookup(name)
-	if err != nil {
-		return 0, err
-	}
-	return t.append(batch, bt.Count)
+	return bt.Count, nil
 }
 
 // Truncate makes offsets before `before` unreadable and deletes the segments

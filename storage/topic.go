@@ -92,25 +92,34 @@ func (t *topic) info() (TopicInfo, error) {
 func (t *topic) append(batch []byte, count int) (int64, error) {
 	req := reqPool.Get().(*appendReq)
 	*req = appendReq{batch: batch, count: count}
-	t.qmu.Lock()
-	t.queue = append(t.queue, req)
-	t.qmu.Unlock()
-
-	t.wmu.Lock()
-	if !req.done {
-		t.qmu.Lock()
-		reqs := t.queue
-		t.queue = t.spare[:0]
-		t.qmu.Unlock()
-		t.commit(reqs)
-		clear(reqs)
-		t.spare = reqs[:0]
-	}
-	t.wmu.Unlock()
+	t.appendReqs([]*appendReq{req})
 	base, err := req.base, req.err
 	*req = appendReq{}
 	reqPool.Put(req)
 	return base, err
+}
+
+// appendReqs queues reqs together, in order, and commits them (with
+// whatever else is queued) unless another committer already did. Being
+// queued under one lock, they are committed by one commit call.
+func (t *topic) appendReqs(reqs []*appendReq) {
+	if len(reqs) == 0 {
+		return
+	}
+	t.qmu.Lock()
+	t.queue = append(t.queue, reqs...)
+	t.qmu.Unlock()
+	t.wmu.Lock()
+	if !reqs[0].done {
+		t.qmu.Lock()
+		queued := t.queue
+		t.queue = t.spare[:0]
+		t.qmu.Unlock()
+		t.commit(queued)
+		clear(queued)
+		t.spare = queued[:0]
+	}
+	t.wmu.Unlock()
 }
 
 // commit writes reqs to every volume, then publishes them. wmu must be held.
