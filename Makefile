@@ -41,6 +41,7 @@ bench-once:
 ## bench: the storage benchmark matrix with its raw baseline (see docs/benchmarks.md).
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime=1s -count=3 ./storage ./broker | tee bench.out
+	python3 .ci/benchtable bench.out
 
 clean:
 	rm -rf bin bench.out
