@@ -2,29 +2,10 @@ package storage
 
 import "time"
 
-func (s *Store) retentionLoop() {
-	defer s.wg.Done()
-	tick := time.NewTicker(s.opts.RetentionCheck)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-tick.C:
-			s.applyRetention()
-		}
-	}
-}
-
 // applyRetention deletes, in every topic, the oldest whole segments that are
 // past RetentionAge or beyond RetentionBytes. The newest segment always stays.
 func (s *Store) applyRetention() {
-	s.mu.RLock()
-	topics := make([]*topic, 0, len(s.topics))
-	for _, t := range s.topics {
-		topics = append(topics, t)
-	}
-	s.mu.RUnlock()
+	topics := s.allTopics()
 	now := s.opts.Now().UnixNano()
 	for _, t := range topics {
 		before := t.retentionPoint(now, s.opts.RetentionAge, s.opts.RetentionBytes)

@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 	"strconv"
 	"strings"
+
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // File names inside a topic directory; see doc.go.
@@ -105,17 +107,12 @@ func decodeMeta(b []byte) (int64, bool) {
 	return start, start >= 0
 }
 
-// validTopic checks a topic name: 1-255 bytes of [A-Za-z0-9._-], not "." or
-// "..", so it is always one plain directory name inside a volume.
+// validTopic checks a topic name with protocol.ValidTopic: 1-255 bytes of
+// [A-Za-z0-9._-], not "." or "..", so it is always one plain directory name
+// inside a volume.
 func validTopic(name string) error {
-	if len(name) == 0 || len(name) > 255 || name == "." || name == ".." {
+	if protocol.ValidTopic(name) != nil {
 		return fmt.Errorf("%w: %q", ErrInvalidTopic, name)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: %q", ErrInvalidTopic, name)
-		}
 	}
 	return nil
 }

@@ -76,11 +76,12 @@ func Open(opts Options) (*Store, error) {
 	}
 	if opts.Fsync == FsyncInterval {
 		s.wg.Add(1)
-		go s.syncLoop()
+		// A failed fsync turns its topic read-only and is logged there.
+		go s.every(opts.FsyncInterval, func() { _ = s.Sync() })
 	}
 	if opts.RetentionAge > 0 || opts.RetentionBytes > 0 {
 		s.wg.Add(1)
-		go s.retentionLoop()
+		go s.every(opts.RetentionCheck, s.applyRetention)
 	}
 	return s, nil
 }
@@ -132,13 +133,19 @@ func (s *Store) Close() error {
 	return err
 }
 
-func (s *Store) closeTopics() error {
+// allTopics returns a snapshot of the open topics.
+func (s *Store) allTopics() []*topic {
 	s.mu.RLock()
+	defer s.mu.RUnlock()
 	topics := make([]*topic, 0, len(s.topics))
 	for _, t := range s.topics {
 		topics = append(topics, t)
 	}
-	s.mu.RUnlock()
+	return topics
+}
+
+func (s *Store) closeTopics() error {
+	topics := s.allTopics()
 	var errs []error
 	for _, t := range topics {
 		errs = append(errs, t.close())
@@ -383,12 +390,7 @@ func (s *Store) TruncateTime(name string, before time.Time) error {
 
 // Sync fsyncs the active segment of every topic on every volume.
 func (s *Store) Sync() error {
-	s.mu.RLock()
-	topics := make([]*topic, 0, len(s.topics))
-	for _, t := range s.topics {
-		topics = append(topics, t)
-	}
-	s.mu.RUnlock()
+	topics := s.allTopics()
 	var errs []error
 	for _, t := range topics {
 		errs = append(errs, t.sync())
@@ -396,17 +398,17 @@ func (s *Store) Sync() error {
 	return errors.Join(errs...)
 }
 
-func (s *Store) syncLoop() {
+// every runs fn every interval until the store closes.
+func (s *Store) every(interval time.Duration, fn func()) {
 	defer s.wg.Done()
-	tick := time.NewTicker(s.opts.FsyncInterval)
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-tick.C:
-			// A failed fsync turns its topic read-only and is logged there.
-			_ = s.Sync()
+			fn()
 		}
 	}
 }

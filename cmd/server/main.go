@@ -106,6 +106,9 @@ func run(args []string, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if err := serve(c, log); err != nil {
 		fmt.Fprintln(stderr, "haraqa:", err)
+		if errors.Is(err, storage.ErrInvalidOptions) || errors.Is(err, broker.ErrInvalidConfig) {
+			return 2 // a flag value out of range: a usage error
+		}
 		return 1
 	}
 	return 0

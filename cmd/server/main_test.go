@@ -37,7 +37,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"-bogus", t.TempDir()}, 2, "-bogus"},
 		{[]string{"-tcp", "70000", t.TempDir()}, 2, "65535"},
 		{[]string{"-log-level", "loud", t.TempDir()}, 2, "-log-level"},
-		{[]string{"-fsync", "sometimes", "-ballast", "0", "-tcp", "0", t.TempDir()}, 1, "sometimes"},
+		{[]string{"-fsync", "sometimes", "-ballast", "0", "-tcp", "0", t.TempDir()}, 2, "sometimes"},
+		{[]string{"-entries", "0", "-ballast", "0", "-tcp", "0", t.TempDir()}, 2, "entries"},
 		{[]string{"-h"}, 0, "usage: haraqa"},
 	} {
 		var out bytes.Buffer
