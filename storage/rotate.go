@@ -66,9 +66,7 @@ func (t *topic) seal(seg *segment) {
 			// The index is derived; recovery rebuilds it. Say so and go on.
 			t.s.opts.Logger.Warn("segment index not written", "topic", t.name, "segment", seg.base, "err", err)
 		}
-		for _, f := range logs {
-			errs = append(errs, f.Close())
-		}
+		errs = append(errs, seg.closeLogs(logs))
 		if err := errors.Join(errs...); err != nil {
 			t.fail(fmt.Errorf("storage: topic %q: close segment %d: %w", t.name, seg.base, err))
 		}

@@ -2,10 +2,12 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/haraqa/haraqa/protocol"
 )
@@ -78,6 +80,23 @@ type segment struct {
 	messages int64   // messages written to this segment
 
 	logs []File // open log file per volume while the segment is active; nil once sealed
+
+	// filesMu is held (read) by an interval fsync using logs without wmu,
+	// and (write) to close them; closed is set under it.
+	filesMu sync.RWMutex
+	closed  bool
+}
+
+// closeLogs closes logs, the segment's log files, once no fsync uses them.
+func (sg *segment) closeLogs(logs []File) error {
+	sg.filesMu.Lock()
+	defer sg.filesMu.Unlock()
+	sg.closed = true
+	var errs []error
+	for _, f := range logs {
+		errs = append(errs, f.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // appendIndex encodes the index file of a segment.

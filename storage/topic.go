@@ -272,7 +272,7 @@ func (t *topic) markDeleted() {
 	segs = append(segs, t.segs...)
 	t.mu.Unlock()
 	for _, sg := range segs {
-		closeAll(sg.logs)
+		_ = sg.closeLogs(sg.logs) // the topic is gone: nothing to report to
 		sg.logs = nil
 	}
 	t.bg.Wait()
@@ -283,9 +283,10 @@ func (t *topic) markDeleted() {
 }
 
 // sync fsyncs the active segment if it was written since the last sync.
+// It holds wmu only to find the files, so appends go on during the fsync;
+// seg.filesMu keeps the files open meanwhile.
 func (t *topic) sync() error {
 	t.wmu.Lock()
-	defer t.wmu.Unlock()
 	t.mu.Lock()
 	dirty := t.dirty
 	t.dirty = false
@@ -294,10 +295,20 @@ func (t *topic) sync() error {
 		seg = t.segs[n-1]
 	}
 	t.mu.Unlock()
-	if !dirty || seg == nil || seg.logs == nil {
+	var logs []File
+	if seg != nil {
+		logs = seg.logs
+	}
+	t.wmu.Unlock()
+	if !dirty || logs == nil {
 		return nil
 	}
-	if err := t.syncFiles(seg.logs); err != nil {
+	seg.filesMu.RLock()
+	defer seg.filesMu.RUnlock()
+	if seg.closed {
+		return nil // sealed meanwhile: sealing fsyncs under FsyncInterval
+	}
+	if err := t.syncFiles(logs); err != nil {
 		return t.fail(err)
 	}
 	return nil
@@ -331,9 +342,7 @@ func (t *topic) close() error {
 	var errs []error
 	errs = append(errs, t.syncFiles(seg.logs))
 	errs = append(errs, t.writeIndex(seg))
-	for _, f := range seg.logs {
-		errs = append(errs, f.Close())
-	}
+	errs = append(errs, seg.closeLogs(seg.logs))
 	seg.logs = nil
 	return errors.Join(errs...)
 }
