@@ -1,0 +1,240 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// Client is a connection to a haraqa server, safe for concurrent use:
+// requests from many goroutines are pipelined on one connection, which is
+// re-established after it breaks (a server restart, say).
+type Client struct {
+	addr string
+	opts options
+
+	mu     sync.Mutex
+	conn   *conn
+	closed bool
+	done   chan struct{}
+
+	stats statCounters
+}
+
+// Dial connects to the server at addr (host:port) and checks it answers.
+func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
+	o := defaultOptions()
+	for _, f := range opts {
+		f(&o)
+	}
+	c := &Client{addr: addr, opts: o, done: make(chan struct{})}
+	if err := c.Ping(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close closes the connection. Requests in flight and Messages loops end
+// with ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	close(c.done)
+	if c.conn != nil {
+		c.conn.close()
+	}
+	return nil
+}
+
+// getConn returns the live connection, dialing a new one if needed.
+func (c *Client) getConn(ctx context.Context) (*conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if c.conn != nil && !c.conn.dead() {
+		return c.conn, nil
+	}
+	reconnect := c.conn != nil
+	cn, err := dial(ctx, c.addr, c.opts.dialTimeout, c.opts.maxFrameSize)
+	if err != nil {
+		return nil, err
+	}
+	c.conn = cn
+	if reconnect {
+		c.stats.reconnects.Add(1)
+	}
+	return cn, nil
+}
+
+// do sends a request and returns the payload of a successful response.
+// Requests that failed on a broken connection are retried on a new one
+// (retry=false: only if they cannot have reached the server).
+func (c *Client) do(ctx context.Context, op protocol.Op, extraWait time.Duration, retry bool,
+	build func(dst []byte, corrID uint32) []byte) ([]byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.requestTimeout+extraWait)
+		defer cancel()
+	}
+	backoff := c.opts.backoff
+	for attempt := 0; ; attempt++ {
+		var resp response
+		sent := false
+		cn, err := c.getConn(ctx)
+		if err == nil {
+			resp, sent = cn.roundTrip(ctx, build)
+			err = resp.err
+		}
+		if err == nil {
+			if resp.hdr.Code != protocol.CodeOK {
+				msg, _ := protocol.ParseErrorResponse(resp.payload)
+				c.stats.errors.Add(1)
+				return nil, &Error{Op: op, Code: resp.hdr.Code, Message: string(msg)}
+			}
+			return resp.payload, nil
+		}
+		c.mu.Lock()
+		closed := c.closed
+		c.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		if ctx.Err() != nil || !errors.Is(err, ErrConnection) || attempt >= c.opts.retries || (sent && !retry) {
+			c.stats.errors.Add(1)
+			return nil, err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.done:
+			return nil, ErrClosed
+		}
+		backoff *= 2
+	}
+}
+
+// Ping checks the server answers.
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := c.do(ctx, protocol.OpPing, 0, true, protocol.AppendPingRequest)
+	return err
+}
+
+// CreateTopic creates a topic; ErrTopicExists if it exists.
+func (c *Client) CreateTopic(ctx context.Context, topic string) error {
+	_, err := c.do(ctx, protocol.OpCreateTopic, 0, true, func(dst []byte, id uint32) []byte {
+		return protocol.AppendCreateTopicRequest(dst, id, topic)
+	})
+	return err
+}
+
+// DeleteTopic deletes a topic and its messages; ErrTopicNotFound if missing.
+func (c *Client) DeleteTopic(ctx context.Context, topic string) error {
+	_, err := c.do(ctx, protocol.OpDeleteTopic, 0, true, func(dst []byte, id uint32) []byte {
+		return protocol.AppendDeleteTopicRequest(dst, id, topic)
+	})
+	return err
+}
+
+// ListTopics returns the topics whose names start with prefix, sorted.
+func (c *Client) ListTopics(ctx context.Context, prefix string) ([]string, error) {
+	return c.ListTopicsRegex(ctx, prefix, "")
+}
+
+// ListTopicsRegex returns the topics whose names start with prefix and
+// match regex (RE2 syntax, unanchored; empty matches all), sorted.
+func (c *Client) ListTopicsRegex(ctx context.Context, prefix, regex string) ([]string, error) {
+	p, err := c.do(ctx, protocol.OpListTopics, 0, true, func(dst []byte, id uint32) []byte {
+		return protocol.AppendListTopicsRequest(dst, id, prefix, regex)
+	})
+	if err != nil {
+		return nil, err
+	}
+	r, err := protocol.ParseListTopicsResponse(p)
+	if err != nil {
+		return nil, err
+	}
+	return r.Strings(), nil
+}
+
+// TopicInfo describes a topic.
+type TopicInfo struct {
+	Oldest   int64 // oldest offset kept
+	Next     int64 // offset the next message will get
+	Bytes    int64 // bytes on the server's read volume
+	Segments int   // segment files
+}
+
+// TopicInfo returns a topic's offsets and size.
+func (c *Client) TopicInfo(ctx context.Context, topic string) (TopicInfo, error) {
+	p, err := c.do(ctx, protocol.OpTopicInfo, 0, true, func(dst []byte, id uint32) []byte {
+		return protocol.AppendTopicInfoRequest(dst, id, topic)
+	})
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	r, err := protocol.ParseTopicInfoResponse(p)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return TopicInfo{Oldest: r.OldestOffset, Next: r.NextOffset, Bytes: r.Bytes, Segments: int(r.Segments)}, nil
+}
+
+// Truncate drops the messages before offset and returns the new oldest
+// offset (the server removes whole files, so it may keep a few more).
+func (c *Client) Truncate(ctx context.Context, topic string, before int64) (int64, error) {
+	return c.truncate(ctx, topic, protocol.TruncateByOffset, before)
+}
+
+// TruncateTime drops the messages appended before t and returns the new
+// oldest offset.
+func (c *Client) TruncateTime(ctx context.Context, topic string, t time.Time) (int64, error) {
+	return c.truncate(ctx, topic, protocol.TruncateByTime, t.UnixNano())
+}
+
+func (c *Client) truncate(ctx context.Context, topic string, by protocol.TruncateBy, before int64) (int64, error) {
+	p, err := c.do(ctx, protocol.OpTruncate, 0, true, func(dst []byte, id uint32) []byte {
+		return protocol.AppendTruncateRequest(dst, id, topic, by, before)
+	})
+	if err != nil {
+		return 0, err
+	}
+	r, err := protocol.ParseTruncateResponse(p)
+	return r.OldestOffset, err
+}
+
+// Stats are a client's counters, for its user's metrics.
+type Stats struct {
+	MessagesSent, BytesSent   int64 // produced, acknowledged or not
+	MessagesAcked, BytesAcked int64 // acknowledged by the server
+	MessagesReceived          int64 // returned by Consume and Messages
+	Errors                    int64 // requests that failed
+	InFlight                  int64 // produce requests waiting for their answer
+	Reconnects                int64 // connections re-established
+}
+
+type statCounters struct {
+	msgsSent, bytesSent, msgsAcked, bytesAcked, received, errors, inFlight, reconnects atomic.Int64
+}
+
+// Stats returns the counters.
+func (c *Client) Stats() Stats {
+	s := &c.stats
+	return Stats{
+		MessagesSent: s.msgsSent.Load(), BytesSent: s.bytesSent.Load(),
+		MessagesAcked: s.msgsAcked.Load(), BytesAcked: s.bytesAcked.Load(),
+		MessagesReceived: s.received.Load(), Errors: s.errors.Load(),
+		InFlight: s.inFlight.Load(), Reconnects: s.reconnects.Load(),
+	}
+}

@@ -1,0 +1,138 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// Message is one message read from a topic.
+type Message struct {
+	Offset int64
+	Time   time.Time // when the server appended it
+	Value  []byte
+}
+
+// consumeMaxBytes is the batch bytes asked for per consume request.
+const consumeMaxBytes = 4 << 20
+
+// Consume returns exactly the messages [offset, offset+limit) that exist
+// (fewer at the end of the topic, none past it). A negative offset counts
+// back from the end: -1 is the last message. limit <= 0 means as many as
+// one response holds. Every batch's CRC is checked and compressed batches
+// are decompressed.
+func (c *Client) Consume(ctx context.Context, topic string, offset int64, limit int) ([]Message, error) {
+	msgs, _, err := c.ConsumeInto(ctx, nil, topic, offset, limit)
+	return msgs, err
+}
+
+// ConsumeInto is Consume appending to dst (reset it with dst[:0] to reuse
+// it). It also returns the offset to read from next. Message values borrow
+// from the response, which is not reused.
+func (c *Client) ConsumeInto(ctx context.Context, dst []Message, topic string, offset int64, limit int) ([]Message, int64, error) {
+	out, next, err := c.consume(ctx, dst, topic, offset, limit, 0)
+	return out, next, err
+}
+
+// consume asks for [offset, offset+limit), waiting up to wait for data.
+func (c *Client) consume(ctx context.Context, dst []Message, topic string, offset int64, limit int, wait time.Duration) ([]Message, int64, error) {
+	want := int32(0)
+	if limit > 0 {
+		want = int32(min(limit, 1<<31-1))
+	}
+	p, err := c.do(ctx, protocol.OpConsume, wait, true, func(b []byte, id uint32) []byte {
+		return protocol.AppendConsumeRequest(b, id, topic, offset, want, consumeMaxBytes, int32(wait/time.Millisecond))
+	})
+	if err != nil {
+		return dst, offset, err
+	}
+	r, err := protocol.ParseConsumeResponse(p)
+	if err != nil {
+		return dst, offset, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	start := r.StartOffset
+	end := int64(-1)
+	if limit > 0 {
+		end = start + int64(limit)
+	}
+	next := start
+	n0 := len(dst)
+	for b := r.Batches; len(b) > 0; {
+		bt, n, err := protocol.ParseBatch(b)
+		if err != nil {
+			return dst, offset, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		b = b[n:]
+		if err := bt.Verify(); err != nil {
+			return dst, offset, fmt.Errorf("%w: batch at offset %d: %w", ErrCorrupt, bt.BaseOffset, err)
+		}
+		body, err := batchBody(&bt)
+		if err != nil {
+			return dst, offset, err
+		}
+		t := time.Unix(0, bt.AppendTime)
+		err = protocol.Messages(body, bt.Count, bt.BaseOffset, func(off int64, m []byte) error {
+			if off >= start && (end < 0 || off < end) {
+				dst = append(dst, Message{Offset: off, Time: t, Value: m})
+				next = off + 1
+			}
+			return nil
+		})
+		if err != nil {
+			return dst, offset, fmt.Errorf("%w: batch at offset %d: %w", ErrCorrupt, bt.BaseOffset, err)
+		}
+	}
+	c.stats.received.Add(int64(len(dst) - n0))
+	return dst, next, nil
+}
+
+// followWait is the long-poll wait of each request Messages makes.
+const followWait = 10 * time.Second
+
+// Messages follows topic from offset from (negative counts back from the
+// end), yielding every message in order, and waits for new ones with long
+// polls (no busy loop when idle), until ctx ends (the loop then just stops)
+// or the client is closed (it yields ErrClosed). Broken connections are
+// retried; other errors are yielded, and the loop goes on if the caller
+// keeps ranging.
+func (c *Client) Messages(ctx context.Context, topic string, from int64) iter.Seq2[Message, error] {
+	return func(yield func(Message, error) bool) {
+		var buf []Message
+		for ctx.Err() == nil {
+			var err error
+			var next int64
+			buf, next, err = c.consume(ctx, buf[:0], topic, from, 0, followWait)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if errors.Is(err, ErrClosed) {
+					yield(Message{}, err)
+					return
+				}
+				if !yield(Message{}, err) {
+					return
+				}
+				select {
+				case <-time.After(c.opts.backoff):
+				case <-ctx.Done():
+					return
+				case <-c.done:
+				}
+				continue
+			}
+			for _, m := range buf {
+				if !yield(m, nil) {
+					return
+				}
+			}
+			if len(buf) > 0 || from < 0 {
+				from = next
+			}
+		}
+	}
+}

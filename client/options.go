@@ -1,0 +1,60 @@
+package client
+
+import (
+	"time"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// Option configures a Client.
+type Option func(*options)
+
+type options struct {
+	dialTimeout    time.Duration
+	requestTimeout time.Duration
+	retries        int
+	backoff        time.Duration
+	autoCreate     bool
+	codec          protocol.Codec
+	maxBatchBytes  int
+	maxFrameSize   int
+}
+
+func defaultOptions() options {
+	return options{
+		dialTimeout:    5 * time.Second,
+		requestTimeout: 30 * time.Second,
+		retries:        3,
+		backoff:        100 * time.Millisecond,
+		autoCreate:     true,
+		codec:          protocol.CodecNone,
+		maxBatchBytes:  protocol.DefaultMaxFrameSize - 1024,
+		maxFrameSize:   protocol.DefaultMaxFrameSize + 64<<10,
+	}
+}
+
+// WithDialTimeout bounds each connection attempt (default 5s).
+func WithDialTimeout(d time.Duration) Option { return func(o *options) { o.dialTimeout = d } }
+
+// WithRequestTimeout bounds each request when its context has no earlier
+// deadline (default 30s). A long poll's wait is added to it.
+func WithRequestTimeout(d time.Duration) Option { return func(o *options) { o.requestTimeout = d } }
+
+// WithRetries sets how many times a request that failed on a broken
+// connection is sent again on a new one, waiting backoff, doubled each
+// time, in between (default 3 and 100ms). See the package doc for which
+// requests are retried.
+func WithRetries(n int, backoff time.Duration) Option {
+	return func(o *options) { o.retries, o.backoff = max(n, 0), backoff }
+}
+
+// WithAutoCreate makes Produce create a missing topic (default true).
+func WithAutoCreate(on bool) Option { return func(o *options) { o.autoCreate = on } }
+
+// WithCompression compresses produced batches with codec (default
+// protocol.CodecNone; protocol.CodecS2 or protocol.CodecZstd).
+func WithCompression(codec protocol.Codec) Option { return func(o *options) { o.codec = codec } }
+
+// WithMaxBatchBytes bounds the encoded size of one produced batch (default
+// just under the server's default 64 MiB frame limit).
+func WithMaxBatchBytes(n int) Option { return func(o *options) { o.maxBatchBytes = n } }
