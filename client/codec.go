@@ -30,14 +30,19 @@ func encodeBatch(dst []byte, codec protocol.Codec, msgs [][]byte) []byte {
 	for _, m := range msgs {
 		raw = protocol.AppendMessage(raw, m)
 	}
-	var body []byte
+	return encodeBody(dst, codec, len(msgs), raw)
+}
+
+// encodeBody builds a batch around raw, count uncompressed messages.
+func encodeBody(dst []byte, codec protocol.Codec, count int, raw []byte) []byte {
+	body := raw
 	switch codec {
 	case protocol.CodecS2:
 		body = s2.Encode(nil, raw)
 	case protocol.CodecZstd:
 		body = zstdEnc().EncodeAll(raw, nil)
 	}
-	return protocol.AppendBatchBody(dst, codec, len(msgs), len(raw), body)
+	return protocol.AppendBatchBody(dst, codec, count, len(raw), body)
 }
 
 // batchBody returns the uncompressed body of a verified batch.

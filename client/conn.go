@@ -101,16 +101,16 @@ func (c *conn) dead() bool {
 	return c.err != nil
 }
 
-// roundTrip sends the frame build appends (given its correlation id) and
-// waits for the response. sent reports whether the request may have
-// reached the server.
-func (c *conn) roundTrip(ctx context.Context, build func(dst []byte, corrID uint32) []byte) (resp response, sent bool) {
+// send writes the frame build appends (given its correlation id) and
+// returns the channel its response will arrive on, exactly once. The error
+// is set when the request cannot have reached the server.
+func (c *conn) send(deadline time.Time, build func(dst []byte, corrID uint32) []byte) (uint32, chan response, error) {
 	ch := make(chan response, 1)
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		return response{err: err}, false
+		return 0, nil, err
 	}
 	c.nextID++
 	id := c.nextID
@@ -119,26 +119,37 @@ func (c *conn) roundTrip(ctx context.Context, build func(dst []byte, corrID uint
 
 	frame := build(nil, id)
 	c.wmu.Lock()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.nc.SetWriteDeadline(dl)
-	} else {
-		_ = c.nc.SetWriteDeadline(time.Time{})
-	}
+	_ = c.nc.SetWriteDeadline(deadline)
 	_, err := c.nc.Write(frame)
 	c.wmu.Unlock()
 	if err != nil {
-		c.fail(err)
-		return <-ch, true
+		c.fail(err) // answers ch with the connection error
+	}
+	return id, ch, nil
+}
+
+// forget drops the wait for the response to id.
+func (c *conn) forget(id uint32) {
+	c.mu.Lock()
+	if c.pending != nil {
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
+}
+
+// roundTrip sends a request and waits for its response. sent reports
+// whether the request may have reached the server.
+func (c *conn) roundTrip(ctx context.Context, build func(dst []byte, corrID uint32) []byte) (resp response, sent bool) {
+	dl, _ := ctx.Deadline()
+	id, ch, err := c.send(dl, build)
+	if err != nil {
+		return response{err: err}, false
 	}
 	select {
 	case resp = <-ch:
 		return resp, true
 	case <-ctx.Done():
-		c.mu.Lock()
-		if c.pending != nil {
-			delete(c.pending, id)
-		}
-		c.mu.Unlock()
+		c.forget(id)
 		return response{err: ctx.Err()}, true
 	}
 }

@@ -1,0 +1,41 @@
+// Package client is the Go client of haraqa.
+//
+//	c, err := client.Dial(ctx, "127.0.0.1:14353")
+//	if err != nil { ... }
+//	defer c.Close()
+//
+//	base, err := c.Produce(ctx, "events", []byte("a"), []byte("b")) // one batch, one round trip
+//	msgs, err := c.Consume(ctx, "events", base, 2)                  // exactly offsets base, base+1
+//	for m, err := range c.Messages(ctx, "events", -1) { ... }      // follow from the last message
+//
+//	p := c.NewProducer("events")   // batches single messages: size, linger, in flight
+//	f, err := p.Send(ctx, []byte("c"))
+//	offset, err := f.Wait(ctx)
+//	p.Close()
+//
+// A Client holds one TCP connection and pipelines the requests of every
+// goroutine on it; it is safe for concurrent use. Every consumed batch's
+// CRC32C is checked, and batches compressed with S2 or zstd
+// (WithCompression) are decompressed.
+//
+// # Errors
+//
+// A server's error arrives as an *Error (operation, protocol code, message)
+// that matches the package's sentinels with errors.Is: ErrTopicNotFound,
+// ErrTopicExists, ErrInvalidTopic, ErrOffsetOutOfRange, ErrFrameTooLarge,
+// ErrBadBatch, ErrUnreadable, ErrReadOnly, ErrShuttingDown. ErrConnection
+// wraps network failures, ErrClosed follows Close, ErrCorrupt marks a
+// received batch that failed its CRC or decoding.
+//
+// # Reconnects and retries
+//
+// When the connection breaks (a server restart, say) the next request dials
+// again. A request that failed on a broken connection is sent again on a
+// new one, up to WithRetries times with a doubling backoff, when repeating
+// it is harmless: ping, create, delete, list, info, truncate and consume.
+// A produce is retried only if it cannot have reached the server; once
+// written, its fate is unknown (the server may have stored it before the
+// connection broke), so it fails with ErrConnection and the caller decides:
+// sending it again may store it twice. The same holds for the batches of a
+// Producer.
+package client
