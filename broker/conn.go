@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -18,12 +19,13 @@ import (
 // they arrived: a response that cannot be sent yet (a produce waiting for
 // its fsync, a parked long poll, or anything behind them) waits in slots.
 type connState struct {
-	mu      sync.Mutex // guards jobs, working, and the done and resp fields of slots
-	jobs    []*job     // storage requests waiting for the connection's goroutine
-	working bool       // a goroutine is running jobs
-	slots   []*slot    // loop-owned: requests waiting for their turn, oldest first
-	out     []byte     // loop-owned: responses gathered during one callback
-	fatal   error      // loop-owned: the connection must close
+	mu      sync.Mutex   // guards jobs, working, and the done and resp fields of slots
+	jobs    []*job       // storage requests waiting for the connection's goroutine
+	working bool         // a goroutine is running jobs
+	queued  atomic.Int64 // bytes of produce batches copied for the goroutine
+	slots   []*slot      // loop-owned: requests waiting for their turn, oldest first
+	out     []byte       // loop-owned: responses gathered during one callback
+	fatal   error        // loop-owned: the connection must close
 }
 
 type slot struct {
@@ -32,6 +34,10 @@ type slot struct {
 	async   bool     // answered by a goroutine (counted in stats.pending)
 	consume *consume // a consume, served when it reaches the head; loop-owned
 }
+
+// maxGroupBytes bounds the batch bytes of the produces one connection hands
+// to storage at once.
+const maxGroupBytes = 16 << 20
 
 // maxKeptOut is the largest output buffer a connection keeps between
 // callbacks.
@@ -74,6 +80,9 @@ func (b *Broker) OnTraffic(c gnet.Conn) gnet.Action {
 	action := gnet.None
 	if cs.fatal == nil {
 		action = b.readFrames(c, cs)
+	}
+	if cs.fatal == nil && action == gnet.None {
+		b.advance(c, cs) // answers the frames just read filed behind nothing pending
 	}
 	b.flush(c, cs)
 	if cs.fatal != nil {
@@ -133,7 +142,9 @@ func (b *Broker) backedUp(c gnet.Conn, cs *connState) bool {
 		b.stall(c)
 		return true
 	}
-	return false
+	// Produces copied for the connection's goroutine count too: their
+	// completion wakes the connection.
+	return cs.queued.Load() > int64(b.cfg.MaxOutboundBytes)
 }
 
 // advance sends the responses at the head of the queue that are ready.
@@ -199,10 +210,14 @@ func (cs *connState) end(resp []byte) {
 }
 
 func (b *Broker) respondError(cs *connState, op protocol.Op, corrID uint32, err error) {
-	cs.end(b.appendError(cs.begin(), op, corrID, err))
-	if errors.Is(err, protocol.ErrMalformed) {
-		cs.fatal = err // the stream cannot be trusted past a malformed frame
+	if errors.Is(err, protocol.ErrMalformed) || errors.Is(err, protocol.ErrFrameTooLarge) {
+		// The stream cannot be trusted past this frame: answer now, ahead of
+		// anything still pending, since the connection closes next.
+		cs.out = b.appendError(cs.out, op, corrID, err)
+		cs.fatal = err
+		return
 	}
+	cs.end(b.appendError(cs.begin(), op, corrID, err))
 }
 
 func (b *Broker) appendError(dst []byte, op protocol.Op, corrID uint32, err error) []byte {
@@ -261,12 +276,26 @@ func (b *Broker) handle(c gnet.Conn, cs *connState, frame []byte) {
 	cs.mu.Lock()
 	queued := cs.working
 	cs.mu.Unlock()
-	if !queued && !(b.fsync && h.Op == protocol.OpProduce) {
+	if !queued && !b.offLoop(h.Op) {
 		// Nothing runs before it: run it here, on the loop.
 		cs.end(b.runJobs(cs.begin(), []*job{jb}))
 		return
 	}
 	b.queueJob(c, cs, jb)
+}
+
+// offLoop reports whether op may wait on the disk and so runs on the
+// connection's goroutine: create, delete and truncate (directory syncs,
+// file removals), and produce when appends fsync. Info, list and produce
+// without fsync are memory and page-cache work.
+func (b *Broker) offLoop(op protocol.Op) bool {
+	switch op {
+	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate:
+		return true
+	case protocol.OpProduce:
+		return b.fsync
+	}
+	return false
 }
 
 var errShuttingDown = &protocol.Error{Code: protocol.CodeShuttingDown, Message: "server is shutting down"}
@@ -337,6 +366,7 @@ func (b *Broker) queueJob(c gnet.Conn, cs *connState, j *job) {
 		j.batch = bytebufferpool.Get()
 		j.batch.B = append(j.batch.B[:0], j.raw...)
 		j.raw = j.batch.B
+		cs.queued.Add(int64(len(j.raw)))
 	}
 	j.slot = &slot{async: true}
 	cs.slots = append(cs.slots, j.slot)
@@ -376,8 +406,10 @@ func (b *Broker) work(c gnet.Conn, cs *connState) {
 		cs.mu.Unlock()
 		for len(jobs) > 0 {
 			// Consecutive produces to one topic go to storage together.
-			n := 1
-			for n < len(jobs) && jobs[0].op == protocol.OpProduce && jobs[n].op == protocol.OpProduce && jobs[n].topic == jobs[0].topic {
+			n, size := 1, len(jobs[0].raw)
+			for n < len(jobs) && jobs[0].op == protocol.OpProduce && jobs[n].op == protocol.OpProduce &&
+				jobs[n].topic == jobs[0].topic && size+len(jobs[n].raw) <= maxGroupBytes {
+				size += len(jobs[n].raw)
 				n++
 			}
 			group := jobs[:n]
@@ -390,6 +422,7 @@ func (b *Broker) work(c gnet.Conn, cs *connState) {
 			cs.mu.Unlock()
 			for _, j := range group {
 				if j.batch != nil {
+					cs.queued.Add(-int64(len(j.raw)))
 					bytebufferpool.Put(j.batch)
 					j.batch = nil
 				}

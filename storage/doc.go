@@ -77,9 +77,13 @@
 // parallel), then makes the batches visible to readers and returns. Appends
 // to different topics run in parallel. A batch is acknowledged only once
 // every volume has it, so killing the process never loses an acknowledged
-// append: it is in the page cache. With FsyncAlways it is on disk too; with
-// FsyncInterval every written topic is fsynced each interval; with
-// FsyncNever the kernel decides (and Close fsyncs).
+// append: it is in the page cache. With FsyncAlways it is on disk too (and
+// a new segment's directory entry is fsynced before anything in it is
+// acknowledged); with FsyncInterval every written topic's active segment,
+// and its directory after a new segment, is fsynced each interval (appends
+// go on meanwhile) and a segment is fsynced when sealed; with FsyncNever the
+// kernel decides. Close fsyncs the active segments and then calls syncfs(2)
+// on every volume, so after a clean stop everything is on disk.
 //
 // A failed write or fsync is sticky: the topic turns read-only, every later
 // append fails with ErrReadOnly wrapping the cause, reads go on. Nothing is
@@ -122,6 +126,10 @@
 // append has completed (and, with FsyncAlways, been fsynced) are visible.
 //
 // # Retention
+//
+// DeleteTopic renames the topic's directories to "~deleted.*" names at once
+// (a topic of the same name can be created right after) and removes them in
+// the background; recovery finishes a removal cut short by a crash.
 //
 // Truncate moves the start offset forward and deletes segments holding only
 // older offsets; the newest segment always stays so the next offset

@@ -161,9 +161,10 @@ func (t *topic) newSegment(base int64) (*segment, error) {
 			closeAll(files)
 			return nil, fmt.Errorf("storage: topic %q: new segment on volume %s: %w", t.name, t.s.opts.Volumes[v], err)
 		}
-		if t.s.opts.Fsync != FsyncNever {
+		if t.s.opts.Fsync == FsyncAlways {
 			// The new file's directory entry must be durable before data
-			// in it is acknowledged as durable.
+			// in it is acknowledged as durable. (FsyncInterval syncs the
+			// directory with the next interval's fsync.)
 			if err := t.s.fs.SyncDir(dir); err != nil {
 				closeAll(files)
 				return nil, fmt.Errorf("storage: topic %q: new segment on volume %s: %w", t.name, t.s.opts.Volumes[v], err)
@@ -173,6 +174,7 @@ func (t *topic) newSegment(base int64) (*segment, error) {
 	seg := &segment{base: base, next: base, logs: files}
 	t.mu.Lock()
 	t.segs = append(t.segs[:len(t.segs):len(t.segs)], seg)
+	t.dirDirty = t.s.opts.Fsync == FsyncInterval
 	t.mu.Unlock()
 	t.prepare()
 	return seg, nil

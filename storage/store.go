@@ -26,12 +26,14 @@ type Store struct {
 
 	mu     sync.RWMutex
 	topics map[string]*topic
+	busy   map[string]chan struct{} // names being created or deleted; closed when done
 	closed bool
 
-	stats   statsCounters
-	deleted atomic.Uint64 // names deleted topic directories uniquely
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	stats    statsCounters
+	removals sync.WaitGroup // deleted topic directories being removed
+	deleted  atomic.Uint64  // names deleted topic directories uniquely
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // TopicInfo describes a topic.
@@ -62,6 +64,7 @@ func Open(opts Options) (*Store, error) {
 		opts:   opts,
 		fs:     opts.FS,
 		topics: make(map[string]*topic),
+		busy:   make(map[string]chan struct{}),
 		stop:   make(chan struct{}),
 	}
 	s.cache = newFileCache(s.fs, opts.Cache, opts.MaxOpenFiles)
@@ -127,8 +130,17 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	s.wg.Wait()
+	s.removals.Wait()
 	err := s.closeTopics()
 	s.cache.closeAll()
+	// The active segments were fsynced above; sealed segments under
+	// FsyncNever were left to the kernel: one syncfs(2) per volume flushes
+	// them and every directory change.
+	for v, f := range s.locks {
+		if serr := unix.Syncfs(int(f.Fd())); serr != nil {
+			err = errors.Join(err, fmt.Errorf("storage: syncfs volume %s: %w", s.opts.Volumes[v], serr))
+		}
+	}
 	s.unlockVolumes()
 	return err
 }
@@ -180,45 +192,83 @@ func (s *Store) CreateTopic(name string) error {
 	if err := validTopic(name); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
+	// The directories are made and synced outside s.mu, so lookups of
+	// other topics go on; busy keeps the name to this call meanwhile.
+	if err := s.claim(name); err != nil {
+		return err
 	}
 	if _, ok := s.topics[name]; ok {
+		s.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrTopicExists, name)
 	}
+	done := make(chan struct{})
+	s.busy[name] = done
+	s.mu.Unlock()
+	var err error
 	for v := range s.opts.Volumes {
 		dir := s.topicDir(v, name)
-		if err := s.fs.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("storage: create topic %q: %w", name, err)
+		if err = s.fs.MkdirAll(dir, 0o755); err == nil {
+			err = s.fs.SyncDir(filepath.Dir(dir))
 		}
-		if err := s.fs.SyncDir(filepath.Dir(dir)); err != nil {
-			return fmt.Errorf("storage: create topic %q: %w", name, err)
+		if err != nil {
+			err = fmt.Errorf("storage: create topic %q: %w", name, err)
+			break
 		}
 	}
-	s.topics[name] = newTopic(s, name)
-	return nil
+	s.mu.Lock()
+	delete(s.busy, name)
+	close(done)
+	if err == nil {
+		s.topics[name] = newTopic(s, name)
+	}
+	s.mu.Unlock()
+	return err
+}
+
+// claim locks s.mu once no creation or deletion of name is in progress,
+// waiting for one that is. It returns with s.mu held, or with an error and
+// s.mu not held.
+func (s *Store) claim(name string) error {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return ErrClosed
+		}
+		done, ok := s.busy[name]
+		if !ok {
+			return nil
+		}
+		s.mu.Unlock()
+		<-done
+	}
 }
 
 // DeleteTopic removes a topic and its files from every volume. Reads in
-// progress keep their open files until released; waiters are woken.
+// progress keep their open files until released; waiters are woken. The
+// directories are renamed away at once and removed in the background.
 func (s *Store) DeleteTopic(name string) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return ErrClosed
+	if err := validTopic(name); err != nil {
+		return err
+	}
+	if err := s.claim(name); err != nil {
+		return err
 	}
 	t, ok := s.topics[name]
 	if !ok {
 		s.mu.Unlock()
-		if err := validTopic(name); err != nil {
-			return err
-		}
 		return fmt.Errorf("%w: %q", ErrTopicNotFound, name)
 	}
-	// Rename under s.mu so a CreateTopic of the same name cannot race with
-	// it, and under t.mu so no read is opening files meanwhile.
+	// Out of the map, under busy: new lookups miss it and no topic of the
+	// same name can be created until the directories are renamed away and
+	// the cache forgets its files. s.mu is not held while waiting for the
+	// topic's committer, so other topics go on.
+	delete(s.topics, name)
+	done := make(chan struct{})
+	s.busy[name] = done
+	s.mu.Unlock()
+
+	// Rename under t.mu so no read is opening files meanwhile.
 	t.wmu.Lock()
 	t.mu.Lock()
 	var graves []string
@@ -241,28 +291,49 @@ func (s *Store) DeleteTopic(name string) error {
 		}
 		t.mu.Unlock()
 		t.wmu.Unlock()
+		s.mu.Lock()
+		s.topics[name] = t
+		delete(s.busy, name)
+		close(done)
 		s.mu.Unlock()
 		return fmt.Errorf("storage: delete topic %q: %w", name, err)
 	}
 	t.mu.Unlock()
 	t.markDeleted()
 	t.wmu.Unlock()
-	delete(s.topics, name)
 	// Every read of the old topic opened its files under t.mu, before the
-	// renames: drop them from the cache before a topic of the same name can
-	// be created.
+	// renames: drop them from the cache before the name is free again.
 	s.cache.invalidateDirs(t.dirs())
+	s.mu.Lock()
+	delete(s.busy, name)
+	close(done)
 	s.mu.Unlock()
 	var errs []error
 	for v := range s.opts.Volumes {
 		errs = append(errs, s.fs.SyncDir(filepath.Join(s.opts.Volumes[v], topicsDir)))
 	}
-	for _, g := range graves {
-		errs = append(errs, s.fs.RemoveAll(g))
-	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("storage: delete topic %q: %w", name, err)
 	}
+	remove := func() {
+		for _, g := range graves {
+			if err := s.fs.RemoveAll(g); err != nil {
+				// Renamed away already; recovery removes what is left.
+				s.opts.Logger.Warn("removing a deleted topic", "topic", name, "err", err)
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		remove()
+		return nil
+	}
+	s.removals.Add(1) // under s.mu, so never after Close's Wait began
+	go func() {
+		defer s.removals.Done()
+		remove()
+	}()
 	return nil
 }
 

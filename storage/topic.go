@@ -34,14 +34,15 @@ type topic struct {
 	qmu   sync.Mutex
 	queue []*appendReq
 
-	mu      sync.RWMutex
-	segs    []*segment // ordered by base; never modified in place, only replaced
-	start   int64      // oldest readable offset
-	next    int64      // offset of the next message
-	bad     []offRange // ranges corrupted on every volume
-	err     error      // sticky: set after an I/O error or deletion
-	waiters []waiter
-	dirty   bool // written since the last fsync (FsyncInterval)
+	mu       sync.RWMutex
+	segs     []*segment // ordered by base; never modified in place, only replaced
+	start    int64      // oldest readable offset
+	next     int64      // offset of the next message
+	bad      []offRange // ranges corrupted on every volume
+	err      error      // sticky: set after an I/O error or deletion
+	waiters  []waiter
+	dirty    bool // written since the last fsync (FsyncInterval)
+	dirDirty bool // a segment was created since the last fsync (FsyncInterval)
 }
 
 type offRange struct{ from, to int64 } // [from, to)
@@ -288,8 +289,8 @@ func (t *topic) markDeleted() {
 func (t *topic) sync() error {
 	t.wmu.Lock()
 	t.mu.Lock()
-	dirty := t.dirty
-	t.dirty = false
+	dirty, dirDirty := t.dirty, t.dirDirty
+	t.dirty, t.dirDirty = false, false
 	var seg *segment
 	if n := len(t.segs); n > 0 {
 		seg = t.segs[n-1]
@@ -300,6 +301,13 @@ func (t *topic) sync() error {
 		logs = seg.logs
 	}
 	t.wmu.Unlock()
+	if dirDirty {
+		for v := range t.s.opts.Volumes {
+			if err := t.s.fs.SyncDir(t.s.topicDir(v, t.name)); err != nil {
+				return t.fail(fmt.Errorf("storage: topic %q: fsync directory: %w", t.name, err))
+			}
+		}
+	}
 	if !dirty || logs == nil {
 		return nil
 	}
@@ -359,7 +367,9 @@ func (s *Store) Watch(name string, offset int64, fn func()) (cancel func() bool,
 		return nil, err
 	}
 	t.mu.Lock()
-	if t.next > offset || t.err != nil {
+	// A read-only topic still waits: it will not grow, so the caller's
+	// own deadline ends the wait (firing here would make it spin).
+	if t.next > offset || t.err != nil && (errors.Is(t.err, ErrTopicNotFound) || errors.Is(t.err, ErrClosed)) {
 		t.mu.Unlock()
 		fn()
 		return func() bool { return false }, nil
@@ -454,15 +464,14 @@ func (t *topic) truncate(before int64) error {
 func (t *topic) offsetAtTime(ns int64) (int64, error) {
 	t.mu.RLock()
 	segs, next := t.segs, t.next
-	t.mu.RUnlock()
 	// Segments whose newest batch is older than ns are skipped whole.
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].lastTime >= ns })
 	if i == len(segs) {
+		t.mu.RUnlock()
 		return next, nil
 	}
 	seg := segs[i]
-	t.mu.RLock()
-	entries := seg.entries
+	entries, segNext := seg.entries, seg.next
 	t.mu.RUnlock()
 	path := filepath.Join(t.s.topicDir(len(t.s.opts.Volumes)-1, t.name), segmentName(seg.base, logSuffix))
 	cf, err := t.s.cache.acquire(path)
@@ -486,7 +495,7 @@ func (t *topic) offsetAtTime(ns int64) (int64, error) {
 		return 0, fmt.Errorf("storage: topic %q: read batch time: %w", t.name, rerr)
 	}
 	if j == len(entries) {
-		return seg.next, nil
+		return segNext, nil
 	}
 	return entries[j].off, nil
 }

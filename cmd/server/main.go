@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -147,7 +149,7 @@ func serve(c *config, log *slog.Logger) error {
 		"repairs", st.Repairs, "took", time.Since(start).Round(time.Millisecond))
 
 	cfg := broker.DefaultConfig()
-	cfg.Addr = fmt.Sprintf("%s:%d", c.listen, c.tcpPort)
+	cfg.Addr = net.JoinHostPort(c.listen, strconv.Itoa(int(c.tcpPort)))
 	cfg.MaxFrameSize = c.maxFrame
 	cfg.DefaultLimit = c.limit
 	cfg.MaxConsumeBytes = c.maxConsume
