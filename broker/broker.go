@@ -62,6 +62,7 @@ func (b *Broker) Start() error {
 		gnet.WithNumEventLoop(b.cfg.EventLoops),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithReusePort(false),
+		gnet.WithReuseAddr(true), // a restart may bind while old connections sit in TIME_WAIT
 		gnet.WithTicker(true),
 		gnet.WithLogger(gnetLogger{b.cfg.Logger}),
 	}

@@ -17,8 +17,10 @@ type Client struct {
 	addr string
 	opts options
 
+	main connSlot // every request but long polls
+
 	mu     sync.Mutex
-	conn   *conn
+	polls  map[*connSlot]struct{} // connections of Messages loops
 	closed bool
 	done   chan struct{}
 
@@ -31,7 +33,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	for _, f := range opts {
 		f(&o)
 	}
-	c := &Client{addr: addr, opts: o, done: make(chan struct{})}
+	c := &Client{addr: addr, opts: o, done: make(chan struct{}), polls: make(map[*connSlot]struct{})}
 	if err := c.Ping(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -39,48 +41,100 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// Close closes the connection. Requests in flight and Messages loops end
+// Close closes the connections. Requests in flight and Messages loops end
 // with ErrClosed.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return nil
 	}
 	c.closed = true
 	close(c.done)
-	if c.conn != nil {
-		c.conn.close()
+	polls := c.polls
+	c.polls = nil
+	c.mu.Unlock()
+	c.main.close()
+	for s := range polls {
+		s.close()
 	}
 	return nil
 }
 
-// getConn returns the live connection, dialing a new one if needed.
-func (c *Client) getConn(ctx context.Context) (*conn, error) {
+func (c *Client) isClosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	return c.closed
+}
+
+// connSlot holds a connection that is dialed again once it breaks.
+type connSlot struct {
+	mu   sync.Mutex
+	conn *conn
+}
+
+func (s *connSlot) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil {
+		s.conn.close()
+	}
+}
+
+// connect returns the slot's live connection, dialing a new one if needed.
+func (c *Client) connect(ctx context.Context, s *connSlot) (*conn, error) {
+	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	if c.conn != nil && !c.conn.dead() {
-		return c.conn, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil && !s.conn.dead() {
+		return s.conn, nil
 	}
-	reconnect := c.conn != nil
+	reconnect := s.conn != nil
 	cn, err := dial(ctx, c.addr, c.opts.dialTimeout, c.opts.maxFrameSize)
 	if err != nil {
 		return nil, err
 	}
-	c.conn = cn
+	if c.isClosed() { // closed while dialing
+		cn.close()
+		return nil, ErrClosed
+	}
+	s.conn = cn
 	if reconnect {
 		c.stats.reconnects.Add(1)
 	}
 	return cn, nil
 }
 
+// pollSlot returns a connection slot of its own for a Messages loop, so its
+// long polls hold back no other request; release it when done.
+func (c *Client) pollSlot() (*connSlot, func(), error) {
+	s := new(connSlot)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, nil, ErrClosed
+	}
+	c.polls[s] = struct{}{}
+	return s, func() {
+		c.mu.Lock()
+		delete(c.polls, s)
+		c.mu.Unlock()
+		s.close()
+	}, nil
+}
+
 // do sends a request and returns the payload of a successful response.
 // Requests that failed on a broken connection are retried on a new one
 // (retry=false: only if they cannot have reached the server).
 func (c *Client) do(ctx context.Context, op protocol.Op, extraWait time.Duration, retry bool,
+	build func(dst []byte, corrID uint32) []byte) ([]byte, error) {
+	return c.doOn(ctx, &c.main, op, extraWait, retry, build)
+}
+
+// doOn is do on the connection of slot s.
+func (c *Client) doOn(ctx context.Context, s *connSlot, op protocol.Op, extraWait time.Duration, retry bool,
 	build func(dst []byte, corrID uint32) []byte) ([]byte, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -91,7 +145,7 @@ func (c *Client) do(ctx context.Context, op protocol.Op, extraWait time.Duration
 	for attempt := 0; ; attempt++ {
 		var resp response
 		sent := false
-		cn, err := c.getConn(ctx)
+		cn, err := c.connect(ctx, s)
 		if err == nil {
 			resp, sent = cn.roundTrip(ctx, build)
 			err = resp.err
@@ -104,10 +158,7 @@ func (c *Client) do(ctx context.Context, op protocol.Op, extraWait time.Duration
 			}
 			return resp.payload, nil
 		}
-		c.mu.Lock()
-		closed := c.closed
-		c.mu.Unlock()
-		if closed {
+		if c.isClosed() {
 			return nil, ErrClosed
 		}
 		if ctx.Err() != nil || !errors.Is(err, ErrConnection) || attempt >= c.opts.retries || (sent && !retry) {

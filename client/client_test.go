@@ -255,6 +255,7 @@ func readRawFrame(t testing.TB, c net.Conn) (protocol.ResponseHeader, []byte) {
 // --- connection -------------------------------------------------------------
 
 func TestDialClosedPort(t *testing.T) {
+	t.Parallel()
 	addr := freeAddr(t)
 	start := time.Now()
 	c, err := client.Dial(testCtx(t), addr, client.WithRetries(1, 10*time.Millisecond), client.WithDialTimeout(time.Second))
@@ -279,6 +280,7 @@ func TestDialClosedPort(t *testing.T) {
 }
 
 func TestPingAndClose(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	ctx := testCtx(t)
 	c, err := client.Dial(ctx, srv.Addr)
@@ -308,6 +310,7 @@ func TestPingAndClose(t *testing.T) {
 // --- admin ------------------------------------------------------------------
 
 func TestCreateDeleteTopic(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx := testCtx(t)
@@ -347,6 +350,7 @@ func TestCreateDeleteTopic(t *testing.T) {
 }
 
 func TestListTopics(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx := testCtx(t)
@@ -404,6 +408,7 @@ func TestListTopics(t *testing.T) {
 }
 
 func TestTopicInfo(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx := testCtx(t)
@@ -412,7 +417,7 @@ func TestTopicInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, err := c.TopicInfo(ctx, "info")
-	if err != nil || info != (client.TopicInfo{Segments: info.Segments, Bytes: info.Bytes}) {
+	if err != nil || info.Oldest != 0 || info.Next != 0 {
 		t.Fatalf("empty topic: %+v, %v", info, err)
 	}
 	produceNumbered(t, c, "info", "m", 25, 10)
@@ -434,6 +439,7 @@ func TestTopicInfo(t *testing.T) {
 }
 
 func TestTruncate(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1, func(so *storage.Options, _ *broker.Config) { so.Entries = 10 })
 	c := dial(t, srv.Addr)
 	ctx := testCtx(t)
@@ -474,6 +480,7 @@ func TestTruncate(t *testing.T) {
 }
 
 func TestTruncateTime(t *testing.T) {
+	t.Parallel()
 	var now atomic.Int64
 	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	now.Store(t0.UnixNano())
@@ -524,6 +531,7 @@ func TestTruncateTime(t *testing.T) {
 // --- produce ----------------------------------------------------------------
 
 func TestProduceOffsetsAndStats(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx := testCtx(t)
@@ -558,12 +566,13 @@ func TestProduceOffsetsAndStats(t *testing.T) {
 	if info, _ := c.TopicInfo(ctx, "p"); info.Next != 4 {
 		t.Fatalf("refused produces stored something: %+v", info)
 	}
-	if st := c.Stats(); st.Errors < 1 && st.MessagesSent != 4 {
-		t.Logf("Stats after refused produces: %+v", st)
+	if st := c.Stats(); st.MessagesSent != 4 {
+		t.Fatalf("a produce refused before sending counts as sent: %+v", st)
 	}
 }
 
 func TestProduceAutoCreate(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	ctx := testCtx(t)
 
@@ -599,6 +608,7 @@ func TestProduceAutoCreate(t *testing.T) {
 }
 
 func TestInvalidTopic(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx := testCtx(t)
@@ -627,6 +637,7 @@ func TestInvalidTopic(t *testing.T) {
 // A produce whose batch is damaged between client and server is refused
 // with ErrBadBatch and stores nothing; the connection stays usable.
 func TestProduceCorruptedOnTheWay(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	p := startProxy(t, srv.Addr)
 	ctx := testCtx(t)
@@ -656,6 +667,7 @@ func TestProduceCorruptedOnTheWay(t *testing.T) {
 // The same over a plain connection: a frame built with
 // protocol.AppendProduceRequest with one byte flipped in the batch.
 func TestProduceRawCorruptFrame(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	nc, err := net.Dial("tcp", srv.Addr)
 	if err != nil {
@@ -691,6 +703,7 @@ func TestProduceRawCorruptFrame(t *testing.T) {
 
 // A consume response damaged on the way fails the client's CRC check.
 func TestConsumeCorruptedOnTheWay(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	p := startProxy(t, srv.Addr)
 	c := dial(t, p.Addr())
@@ -710,6 +723,7 @@ func TestConsumeCorruptedOnTheWay(t *testing.T) {
 // --- consume ------------------------------------------------------------------
 
 func TestConsumeRanges(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx := testCtx(t)
@@ -769,6 +783,7 @@ func TestConsumeRanges(t *testing.T) {
 // A limit whose messages do not fit in one response still gets all of
 // them: Consume returns exactly [offset, offset+limit) of what exists.
 func TestConsumeLimitBeyondOneResponse(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx := testCtx(t)
@@ -794,6 +809,7 @@ func TestConsumeLimitBeyondOneResponse(t *testing.T) {
 }
 
 func TestConsumeIntoReuse(t *testing.T) {
+	// Not parallel: AllocsPerRun counts every goroutine's allocations.
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx := testCtx(t)
@@ -801,8 +817,11 @@ func TestConsumeIntoReuse(t *testing.T) {
 
 	buf := make([]client.Message, 0, 1000)
 	out, next, err := c.ConsumeInto(ctx, buf, "reuse", 0, 10)
-	if err != nil || len(out) != 10 || next != 10 || &out[0] != &buf[:1][0] {
-		t.Fatalf("first ConsumeInto: %d messages, next %d, %v; reused buffer: %v", len(out), next, err, len(out) > 0 && &out[0] == &buf[:1][0])
+	if err != nil || len(out) != 10 || next != 10 {
+		t.Fatalf("first ConsumeInto: %d messages, next %d, %v", len(out), next, err)
+	}
+	if &out[0] != &buf[:1][0] {
+		t.Fatal("ConsumeInto did not fill the buffer it was given")
 	}
 	// Appends after what dst holds.
 	out, next, err = c.ConsumeInto(ctx, out, "reuse", next, 5)
@@ -884,6 +903,7 @@ func mixedMessages(n int, seed uint64) [][]byte {
 // Produce then consume 100,000 messages of mixed sizes with each codec:
 // byte-identical, in order, at consecutive offsets.
 func TestProduceConsumeMixedSizes(t *testing.T) {
+	t.Parallel()
 	const n = 100_000
 	msgs := mixedMessages(n, 1)
 	var raw int64
@@ -954,6 +974,7 @@ func TestProduceConsumeMixedSizes(t *testing.T) {
 // Messages follows a topic while another goroutine produces to it: every
 // message in order, no gaps, and the loop ends when ctx is cancelled.
 func TestMessagesFollow(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	prod := dial(t, srv.Addr)
 	cons := dial(t, srv.Addr)
@@ -1023,6 +1044,7 @@ func TestMessagesFollow(t *testing.T) {
 // Messages from a negative offset starts that far back from the end and
 // then follows.
 func TestMessagesFromEnd(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx, cancel := context.WithCancel(testCtx(t))
@@ -1049,6 +1071,7 @@ func TestMessagesFromEnd(t *testing.T) {
 
 // An idle follower waits in long polls, not a busy loop.
 func TestMessagesIdleNoBusyLoop(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx, cancel := context.WithCancel(testCtx(t))
@@ -1085,6 +1108,7 @@ func TestMessagesIdleNoBusyLoop(t *testing.T) {
 // While a Messages loop waits on an idle topic, the same client's other
 // calls are answered at once, not after the long poll.
 func TestMessagesDoesNotBlockOtherCalls(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx, cancel := context.WithCancel(testCtx(t))
@@ -1123,6 +1147,7 @@ func TestMessagesDoesNotBlockOtherCalls(t *testing.T) {
 // A call whose context has already ended fails alone: the connection, and
 // the other requests pipelined on it, are not torn down for it.
 func TestExpiredContextKeepsConnection(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx := testCtx(t)
@@ -1145,6 +1170,7 @@ func TestExpiredContextKeepsConnection(t *testing.T) {
 // --- close --------------------------------------------------------------------
 
 func TestCloseEndsMessages(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c, err := client.Dial(testCtx(t), srv.Addr)
 	if err != nil {
@@ -1184,6 +1210,7 @@ func TestCloseEndsMessages(t *testing.T) {
 
 // Close unblocks calls waiting for an answer that will never come.
 func TestCloseUnblocksPendingCalls(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	p := startProxy(t, srv.Addr)
 	c, err := client.Dial(testCtx(t), p.Addr())
@@ -1205,7 +1232,11 @@ func TestCloseUnblocksPendingCalls(t *testing.T) {
 			errs <- fmt.Errorf("%s: %w", name, err)
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Stats().InFlight == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // let the other calls reach their wait too
 	if st := c.Stats(); st.InFlight != 1 {
 		t.Errorf("InFlight %d while a produce waits, want 1", st.InFlight)
 	}
@@ -1225,6 +1256,7 @@ func TestCloseUnblocksPendingCalls(t *testing.T) {
 
 // A call with a deadline ends when it passes, and the client goes on.
 func TestRequestTimeout(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	p := startProxy(t, srv.Addr)
 	c := dial(t, p.Addr(), client.WithRequestTimeout(200*time.Millisecond))
@@ -1248,6 +1280,7 @@ func TestRequestTimeout(t *testing.T) {
 // After the server restarts on the same address, the same client
 // reconnects: a follower on it sees every message, no gap, no duplicate.
 func TestServerRestart(t *testing.T) {
+	t.Parallel()
 	addr := freeAddr(t)
 	srv := brokertest.Start(t, 1, func(_ *storage.Options, bc *broker.Config) { bc.Addr = addr })
 	testRestart(t, srv, addr, func() *brokertest.Server {
@@ -1267,6 +1300,7 @@ func TestServerRestart(t *testing.T) {
 // the client's address: the client's side of a restart, whatever the
 // server's listener does.
 func TestServerRestartBehindProxy(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	p := startProxy(t, srv.Addr)
 	testRestart(t, srv, p.Addr(), func() *brokertest.Server {
@@ -1360,6 +1394,7 @@ func testRestart(t *testing.T, srv *brokertest.Server, addr string, restart func
 // Many goroutines share one client: every call answered correctly, each
 // produce's batch contiguous, the counters consistent. Run with -race.
 func TestConcurrentUse(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx := testCtx(t)
@@ -1437,6 +1472,7 @@ func TestConcurrentUse(t *testing.T) {
 // Close racing with calls from many goroutines: every call ends, with its
 // answer or ErrClosed.
 func TestCloseRacesCalls(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c, err := client.Dial(testCtx(t), srv.Addr)
 	if err != nil {

@@ -119,11 +119,24 @@ func (c *conn) send(deadline time.Time, build func(dst []byte, corrID uint32) []
 
 	frame := build(nil, id)
 	c.wmu.Lock()
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		// Expired before a byte was written: the connection is fine.
+		c.wmu.Unlock()
+		c.forget(id)
+		return 0, nil, context.DeadlineExceeded
+	}
 	_ = c.nc.SetWriteDeadline(deadline)
-	_, err := c.nc.Write(frame)
+	n, err := c.nc.Write(frame)
 	c.wmu.Unlock()
 	if err != nil {
-		c.fail(err) // answers ch with the connection error
+		if n == 0 {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				c.forget(id)
+				return 0, nil, context.DeadlineExceeded
+			}
+		}
+		c.fail(err) // a frame cut short breaks the stream; answers ch
 	}
 	return id, ch, nil
 }

@@ -32,27 +32,48 @@ func (c *Client) Consume(ctx context.Context, topic string, offset int64, limit 
 
 // ConsumeInto is Consume appending to dst (reset it with dst[:0] to reuse
 // it). It also returns the offset to read from next. Message values borrow
-// from the response, which is not reused.
+// from the responses, which are not reused. A limit larger than one
+// response holds takes several requests.
 func (c *Client) ConsumeInto(ctx context.Context, dst []Message, topic string, offset int64, limit int) ([]Message, int64, error) {
-	out, next, err := c.consume(ctx, dst, topic, offset, limit, 0)
-	return out, next, err
+	n0 := len(dst)
+	for {
+		var got int
+		var next, end int64
+		var err error
+		remaining := 0
+		if limit > 0 {
+			remaining = limit - (len(dst) - n0)
+		}
+		before := len(dst)
+		dst, next, end, err = c.consume(ctx, &c.main, dst, topic, offset, remaining, 0)
+		if err != nil {
+			return dst, offset, err
+		}
+		got = len(dst) - before
+		offset = next
+		if limit <= 0 || got == 0 || next >= end || len(dst)-n0 >= limit {
+			return dst, next, nil
+		}
+	}
 }
 
-// consume asks for [offset, offset+limit), waiting up to wait for data.
-func (c *Client) consume(ctx context.Context, dst []Message, topic string, offset int64, limit int, wait time.Duration) ([]Message, int64, error) {
+// consume makes one request for [offset, offset+limit), waiting up to wait
+// for data, on slot's connection. It returns the next offset to read and
+// the topic's end.
+func (c *Client) consume(ctx context.Context, s *connSlot, dst []Message, topic string, offset int64, limit int, wait time.Duration) ([]Message, int64, int64, error) {
 	want := int32(0)
 	if limit > 0 {
 		want = int32(min(limit, 1<<31-1))
 	}
-	p, err := c.do(ctx, protocol.OpConsume, wait, true, func(b []byte, id uint32) []byte {
+	p, err := c.doOn(ctx, s, protocol.OpConsume, wait, true, func(b []byte, id uint32) []byte {
 		return protocol.AppendConsumeRequest(b, id, topic, offset, want, consumeMaxBytes, int32(wait/time.Millisecond))
 	})
 	if err != nil {
-		return dst, offset, err
+		return dst, offset, 0, err
 	}
 	r, err := protocol.ParseConsumeResponse(p)
 	if err != nil {
-		return dst, offset, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		return dst, offset, 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	start := r.StartOffset
 	end := int64(-1)
@@ -64,15 +85,15 @@ func (c *Client) consume(ctx context.Context, dst []Message, topic string, offse
 	for b := r.Batches; len(b) > 0; {
 		bt, n, err := protocol.ParseBatch(b)
 		if err != nil {
-			return dst, offset, fmt.Errorf("%w: %w", ErrCorrupt, err)
+			return dst, offset, 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		b = b[n:]
 		if err := bt.Verify(); err != nil {
-			return dst, offset, fmt.Errorf("%w: batch at offset %d: %w", ErrCorrupt, bt.BaseOffset, err)
+			return dst, offset, 0, fmt.Errorf("%w: batch at offset %d: %w", ErrCorrupt, bt.BaseOffset, err)
 		}
 		body, err := batchBody(&bt)
 		if err != nil {
-			return dst, offset, err
+			return dst, offset, 0, err
 		}
 		t := time.Unix(0, bt.AppendTime)
 		err = protocol.Messages(body, bt.Count, bt.BaseOffset, func(off int64, m []byte) error {
@@ -83,11 +104,11 @@ func (c *Client) consume(ctx context.Context, dst []Message, topic string, offse
 			return nil
 		})
 		if err != nil {
-			return dst, offset, fmt.Errorf("%w: batch at offset %d: %w", ErrCorrupt, bt.BaseOffset, err)
+			return dst, offset, 0, fmt.Errorf("%w: batch at offset %d: %w", ErrCorrupt, bt.BaseOffset, err)
 		}
 	}
 	c.stats.received.Add(int64(len(dst) - n0))
-	return dst, next, nil
+	return dst, next, r.NextOffset, nil
 }
 
 // followWait is the long-poll wait of each request Messages makes.
@@ -101,11 +122,17 @@ const followWait = 10 * time.Second
 // keeps ranging.
 func (c *Client) Messages(ctx context.Context, topic string, from int64) iter.Seq2[Message, error] {
 	return func(yield func(Message, error) bool) {
+		slot, release, err := c.pollSlot()
+		if err != nil {
+			yield(Message{}, err)
+			return
+		}
+		defer release()
 		var buf []Message
 		for ctx.Err() == nil {
 			var err error
 			var next int64
-			buf, next, err = c.consume(ctx, buf[:0], topic, from, 0, followWait)
+			buf, next, _, err = c.consume(ctx, slot, buf[:0], topic, from, 0, followWait)
 			if err != nil {
 				if ctx.Err() != nil {
 					return

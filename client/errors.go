@@ -19,6 +19,7 @@ var (
 	ErrUnreadable       = errors.New("client: data unreadable on the server")
 	ErrReadOnly         = errors.New("client: topic is read-only on the server")
 	ErrShuttingDown     = errors.New("client: server is shutting down")
+	ErrInvalidArgument  = errors.New("client: invalid argument")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrConnection: the connection failed; the request may or may not have
@@ -38,6 +39,7 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeUnreadableRange:  ErrUnreadable,
 	protocol.CodeTopicReadOnly:    ErrReadOnly,
 	protocol.CodeShuttingDown:     ErrShuttingDown,
+	protocol.CodeInvalidArgument:  ErrInvalidArgument,
 }
 
 // Error is an error answered by the server: the operation, the protocol's

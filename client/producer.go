@@ -235,20 +235,37 @@ func (p *Producer) send(b *pbatch) {
 		flags = protocol.ProduceCreateTopic
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.c.opts.requestTimeout)
-	cn, err := p.c.getConn(ctx)
-	if err != nil {
-		cancel()
-		p.complete(b, true, 0, err)
-		return
-	}
-	dl, _ := ctx.Deadline()
-	id, ch, err := cn.send(dl, func(dst []byte, corrID uint32) []byte {
-		return protocol.AppendProduceRequest(dst, corrID, p.topic, flags, batch)
-	})
-	if err != nil {
-		cancel()
-		p.complete(b, true, 0, err)
-		return
+	// A batch that cannot have reached the server (no connection, or
+	// refused before it was written) is sent again, with a doubling
+	// backoff, until the request timeout: like Produce, never twice.
+	var cn *conn
+	var id uint32
+	var ch chan response
+	backoff := p.c.opts.backoff
+	for {
+		var err error
+		if cn, err = p.c.connect(ctx, &p.c.main); err == nil {
+			id, ch, err = cn.send(deadlineOf(ctx), func(dst []byte, corrID uint32) []byte {
+				return protocol.AppendProduceRequest(dst, corrID, p.topic, flags, batch)
+			})
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrConnection) || ctx.Err() != nil {
+			cancel()
+			p.complete(b, true, 0, err)
+			return
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+		case <-p.c.done:
+			cancel()
+			p.complete(b, true, 0, ErrClosed)
+			return
+		}
+		backoff = min(2*backoff, time.Second)
 	}
 	p.c.stats.msgsSent.Add(int64(count))
 	p.c.stats.bytesSent.Add(int64(len(batch)))
@@ -339,4 +356,9 @@ func (p *Producer) Close() error {
 	close(p.quit)
 	<-p.done
 	return err
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	dl, _ := ctx.Deadline()
+	return dl
 }

@@ -50,6 +50,7 @@ func checkReadBack(t testing.TB, c *client.Client, topic string, want map[int64]
 // Offsets follow Send order, whatever the batch size, linger, in-flight
 // bound and codec.
 func TestProducerOrdering(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	cases := []struct {
 		name  string
@@ -108,6 +109,7 @@ func TestProducerOrdering(t *testing.T) {
 // Sends from many goroutines: each goroutine's offsets increase, together
 // they cover [0, n) once, and each offset holds its message.
 func TestProducerConcurrentSends(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx := testCtx(t)
@@ -164,6 +166,7 @@ func TestProducerConcurrentSends(t *testing.T) {
 // TrySend fails at once with ErrBufferFull when the buffer is full, by
 // messages or by bytes; Send waits for room or its context.
 func TestProducerBufferFull(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx := testCtx(t)
@@ -235,6 +238,7 @@ func TestProducerBufferFull(t *testing.T) {
 
 // Flush and Close wait for every message sent before them.
 func TestProducerFlushAndClose(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr)
 	ctx := testCtx(t)
@@ -310,6 +314,7 @@ func TestProducerFlushAndClose(t *testing.T) {
 // Flush gives up at its context when the server does not answer, and
 // closing the client then fails the waiting futures.
 func TestProducerFlushContextAndClientClose(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	px := startProxy(t, srv.Addr)
 	c, err := client.Dial(testCtx(t), px.Addr())
@@ -348,6 +353,7 @@ func TestProducerFlushContextAndClientClose(t *testing.T) {
 
 // Server errors reach the futures of the batch; the Producer goes on.
 func TestProducerServerErrors(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	c := dial(t, srv.Addr, client.WithAutoCreate(false), client.WithMaxBatchBytes(1<<10))
 	ctx := testCtx(t)
@@ -381,6 +387,7 @@ func TestProducerServerErrors(t *testing.T) {
 // a new port behind a proxy that keeps the client's address (a restart on
 // the same port is TestServerRestart's).
 func TestProducerServerRestart(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	px := startProxy(t, srv.Addr)
 	c := dial(t, px.Addr(), client.WithRetries(10, 20*time.Millisecond))
@@ -477,6 +484,7 @@ func TestProducerServerRestart(t *testing.T) {
 // reached it either, so (package doc: "The same holds for the batches of
 // a Producer") they are retried like a Produce, within WithRetries.
 func TestProducerRetriesUnsentBatches(t *testing.T) {
+	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	px := startProxy(t, srv.Addr)
 	c := dial(t, px.Addr(), client.WithRetries(8, 25*time.Millisecond)) // about 6 s in all
