@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/haraqa/haraqa/protocol"
 )
@@ -17,24 +18,41 @@ func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int
 	if len(msgs) == 0 {
 		return 0, fmt.Errorf("%w: no messages", ErrBadBatch)
 	}
+	if c.opts.codec == protocol.CodecNone {
+		// Encode the batch straight into the request frame: one copy of
+		// the messages, no intermediate batch.
+		size := protocol.BatchHeaderSize + protocol.MessagesSize(msgs...)
+		if size > c.opts.maxBatchBytes {
+			return 0, fmt.Errorf("%w: batch of %d bytes, max %d", ErrFrameTooLarge, size, c.opts.maxBatchBytes)
+		}
+		return c.produce(ctx, topic, len(msgs), size, func(dst []byte) []byte {
+			return protocol.AppendBatch(dst, msgs...)
+		})
+	}
 	batch := encodeBatch(nil, c.opts.codec, msgs)
 	if len(batch) > c.opts.maxBatchBytes {
 		return 0, fmt.Errorf("%w: batch of %d bytes, max %d", ErrFrameTooLarge, len(batch), c.opts.maxBatchBytes)
 	}
-	return c.produceBatch(ctx, topic, batch, len(msgs))
+	return c.produce(ctx, topic, len(msgs), len(batch), func(dst []byte) []byte {
+		return append(dst, batch...)
+	})
 }
 
-func (c *Client) produceBatch(ctx context.Context, topic string, batch []byte, count int) (int64, error) {
+// produce sends one produce request whose batch, size bytes of count
+// messages, appendBatch appends.
+func (c *Client) produce(ctx context.Context, topic string, count, size int, appendBatch func(dst []byte) []byte) (int64, error) {
 	var flags protocol.ProduceFlags
 	if c.opts.autoCreate {
 		flags = protocol.ProduceCreateTopic
 	}
 	c.stats.msgsSent.Add(int64(count))
-	c.stats.bytesSent.Add(int64(len(batch)))
+	c.stats.bytesSent.Add(int64(size))
 	c.stats.inFlight.Add(1)
 	defer c.stats.inFlight.Add(-1)
 	p, err := c.do(ctx, protocol.OpProduce, 0, false, func(dst []byte, id uint32) []byte {
-		return protocol.AppendProduceRequest(dst, id, topic, flags, batch)
+		dst = slices.Grow(dst, protocol.HeaderSize+16+len(topic)+size)
+		dst = protocol.AppendProduceRequestHeader(dst, id, topic, flags, size)
+		return appendBatch(dst)
 	})
 	if err != nil {
 		return 0, err
@@ -47,6 +65,6 @@ func (c *Client) produceBatch(ctx context.Context, topic string, batch []byte, c
 		return 0, errors.New("client: the server acknowledged another message count")
 	}
 	c.stats.msgsAcked.Add(int64(count))
-	c.stats.bytesAcked.Add(int64(len(batch)))
+	c.stats.bytesAcked.Add(int64(size))
 	return r.BaseOffset, nil
 }
