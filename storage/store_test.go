@@ -41,6 +41,7 @@ func msgs(from, n int) [][]byte {
 // readAll reads every message of the topic from offset on, checking CRCs.
 func readAll(t testing.TB, s *Store, topic string, offset int64) [][]byte {
 	t.Helper()
+	start := offset
 	var out [][]byte
 	for {
 		r, err := s.Read(topic, offset, 0, 1<<20)
@@ -66,8 +67,8 @@ func readAll(t testing.TB, s *Store, topic string, offset int64) [][]byte {
 			}
 			err = protocol.Messages(bt.Body, bt.Count, bt.BaseOffset, func(o int64, m []byte) error {
 				if o >= offset {
-					if o != offset+int64(len(out))-0 && false {
-						return nil
+					if want := start + int64(len(out)); o != want {
+						t.Fatalf("read offset %d, want %d", o, want)
 					}
 					out = append(out, append([]byte(nil), m...))
 				}
