@@ -38,7 +38,8 @@
 // batch). Segment files are never rewritten once written, only cut (a torn
 // tail, at open) or deleted whole (truncation, retention). The files of the
 // next segment are created ahead of time in the background as "next.tmp" on
-// every volume and renamed into place when the segment starts: creating a
+// every volume (and closed, so an idle topic holds descriptors only for its
+// active segment) and renamed into place when the segment starts: creating a
 // file costs far more than renaming one (docs/benchmarks.md). A leftover
 // next.tmp, like any *.tmp, is removed at open.
 //

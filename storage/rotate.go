@@ -19,9 +19,8 @@ const nextName = "next" + tmpSuffix
 
 // prepared is the outcome of creating the next segment's files.
 type prepared struct {
-	done  chan struct{}
-	files []File // one per volume, open read-write, empty
-	err   error
+	done chan struct{}
+	err  error
 }
 
 // activeSegment returns the segment appends go to, starting a new one when
@@ -94,42 +93,42 @@ func (t *topic) prepare() {
 	t.prep = p
 	t.bg.Go(func() {
 		defer close(p.done)
-		p.files, p.err = t.createNext()
+		p.err = t.createNext()
 	})
 }
 
-// createNext creates an empty nextName file in every volume.
-func (t *topic) createNext() ([]File, error) {
-	files := make([]File, 0, len(t.s.opts.Volumes))
+// createNext creates an empty nextName file in every volume and closes it:
+// an idle topic holds no descriptor for its next segment.
+func (t *topic) createNext() error {
 	for v := range t.s.opts.Volumes {
 		f, err := t.s.fs.OpenFile(filepath.Join(t.s.topicDir(v, t.name), nextName), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			closeAll(files)
-			return nil, fmt.Errorf("storage: topic %q: create segment on volume %s: %w", t.name, t.s.opts.Volumes[v], err)
+		if err == nil {
+			err = f.Close()
 		}
-		files = append(files, f)
+		if err != nil {
+			return fmt.Errorf("storage: topic %q: create segment on volume %s: %w", t.name, t.s.opts.Volumes[v], err)
+		}
 	}
-	return files, nil
+	return nil
 }
 
-// takePrepared returns the next segment's files, created in the background
-// if prepare ran, here otherwise. wmu must be held.
-func (t *topic) takePrepared() ([]File, error) {
+// takePrepared waits for the next segment's files, created in the
+// background if prepare ran, here otherwise. wmu must be held.
+func (t *topic) takePrepared() error {
 	p := t.prep
 	t.prep = nil
 	if p == nil {
 		return t.createNext()
 	}
 	<-p.done
-	return p.files, p.err
+	return p.err
 }
 
-// dropPrepared closes unused prepared files. wmu must be held and the
-// background work finished.
+// dropPrepared forgets the prepared files, once created; recovery removes
+// them. wmu must be held.
 func (t *topic) dropPrepared() {
 	if p := t.prep; p != nil {
 		<-p.done
-		closeAll(p.files)
 		t.prep = nil
 	}
 }
@@ -140,36 +139,44 @@ func closeAll(files []File) {
 	}
 }
 
+// startFile renames the prepared file of dir to path, the new segment's log.
+func (t *topic) startFile(dir, path string) error {
+	if fi, err := t.s.fs.Stat(path); err == nil && fi.Size() > 0 {
+		return fmt.Errorf("%w: new segment already holds %d bytes", ErrCorruptLayout, fi.Size())
+	}
+	if err := t.s.fs.Rename(filepath.Join(dir, nextName), path); err != nil {
+		return err
+	}
+	if t.s.opts.Fsync == FsyncAlways {
+		// The new file's directory entry must be durable before data in it
+		// is acknowledged as durable. (FsyncInterval syncs the directory
+		// with the next interval's fsync.)
+		return t.s.fs.SyncDir(dir)
+	}
+	return nil
+}
+
 // newSegment starts the segment with the given base: the prepared files are
 // renamed into place, and the files for the one after are prepared.
 // wmu must be held.
 func (t *topic) newSegment(base int64) (*segment, error) {
-	files, err := t.takePrepared()
-	if err != nil {
+	if err := t.takePrepared(); err != nil {
 		return nil, err
 	}
+	files := make([]File, 0, len(t.s.opts.Volumes))
 	for v := range t.s.opts.Volumes {
 		dir := t.s.topicDir(v, t.name)
 		path := filepath.Join(dir, segmentName(base, logSuffix))
-		if fi, err := t.s.fs.Stat(path); err == nil && fi.Size() > 0 {
-			err = fmt.Errorf("%w: topic %q: new segment %d already holds %d bytes on volume %s",
-				ErrCorruptLayout, t.name, base, fi.Size(), t.s.opts.Volumes[v])
-			closeAll(files)
-			return nil, err
+		err := t.startFile(dir, path)
+		var f File
+		if err == nil {
+			f, err = t.s.fs.OpenFile(path, os.O_RDWR, 0)
 		}
-		if err := t.s.fs.Rename(filepath.Join(dir, nextName), path); err != nil {
+		if err != nil {
 			closeAll(files)
 			return nil, fmt.Errorf("storage: topic %q: new segment on volume %s: %w", t.name, t.s.opts.Volumes[v], err)
 		}
-		if t.s.opts.Fsync == FsyncAlways {
-			// The new file's directory entry must be durable before data
-			// in it is acknowledged as durable. (FsyncInterval syncs the
-			// directory with the next interval's fsync.)
-			if err := t.s.fs.SyncDir(dir); err != nil {
-				closeAll(files)
-				return nil, fmt.Errorf("storage: topic %q: new segment on volume %s: %w", t.name, t.s.opts.Volumes[v], err)
-			}
-		}
+		files = append(files, f)
 	}
 	seg := &segment{base: base, next: base, logs: files}
 	t.mu.Lock()
