@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/broker"
+	"github.com/haraqa/haraqa/broker/httpapi"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
@@ -49,7 +51,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	var c config
 	fs := flag.NewFlagSet("haraqa", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.UintVar(&c.httpPort, "http", 4353, "HTTP port: REST API, docs and metrics")
+	fs.UintVar(&c.httpPort, "http", 4353, "HTTP port: health checks and Prometheus metrics")
 	fs.UintVar(&c.tcpPort, "tcp", 14353, "binary protocol port")
 	fs.StringVar(&c.listen, "listen", "0.0.0.0", "address to listen on")
 	fs.BoolVar(&c.cache, "cache", true, "keep segment files open between reads")
@@ -78,6 +80,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, err
 	}
 	c.volumes = fs.Args()
+	for _, v := range c.volumes {
+		if v == "true" || v == "false" {
+			// "-cache false" sets -cache and makes "false" a volume.
+			return nil, fmt.Errorf("volume %q looks like a flag value: write boolean flags as -flag=false", v)
+		}
+	}
 	if len(c.volumes) == 0 {
 		fs.Usage()
 		return nil, errors.New("at least one volume is required")
@@ -139,6 +147,25 @@ func serve(c *config, log *slog.Logger) error {
 	opts.RetentionBytes = c.retentionBytes
 	opts.RetentionCheck = c.retentionCheck
 	opts.Logger = log
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+
+	// The HTTP port listens first: /healthz answers while the volumes are
+	// recovered, /readyz once the broker serves.
+	api := httpapi.New(httpapi.Config{Prometheus: c.prom})
+	hl, err := net.Listen("tcp", net.JoinHostPort(c.listen, strconv.Itoa(int(c.httpPort))))
+	if err != nil {
+		return fmt.Errorf("http port: %w", err)
+	}
+	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http port", "err", err)
+		}
+	}()
+	defer hs.Close()
+
 	start := time.Now()
 	store, err := storage.Open(opts)
 	if err != nil {
@@ -161,7 +188,8 @@ func serve(c *config, log *slog.Logger) error {
 	if err != nil {
 		return errors.Join(err, store.Close())
 	}
-	log.Info("serving", "tcp", b.Addr().String(), "fsync", policy.String())
+	api.Ready(store, b)
+	log.Info("serving", "tcp", b.Addr().String(), "http", hl.Addr().String(), "fsync", policy.String())
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -174,7 +202,7 @@ func serve(c *config, log *slog.Logger) error {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = b.Shutdown(ctx)
+	err = errors.Join(b.Shutdown(ctx), hs.Shutdown(ctx))
 	if cerr := store.Close(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -37,9 +39,10 @@ func TestFlags(t *testing.T) {
 		{[]string{"-bogus", t.TempDir()}, 2, "-bogus"},
 		{[]string{"-tcp", "70000", t.TempDir()}, 2, "65535"},
 		{[]string{"-log-level", "loud", t.TempDir()}, 2, "-log-level"},
-		{[]string{"-fsync", "sometimes", "-ballast", "0", "-tcp", "0", t.TempDir()}, 2, "sometimes"},
-		{[]string{"-entries", "0", "-ballast", "0", "-tcp", "0", t.TempDir()}, 2, "entries"},
+		{[]string{"-fsync", "sometimes", "-ballast", "0", "-tcp", "0", "-http", "0", t.TempDir()}, 2, "sometimes"},
+		{[]string{"-entries", "0", "-ballast", "0", "-tcp", "0", "-http", "0", t.TempDir()}, 2, "entries"},
 		{[]string{"-h"}, 0, "usage: haraqa"},
+		{[]string{"-cache", "false", t.TempDir()}, 2, "-flag=false"},
 	} {
 		var out bytes.Buffer
 		if code := run(tc.args, &out); code != tc.code || !strings.Contains(out.String(), tc.want) {
@@ -97,6 +100,8 @@ func (s *server) output() string {
 // startProcess starts bin with args; it does not wait for it to serve.
 func startProcess(t *testing.T, bin string, args ...string) *server {
 	t.Helper()
+	// -http 0: every test server gets its own free HTTP port.
+	args = append([]string{"-http", "0"}, args...)
 	s := &server{t: t, cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	pr, pw := io.Pipe()
 	s.cmd.Stderr = pw
@@ -445,4 +450,40 @@ func TestServerBinary(t *testing.T) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// TestHTTPPort checks the binary serves /healthz, /readyz and /metrics on
+// -http, and that -prometheus false removes /metrics.
+func TestHTTPPort(t *testing.T) {
+	bin := buildServer(t, t.TempDir())
+	for _, prom := range []string{"true", "false"} {
+		t.Run("prometheus="+prom, func(t *testing.T) {
+			srv := startServer(t, bin, "-tcp", "0", "-listen", "127.0.0.1", "-prometheus="+prom, t.TempDir())
+			m := regexp.MustCompile(`http=(\S+)`).FindStringSubmatch(srv.output())
+			if m == nil {
+				t.Fatalf("no http address logged:\n%s", srv.output())
+			}
+			base := "http://" + m[1]
+			for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": map[string]int{"true": 200, "false": 404}[prom]} {
+				resp, err := http.Get(base + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Fatalf("GET %s: %d, want %d", path, resp.StatusCode, want)
+				}
+				if path == "/metrics" && want == 200 && !strings.Contains(string(body), "haraqa_produced_messages_total") {
+					t.Fatalf("/metrics lacks haraqa metrics")
+				}
+			}
+			if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if code := srv.exitCode(); code != 0 {
+				t.Fatalf("exit %d", code)
+			}
+		})
+	}
 }
