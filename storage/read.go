@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"path/filepath"
 	"sort"
 )
@@ -98,13 +97,9 @@ func (s *Store) Read(name string, offset int64, limit int, maxBytes int64) (*Rea
 	if err != nil {
 		return nil, err
 	}
-	r, err := t.read(offset, limit, maxBytes)
-	if errors.Is(err, fs.ErrNotExist) {
-		// A truncation removed the segment between lookup and open: retry
-		// once against the new state.
-		r, err = t.read(offset, limit, maxBytes)
-	}
-	return r, err
+	// Files are opened under the topic's lock, before any truncation or
+	// deletion can remove them, so no retry is needed here.
+	return t.read(offset, limit, maxBytes)
 }
 
 func (t *topic) read(offset int64, limit int, maxBytes int64) (*ReadResult, error) {
