@@ -36,7 +36,7 @@ fuzz:
 
 ## bench-once: run every benchmark once so they keep compiling and running.
 bench-once:
-	$(GO) test -run '^$$' -bench . -benchtime=1x $(PKGS)
+	HARAQA_BENCH_WARMUP=0 $(GO) test -run '^$$' -bench . -benchtime=1x $(PKGS)
 
 ## bench: the storage benchmark matrix with its raw baseline (see docs/benchmarks.md).
 bench:
