@@ -29,7 +29,7 @@ func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int
 			return protocol.AppendBatch(dst, msgs...)
 		})
 	}
-	batch := encodeBatch(nil, c.opts.codec, msgs)
+	batch := protocol.AppendBatchCodec(nil, c.opts.codec, msgs...)
 	if len(batch) > c.opts.maxBatchBytes {
 		return 0, fmt.Errorf("%w: batch of %d bytes, max %d", ErrFrameTooLarge, len(batch), c.opts.maxBatchBytes)
 	}

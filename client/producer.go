@@ -229,7 +229,7 @@ func (p *Producer) sender() {
 // send writes one batch and leaves its answer to a goroutine.
 func (p *Producer) send(b *pbatch) {
 	count := len(b.futures)
-	batch := encodeBody(nil, p.c.opts.codec, count, b.raw)
+	batch := protocol.AppendBatchRaw(nil, p.c.opts.codec, count, b.raw)
 	var flags protocol.ProduceFlags
 	if p.c.opts.autoCreate {
 		flags = protocol.ProduceCreateTopic

@@ -39,7 +39,9 @@
 // The body must end exactly after the last message, and raw size equals the
 // body length. With codec 1 the body is that same byte sequence compressed
 // with S2 in block format; with codec 2, one zstd frame. Raw size lets a
-// consumer bound its decompression buffer; the server never decompresses.
+// consumer bound its decompression buffer. The binary protocol's server
+// never decompresses; the HTTP API does, to serve plain messages
+// (Batch.DecodeBody; AppendBatchCodec builds compressed batches).
 //
 // Message offsets in a batch are base offset, base offset + 1, ... base
 // offset + count - 1; every message of a batch shares its append time.

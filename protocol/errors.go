@@ -23,6 +23,9 @@ var (
 	ErrBadMessage = errors.New("protocol: malformed message in batch body")
 	// ErrCRCMismatch: the CRC32C does not match the batch contents.
 	ErrCRCMismatch = errors.New("protocol: batch CRC mismatch")
+	// ErrBadBody: a compressed body does not decode to its declared size.
+	// Batch.DecodeBody wraps it with detail.
+	ErrBadBody = errors.New("protocol: compressed batch body does not decode")
 )
 
 // Frame and message errors. Decoders return these or errors that wrap them
