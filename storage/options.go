@@ -89,6 +89,10 @@ type Options struct {
 	FS FS
 	// Now returns the append time stamped into batches (default time.Now).
 	Now func() time.Time
+	// OnFsync, when set, is told the duration of every fsync of a segment
+	// file (for metrics). It is called from appending goroutines and must
+	// be quick.
+	OnFsync func(time.Duration)
 }
 
 // DefaultOptions returns the defaults for the given volumes.

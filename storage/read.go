@@ -199,5 +199,11 @@ func (t *topic) read(offset int64, limit int, maxBytes int64) (*ReadResult, erro
 		r.Spans = append(r.Spans, Span{File: cf.f, Pos: sp.pos, Len: sp.len})
 	}
 	t.mu.RUnlock()
+	got := r.Next - r.Offset
+	if want >= 0 {
+		got = min(r.Next, want) - r.Offset
+	}
+	t.consumed.Add(got)
+	t.consumedBytes.Add(r.Bytes)
 	return r, nil
 }

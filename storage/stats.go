@@ -1,6 +1,11 @@
 package storage
 
-import "sync/atomic"
+import (
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+)
 
 // Stats counts what recovery repaired and what the store holds. The
 // broker exports them as metrics.
@@ -34,3 +39,52 @@ func (s *Store) Stats() Stats {
 		OpenFiles:        s.cache.open(),
 	}
 }
+
+// fsync syncs a segment file, telling Options.OnFsync how long it took.
+func (s *Store) fsync(f File) error {
+	if s.opts.OnFsync == nil {
+		return f.Sync()
+	}
+	start := time.Now()
+	err := f.Sync()
+	s.opts.OnFsync(time.Since(start))
+	return err
+}
+
+// TopicStats is one topic's size and traffic, for metrics.
+type TopicStats struct {
+	Name string
+	TopicInfo
+	// ProducedMessages and ProducedBytes count what was appended since the
+	// store opened (bytes are batch bytes, headers included).
+	ProducedMessages, ProducedBytes int64
+	// ConsumedMessages and ConsumedBytes count what Read returned since
+	// the store opened: messages from the offset asked for to the end of
+	// the result, and the bytes of the whole batches holding them.
+	ConsumedMessages, ConsumedBytes int64
+}
+
+// TopicStats returns every topic's stats, sorted by name.
+func (s *Store) TopicStats() []TopicStats {
+	topics := s.allTopics()
+	out := make([]TopicStats, 0, len(topics))
+	for _, t := range topics {
+		info, err := t.info()
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		out = append(out, TopicStats{
+			Name:             t.name,
+			TopicInfo:        info,
+			ProducedMessages: t.produced.Load(),
+			ProducedBytes:    t.producedBytes.Load(),
+			ConsumedMessages: t.consumed.Load(),
+			ConsumedBytes:    t.consumedBytes.Load(),
+		})
+	}
+	slices.SortFunc(out, func(a, b TopicStats) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Volumes returns the volume directories, in the order writes go to them.
+func (s *Store) Volumes() []string { return slices.Clone(s.opts.Volumes) }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/haraqa/haraqa/protocol"
 )
@@ -43,6 +44,9 @@ type topic struct {
 	waiters  []waiter
 	dirty    bool // written since the last fsync (FsyncInterval)
 	dirDirty bool // a segment was created since the last fsync (FsyncInterval)
+
+	produced, producedBytes atomic.Int64 // appended since open
+	consumed, consumedBytes atomic.Int64 // returned by Read since open
 }
 
 type offRange struct{ from, to int64 } // [from, to)
@@ -147,6 +151,7 @@ func (t *topic) commit(reqs []*appendReq) {
 		next := seg.next
 		size := seg.size
 		msgs := seg.messages
+		seg0next, seg0size := next, size
 		entries := t.entries[:0]
 		j := i
 		for ; j < len(reqs); j++ {
@@ -167,6 +172,8 @@ func (t *topic) commit(reqs []*appendReq) {
 			continue
 		}
 		t.publish(seg, entries, size, next, msgs, now)
+		t.produced.Add(next - seg0next)
+		t.producedBytes.Add(size - seg0size)
 		t.entries = entries[:0]
 		finish(reqs[i:j], nil)
 		i = j
@@ -200,7 +207,7 @@ func (t *topic) write(seg *segment, bufs [][]byte, pos int64) error {
 // syncFiles fsyncs files concurrently, one per volume.
 func (t *topic) syncFiles(files []File) error {
 	if len(files) == 1 {
-		if err := files[0].Sync(); err != nil {
+		if err := t.s.fsync(files[0]); err != nil {
 			return fmt.Errorf("storage: topic %q: fsync volume %s: %w", t.name, t.s.opts.Volumes[0], err)
 		}
 		return nil
@@ -209,7 +216,7 @@ func (t *topic) syncFiles(files []File) error {
 	var wg sync.WaitGroup
 	for v, f := range files {
 		wg.Go(func() {
-			if err := f.Sync(); err != nil {
+			if err := t.s.fsync(f); err != nil {
 				errs[v] = fmt.Errorf("storage: topic %q: fsync volume %s: %w", t.name, t.s.opts.Volumes[v], err)
 			}
 		})

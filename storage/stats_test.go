@@ -1,0 +1,66 @@
+package storage
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+func TestTopicStatsCountTraffic(t *testing.T) {
+	var fsyncs atomic.Int64
+	s, opts := openTest(t, 2, func(o *Options) {
+		o.Fsync = FsyncAlways
+		o.OnFsync = func(d time.Duration) {
+			if d < 0 {
+				t.Errorf("negative fsync duration %v", d)
+			}
+			fsyncs.Add(1)
+		}
+	})
+	for _, name := range []string{"b", "a"} {
+		if err := s.CreateTopic(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var produced int64
+	for i := 0; i < 3; i++ {
+		batch := protocol.AppendBatch(nil, msgs(i*4, 4)...)
+		produced += int64(len(batch))
+		if _, err := s.Append("a", batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := s.Read("a", 2, 5, 0) // offsets 2..6 of batches [0,4) and [4,8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBytes := r.Bytes
+	r.Release()
+
+	st := s.TopicStats()
+	if len(st) != 2 || st[0].Name != "a" || st[1].Name != "b" {
+		t.Fatalf("TopicStats = %+v, want a then b", st)
+	}
+	a := st[0]
+	if a.ProducedMessages != 12 || a.ProducedBytes != produced {
+		t.Errorf("produced %d messages, %d bytes; want 12, %d", a.ProducedMessages, a.ProducedBytes, produced)
+	}
+	if a.ConsumedMessages != 5 || a.ConsumedBytes != readBytes {
+		t.Errorf("consumed %d messages, %d bytes; want 5, %d", a.ConsumedMessages, a.ConsumedBytes, readBytes)
+	}
+	if a.Next != 12 || a.Bytes != produced || a.Segments != 1 {
+		t.Errorf("info %+v: want next 12, %d bytes, 1 segment (entries %d)", a.TopicInfo, produced, opts.Entries)
+	}
+	if st[1].ProducedMessages != 0 || st[1].ConsumedMessages != 0 {
+		t.Errorf("idle topic b counts traffic: %+v", st[1])
+	}
+	// Every append fsyncs each of the 2 volumes.
+	if n := fsyncs.Load(); n < 6 {
+		t.Errorf("OnFsync called %d times, want at least 6", n)
+	}
+	if got := s.Volumes(); len(got) != 2 || got[1] != opts.Volumes[1] {
+		t.Errorf("Volumes() = %v", got)
+	}
+}
