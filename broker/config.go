@@ -36,6 +36,11 @@ type Config struct {
 	EventLoops int
 	// Logger receives connection and request errors (default slog.Default()).
 	Logger *slog.Logger
+	// ObserveRequest, when set, is told each answered request's op, whether
+	// it was a consume that waited for data (a long poll), and the time from
+	// its arrival to its response being queued for the socket. It runs on
+	// event loops and connection goroutines and must be quick.
+	ObserveRequest func(op protocol.Op, waited bool, took time.Duration)
 }
 
 // DefaultConfig returns the defaults.

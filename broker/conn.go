@@ -239,10 +239,19 @@ func (b *Broker) appendError(dst []byte, op protocol.Op, corrID uint32, err erro
 // run on the event loop when their turn comes (see advance).
 func (b *Broker) handle(c gnet.Conn, cs *connState, frame []byte) {
 	b.stats.requests.Add(1)
+	start := b.clock()
+	if op, later := b.serve(c, cs, frame, start); !later {
+		b.observe(op, false, start)
+	}
+}
+
+// serve is handle's body. It returns the request's op and whether the
+// request is answered later (queued or a consume), which observes itself.
+func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time) (op protocol.Op, later bool) {
 	h, payload, err := protocol.ParseRequestHeader(frame)
 	if err != nil {
 		b.respondError(cs, h.Op, h.CorrID, err)
-		return
+		return h.Op, false
 	}
 	if b.stopping.Load() {
 		b.respondError(cs, h.Op, h.CorrID, errShuttingDown)
@@ -253,13 +262,13 @@ func (b *Broker) handle(c gnet.Conn, cs *connState, frame []byte) {
 	case protocol.OpPing:
 		if err := protocol.ParsePingRequest(payload); err != nil {
 			b.respondError(cs, h.Op, h.CorrID, err)
-			return
+			return h.Op, false
 		}
 		cs.end(protocol.AppendEmptyResponse(cs.begin(), h.Op, h.CorrID))
-		return
+		return h.Op, false
 	case protocol.OpConsume:
-		b.handleConsume(c, cs, h, payload)
-		return
+		b.handleConsume(c, cs, h, payload, start)
+		return h.Op, true
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTopicInfo:
 		jb, err = b.topicJob(h, payload)
 	case protocol.OpListTopics:
@@ -271,7 +280,7 @@ func (b *Broker) handle(c gnet.Conn, cs *connState, frame []byte) {
 	}
 	if err != nil {
 		b.respondError(cs, h.Op, h.CorrID, err)
-		return
+		return h.Op, false
 	}
 	cs.mu.Lock()
 	queued := cs.working
@@ -279,9 +288,11 @@ func (b *Broker) handle(c gnet.Conn, cs *connState, frame []byte) {
 	if !queued && !b.offLoop(h.Op) {
 		// Nothing runs before it: run it here, on the loop.
 		cs.end(b.runJobs(cs.begin(), []*job{jb}))
-		return
+		return h.Op, false
 	}
+	jb.start = start
 	b.queueJob(c, cs, jb)
+	return h.Op, true
 }
 
 // offLoop reports whether op may wait on the disk and so runs on the
@@ -317,7 +328,8 @@ type job struct {
 	by     protocol.TruncateBy
 	before int64
 
-	slot *slot
+	slot  *slot
+	start time.Time // when the request arrived, for Config.ObserveRequest
 }
 
 func (b *Broker) topicJob(h protocol.RequestHeader, payload []byte) (*job, error) {
@@ -379,6 +391,7 @@ func (b *Broker) queueJob(c gnet.Conn, cs *connState, j *job) {
 		defer b.stopMu.RUnlock()
 		if b.stopping.Load() {
 			j.slot.resp, j.slot.done = b.appendError(nil, j.op, j.corrID, errShuttingDown), true
+			b.observe(j.op, false, j.start)
 			if j.batch != nil {
 				bytebufferpool.Put(j.batch)
 			}
@@ -420,6 +433,9 @@ func (b *Broker) work(c gnet.Conn, cs *connState) {
 				j.slot.resp, j.slot.done = resps[i], true
 			}
 			cs.mu.Unlock()
+			for _, j := range group {
+				b.observe(j.op, false, j.start)
+			}
 			for _, j := range group {
 				if j.batch != nil {
 					cs.queued.Add(-int64(len(j.raw)))

@@ -24,6 +24,8 @@ type consume struct {
 	maxBytes int64
 	deadline time.Time // zero: answer at once
 
+	start  time.Time // when the request arrived, for Config.ObserveRequest
+	waited bool      // parked at least once
 	parked bool
 	cancel func() bool // storage watch
 	timer  *time.Timer
@@ -32,13 +34,14 @@ type consume struct {
 // copyChunk is the size of the pooled buffer the copying path reads through.
 const copyChunk = 256 << 10
 
-func (b *Broker) handleConsume(c gnet.Conn, cs *connState, h protocol.RequestHeader, payload []byte) {
+func (b *Broker) handleConsume(c gnet.Conn, cs *connState, h protocol.RequestHeader, payload []byte, start time.Time) {
 	req, err := protocol.ParseConsumeRequest(payload)
 	if err != nil {
 		b.respondError(cs, h.Op, h.CorrID, err)
+		b.observe(h.Op, false, start)
 		return
 	}
-	cr := &consume{corrID: h.CorrID, topic: string(req.Topic), offset: req.Offset, maxBytes: int64(b.cfg.MaxConsumeBytes)}
+	cr := &consume{corrID: h.CorrID, topic: string(req.Topic), offset: req.Offset, maxBytes: int64(b.cfg.MaxConsumeBytes), start: start}
 	switch {
 	case req.Limit > 0:
 		cr.limit = int(req.Limit)
@@ -72,6 +75,7 @@ func (b *Broker) serveConsume(c gnet.Conn, cs *connState, cr *consume) bool {
 	if err != nil {
 		b.unpark(cr)
 		cs.out = b.appendError(cs.out, protocol.OpConsume, cr.corrID, err)
+		b.observe(protocol.OpConsume, cr.waited, cr.start)
 		return true
 	}
 	if r.Batches == 0 && !cr.deadline.IsZero() && time.Now().Before(cr.deadline) {
@@ -79,6 +83,7 @@ func (b *Broker) serveConsume(c gnet.Conn, cs *connState, cr *consume) bool {
 		if err := b.park(c, cr); err != nil {
 			b.unpark(cr)
 			cs.out = b.appendError(cs.out, protocol.OpConsume, cr.corrID, err)
+			b.observe(protocol.OpConsume, cr.waited, cr.start)
 			return true
 		}
 		return false
@@ -86,6 +91,7 @@ func (b *Broker) serveConsume(c gnet.Conn, cs *connState, cr *consume) bool {
 	b.unpark(cr)
 	b.sendConsume(c, cs, cr, r)
 	r.Release()
+	b.observe(protocol.OpConsume, cr.waited, cr.start)
 	return true
 }
 
@@ -102,7 +108,7 @@ func (b *Broker) park(c gnet.Conn, cr *consume) error {
 	}
 	cr.cancel = cancel
 	if !cr.parked {
-		cr.parked = true
+		cr.parked, cr.waited = true, true
 		cr.timer = time.AfterFunc(time.Until(cr.deadline), wake)
 		b.stats.parked.Add(1)
 	}

@@ -1,6 +1,11 @@
 package broker
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/haraqa/haraqa/protocol"
+)
 
 // Stats are the broker's counters since it started.
 type Stats struct {
@@ -37,5 +42,19 @@ func (b *Broker) Stats() Stats {
 		CopiedBytes:     s.copiedBytes.Load(),
 		ParkedPolls:     s.parked.Load(),
 		ClosedForFrames: s.badFrame.Load(),
+	}
+}
+
+// clock is the arrival time of a request when requests are observed.
+func (b *Broker) clock() time.Time {
+	if b.cfg.ObserveRequest == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func (b *Broker) observe(op protocol.Op, waited bool, start time.Time) {
+	if b.cfg.ObserveRequest != nil {
+		b.cfg.ObserveRequest(op, waited, time.Since(start))
 	}
 }
