@@ -10,6 +10,7 @@ all: build
 build:
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/haraqa ./cmd/server
+	$(GO) build -o bin/hrqa ./cmd/hrqa
 
 ## run: the server on the local volume ./data (binary protocol on 14353).
 run:

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+	"unicode/utf8"
+
+	"github.com/haraqa/haraqa/client"
+)
+
+const (
+	// consumeChunk is the most messages read per ConsumeInto call (a call
+	// makes as many requests as it needs); output is flushed after each.
+	consumeChunk = 10000
+	// outputBufferBytes is the size of the stdout buffer.
+	outputBufferBytes = 64 << 10
+)
+
+var consumeCmd = &command{
+	name:    "consume",
+	args:    "TOPIC",
+	opts:    "[-offset N] [-limit N] [-f] [-d DELIM | -0 | -format json]",
+	summary: "print messages, one per line; -f follows",
+	help: `Prints the messages of TOPIC from -offset on (by default the oldest kept),
+each followed by a newline (-d another delimiter, -0 a NUL byte). Messages are
+printed as they are, so one that holds the delimiter reads as several: use -0
+or -format json for such data. A negative -offset counts back from the end:
+-1 is the last message, -10 the last ten.
+
+Without -f, hrqa exits once it has printed the messages up to the end of the
+topic (or -limit of them). With -f it then waits for new messages and prints
+each as it arrives, until -limit messages or Ctrl-C, which ends it with exit
+status 0. A topic that does not exist is an error, as is an offset past the
+end or before the oldest message kept.
+
+-format json prints one object per line:
+  {"offset":7,"time":"2025-01-02T15:04:05.123456789Z","value":"hello"}
+"time" is when the server appended the message (UTC). "value" is the message
+as a string when it is valid UTF-8; otherwise it is base64, and the object
+says "encoding":"base64".
+
+Examples:
+  hrqa consume orders
+  hrqa consume orders -offset -1 -f           # the last message, then follow
+  hrqa consume orders -offset 100 -limit 10
+  hrqa consume files -0 | xargs -0 ls -ld
+  hrqa consume orders -format json | jq -r .value`,
+	setup: func(fs *flag.FlagSet) action {
+		var d delimFlags
+		d.register(fs, "follows")
+		offset := fs.Int64("offset", 0, "first offset; negative counts back from the end, -1 is the last message (default the oldest kept)")
+		limit := fs.Int("limit", 0, "stop after this many messages; 0: no limit")
+		follow := fs.Bool("f", false, "follow: wait for new messages until interrupted")
+		format := fs.String("format", "text", "text (the values, each followed by the delimiter) or json (offset, time and value per line)")
+		return func(ctx context.Context, e *env, args []string) error {
+			topic, err := oneTopic(args)
+			if err != nil {
+				return err
+			}
+			delim, err := d.bytes(fs)
+			switch {
+			case err != nil:
+				return err
+			case *limit < 0:
+				return usagef("-limit must not be negative, got %d", *limit)
+			case *format != "text" && *format != "json":
+				return usagef("-format %q: want text or json", *format)
+			case *format == "json" && (isSet(fs, "d") || d.nul):
+				return usagef("-format json excludes -d and -0")
+			}
+			c, err := e.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			cs := &consumer{
+				c: c, e: e, topic: topic, limit: *limit,
+				p: newPrinter(e.stdout, delim, *format == "json"),
+			}
+			var from *int64
+			if isSet(fs, "offset") {
+				from = offset
+			}
+			err = cs.run(ctx, from, *follow)
+			if *follow && ctx.Err() != nil {
+				return nil // Ctrl-C is how -f ends
+			}
+			return explain(err, topic)
+		}
+	},
+}
+
+// consumer prints the messages of one topic.
+type consumer struct {
+	c       *client.Client
+	e       *env
+	topic   string
+	limit   int // 0: no limit
+	printed int
+	p       *printer
+}
+
+// run prints from offset *from (nil: the oldest) to the end of the topic,
+// then with follow waits for more.
+func (cs *consumer) run(ctx context.Context, from *int64, follow bool) error {
+	info, err := cs.c.TopicInfo(ctx, cs.topic)
+	if err != nil {
+		return err
+	}
+	offset := info.Oldest
+	if from != nil {
+		offset = *from
+	}
+	next, err := cs.catchUp(ctx, offset)
+	if err != nil || !follow || cs.done() {
+		return err
+	}
+	return cs.follow(ctx, next)
+}
+
+func (cs *consumer) done() bool { return cs.limit > 0 && cs.printed >= cs.limit }
+
+// catchUp prints the messages from offset to the end of the topic and
+// returns the offset after them.
+func (cs *consumer) catchUp(ctx context.Context, offset int64) (int64, error) {
+	var msgs []client.Message
+	for !cs.done() {
+		n := consumeChunk
+		if cs.limit > 0 {
+			n = min(n, cs.limit-cs.printed)
+		}
+		var next int64
+		var err error
+		msgs, next, err = cs.c.ConsumeInto(ctx, msgs[:0], cs.topic, offset, n)
+		if errors.Is(err, client.ErrOffsetOutOfRange) {
+			return offset, cs.outOfRange(ctx, offset, err)
+		}
+		if err != nil {
+			return offset, err
+		}
+		for _, m := range msgs {
+			if err := cs.p.print(m); err != nil {
+				return offset, err
+			}
+		}
+		cs.printed += len(msgs)
+		if err := cs.p.w.Flush(); err != nil {
+			return offset, err
+		}
+		offset = next // absolute even when offset was negative
+		if len(msgs) < n {
+			break // the end of the topic
+		}
+	}
+	return offset, nil
+}
+
+// follow prints the messages from offset on as they arrive, until ctx ends.
+func (cs *consumer) follow(ctx context.Context, offset int64) error {
+	lost := false
+	for m, err := range cs.c.Messages(ctx, cs.topic, offset) {
+		if errors.Is(err, client.ErrConnection) {
+			// The client dials again; say so once per outage.
+			if !lost {
+				fmt.Fprintf(cs.e.stderr, "hrqa: %s; retrying\n", message(err, cs.e.addr))
+				lost = true
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		lost = false
+		if err := cs.p.print(m); err != nil {
+			return err
+		}
+		if err := cs.p.w.Flush(); err != nil {
+			return err
+		}
+		cs.printed++
+		if cs.done() {
+			return nil
+		}
+	}
+	return nil
+}
+
+// outOfRange explains an offset outside the topic.
+func (cs *consumer) outOfRange(ctx context.Context, offset int64, err error) error {
+	info, ierr := cs.c.TopicInfo(ctx, cs.topic)
+	if ierr != nil {
+		return failf(err, "offset %d is outside topic %q", offset, cs.topic)
+	}
+	return failf(err, "offset %d is outside topic %q: its oldest offset is %d, its next %d",
+		offset, cs.topic, info.Oldest, info.Next)
+}
+
+// printer writes messages to a buffered stdout.
+type printer struct {
+	w     *bufio.Writer
+	delim []byte        // after each value, in text format
+	json  *json.Encoder // nil: text format
+}
+
+func newPrinter(w io.Writer, delim []byte, asJSON bool) *printer {
+	p := &printer{w: bufio.NewWriterSize(w, outputBufferBytes), delim: delim}
+	if asJSON {
+		p.json = json.NewEncoder(p.w)
+		p.json.SetEscapeHTML(false)
+	}
+	return p
+}
+
+// jsonMessage is a message in -format json.
+type jsonMessage struct {
+	Offset   int64     `json:"offset"`
+	Time     time.Time `json:"time"`
+	Value    string    `json:"value"`
+	Encoding string    `json:"encoding,omitempty"` // "base64" when Value is
+}
+
+// print writes m; errors are the buffer's, so sticky.
+func (p *printer) print(m client.Message) error {
+	if p.json == nil {
+		p.w.Write(m.Value)
+		_, err := p.w.Write(p.delim)
+		return err
+	}
+	v := jsonMessage{Offset: m.Offset, Time: m.Time.UTC()}
+	if utf8.Valid(m.Value) {
+		v.Value = string(m.Value)
+	} else {
+		v.Value, v.Encoding = base64.StdEncoding.EncodeToString(m.Value), "base64"
+	}
+	return p.json.Encode(v)
+}

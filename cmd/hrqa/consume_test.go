@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConsumeOffsets(t *testing.T) {
+	t.Parallel()
+	addr, c := server(t)
+	for i := range 10 {
+		produce(t, c, "t", strconv.Itoa(i))
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"consume", "t"}, "0\n1\n2\n3\n4\n5\n6\n7\n8\n9\n"},
+		{[]string{"consume", "t", "-offset", "-1"}, "9\n"},
+		{[]string{"consume", "-offset", "-3", "t", "-limit", "2"}, "7\n8\n"},
+		{[]string{"consume", "t", "-offset=5", "-limit=100"}, "5\n6\n7\n8\n9\n"},
+		{[]string{"consume", "t", "-offset", "-100", "-limit", "3"}, "0\n1\n2\n"}, // raised to the oldest
+		{[]string{"consume", "t", "-offset", "10"}, ""},                           // the end: nothing yet
+		{[]string{"consume", "t", "-offset", "8", "-d", ","}, "8,9,"},
+		{[]string{"consume", "t", "-offset", "8", "-0"}, "8\x009\x00"},
+		{[]string{"consume", "t", "-offset", "8", `-d=\r\n`}, "8\r\n9\r\n"},
+	} {
+		if got := ok(t, addr, "", tc.args...); got != tc.want {
+			t.Errorf("hrqa %s printed %q, want %q", strings.Join(tc.args, " "), got, tc.want)
+		}
+	}
+	fails(t, addr, "", `offset 11 is outside topic "t": its oldest offset is 0, its next 10`, "consume", "t", "-offset", "11")
+}
+
+func TestConsumeMissingTopic(t *testing.T) {
+	t.Parallel()
+	addr, _ := server(t)
+	fails(t, addr, "", `topic "no-such-topic" does not exist`, "consume", "no-such-topic")
+	fails(t, addr, "", `topic "no-such-topic" does not exist`, "consume", "no-such-topic", "-f")
+	fails(t, addr, "", `invalid topic name "a b"`, "consume", "a b")
+}
+
+func TestConsumeJSON(t *testing.T) {
+	t.Parallel()
+	addr, c := server(t)
+	before := time.Now()
+	produce(t, c, "j", "héllo <&>", "\xff\x00\x01", "", "line\nbreak")
+	after := time.Now()
+	out := ok(t, addr, "", "consume", "j", "-format", "json")
+	if !strings.Contains(out, `"héllo <&>"`) {
+		t.Errorf("output does not hold the value as it is: %s", out)
+	}
+	if n := strings.Count(out, "\n"); n != 4 {
+		t.Fatalf("%d lines, want 4:\n%s", n, out)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	for i, want := range []string{"héllo <&>", "\xff\x00\x01", "", "line\nbreak"} {
+		var m jsonMessage
+		if err := dec.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Offset != int64(i) || m.Time.Before(before.Add(-time.Second)) || m.Time.After(after.Add(time.Second)) ||
+			m.Time.Location() != time.UTC {
+			t.Errorf("message %d: offset %d, time %v; produced between %v and %v", i, m.Offset, m.Time, before, after)
+		}
+		value := m.Value
+		switch m.Encoding {
+		case "":
+		case "base64":
+			b, err := base64.StdEncoding.DecodeString(m.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			value = string(b)
+		default:
+			t.Errorf("message %d: encoding %q", i, m.Encoding)
+		}
+		if value != want || (m.Encoding == "base64") != (i == 1) {
+			t.Errorf("message %d: value %q encoding %q, want %q", i, m.Value, m.Encoding, want)
+		}
+	}
+}
+
+// TestFollow: consume -f prints a message produced after it started, and
+// Ctrl-C ends it quietly with status 0.
+func TestFollow(t *testing.T) {
+	t.Parallel()
+	addr, c := server(t)
+	produce(t, c, "f", "a", "b")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := hrqaCmd(ctx, addr, "consume", "f", "-offset", "-1", "-f")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := lines(stdout)
+	expectLine(t, out, "b") // the last message, then it waits
+	produce(t, c, "f", "late")
+	expectLine(t, out, "late")
+	produce(t, c, "f", "later", "latest")
+	expectLine(t, out, "later")
+	expectLine(t, out, "latest")
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	expectEnd(t, out)
+	if code := exitCode(t, cmd.Wait()); code != 0 || stderr.Len() > 0 {
+		t.Errorf("consume -f after Ctrl-C: exit %d, stderr %q; want 0 and nothing", code, stderr.String())
+	}
+}
+
+// TestFollowLimit: consume -f -limit N exits by itself after N messages.
+func TestFollowLimit(t *testing.T) {
+	t.Parallel()
+	addr, c := server(t)
+	if err := c.CreateTopic(context.Background(), "e"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := hrqaCmd(ctx, addr, "consume", "e", "-f", "-limit", "2", "-format", "json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, c, "e", "one")
+	produce(t, c, "e", "two", "three")
+	if code := exitCode(t, cmd.Wait()); code != 0 || stderr.Len() > 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	var got []string
+	for l := range strings.Lines(stdout.String()) {
+		var m jsonMessage
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m.Value)
+	}
+	if strings.Join(got, ",") != "one,two" {
+		t.Errorf("printed %q, want one, two", got)
+	}
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/haraqa/haraqa/client"
+)
+
+// usageError is a mistake on the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// failure is an error with the message hrqa prints for it. Its cause stays
+// reachable with errors.Is and errors.As.
+type failure struct {
+	msg   string
+	cause error
+}
+
+func (e *failure) Error() string { return e.msg }
+func (e *failure) Unwrap() error { return e.cause }
+
+func failf(cause error, format string, args ...any) error {
+	return &failure{msg: fmt.Sprintf(format, args...), cause: cause}
+}
+
+// explain turns an error of a request about topic into one whose message a
+// person reads without knowing the protocol.
+func explain(err error, topic string) error {
+	var f *failure
+	switch {
+	case err == nil || errors.As(err, &f):
+		return err
+	case errors.Is(err, client.ErrTopicNotFound):
+		return failf(err, "topic %q does not exist", topic)
+	case errors.Is(err, client.ErrTopicExists):
+		return failf(err, "topic %q already exists", topic)
+	case errors.Is(err, client.ErrInvalidTopic):
+		return failf(err, "invalid topic name %q: use 1 to 255 characters of A-Z a-z 0-9 . _ -", topic)
+	case errors.Is(err, client.ErrReadOnly):
+		return failf(err, "topic %q is read-only after an I/O error on the server", topic)
+	}
+	return err
+}
+
+// message is the one line printed for a failure, without the "hrqa: "
+// prefix. addr is the server's address.
+func message(err error, addr string) string {
+	var f *failure
+	var se *client.Error
+	var oe *net.OpError
+	var msg string
+	switch {
+	case errors.As(err, &f):
+		msg = f.msg
+	case errors.Is(err, client.ErrConnection) && errors.As(err, &oe) && oe.Op == "dial":
+		msg = fmt.Sprintf("cannot connect to %s: %v", addr, oe.Err)
+	case errors.Is(err, client.ErrConnection) && errors.As(err, &oe):
+		msg = fmt.Sprintf("connection to %s failed: %v", addr, oe.Err)
+	case errors.Is(err, client.ErrConnection) && errors.Is(err, io.EOF):
+		msg = fmt.Sprintf("connection to %s closed by the server", addr)
+	case errors.Is(err, context.DeadlineExceeded):
+		msg = fmt.Sprintf("no answer from %s in time", addr)
+	case errors.As(err, &se):
+		msg = fmt.Sprintf("%s: %s", se.Op, se.Message)
+	default:
+		msg = err.Error()
+	}
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(msg) // one line
+}

@@ -1,0 +1,255 @@
+// Command hrqa is the command-line client of haraqa: it lists and manages
+// topics, produces messages from its arguments or a pipe, and prints or
+// follows a topic.
+//
+//	hrqa [-addr HOST:PORT] COMMAND [ARGUMENTS] [FLAGS]
+//
+// Commands:
+//
+//	topics list [PREFIX]                 list the topics (starting with PREFIX)
+//	topics create TOPIC                  create a topic
+//	topics delete TOPIC                  delete a topic and its messages
+//	topics info TOPIC                    show a topic's offsets and size
+//	produce TOPIC [MESSAGE...]           send the arguments, or stdin one message per line
+//	consume TOPIC                        print the messages, one per line; -f follows
+//	truncate TOPIC -before OFFSET|TIME   drop the messages before an offset or a time
+//	ping                                 check that the server answers
+//	help [COMMAND]                       show the help of hrqa or of a command
+//
+// The server's address is -addr, else $HARAQA_ADDR, else 127.0.0.1:14353.
+// Flags may come before or after the arguments; "hrqa COMMAND -h" shows a
+// command's flags and examples.
+//
+// Exit status: 0 on success; 1 on a failure, with a one-line message on
+// stderr; 2 on a usage error. A closed output pipe ends hrqa quietly with
+// status 0 ("hrqa consume t | head"). Ctrl-C (SIGINT or SIGTERM) ends
+// "consume -f" quietly with status 0 and interrupts any other command
+// quietly with status 130; a second Ctrl-C exits at once.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/haraqa/haraqa/client"
+)
+
+// Exit statuses.
+const (
+	exitOK          = 0
+	exitFailure     = 1
+	exitUsage       = 2
+	exitInterrupted = 130 // 128 + SIGINT, as shells report it
+)
+
+// defaultAddr is the server's address without -addr or $HARAQA_ADDR.
+const defaultAddr = "127.0.0.1:14353"
+
+// dialTimeout bounds connecting to the server and its first answer, so a
+// missing server is reported at once rather than after retries.
+const dialTimeout = 3 * time.Second
+
+func main() {
+	// Without this a write to a closed stdout pipe kills the process with
+	// SIGPIPE; ignored, the write fails with EPIPE and hrqa ends quietly.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		cancel()
+		<-sigs
+		os.Exit(exitInterrupted)
+	}()
+	e := &env{stdin: os.Stdin, stdout: output{os.Stdout}, stderr: os.Stderr, addr: os.Getenv("HARAQA_ADDR")}
+	os.Exit(run(ctx, e, os.Args[1:]))
+}
+
+// env is what a command runs with.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	addr           string // server address, from -addr or $HARAQA_ADDR
+}
+
+// output is the standard output. It marks its write errors as
+// *outputError, so that a closed pipe there is told from a broken
+// connection to the server.
+type output struct{ w io.Writer }
+
+func (o output) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if err != nil {
+		err = &outputError{err: err}
+	}
+	return n, err
+}
+
+// outputError is a failed write to the standard output.
+type outputError struct{ err error }
+
+func (e *outputError) Error() string { return "writing the output: " + e.err.Error() }
+func (e *outputError) Unwrap() error { return e.err }
+
+// dial connects to the server at e.addr.
+func (e *env) dial(ctx context.Context) (*client.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	return client.Dial(ctx, e.addr,
+		client.WithDialTimeout(dialTimeout),
+		client.WithRetries(2, 100*time.Millisecond))
+}
+
+// command is one hrqa command.
+type command struct {
+	name    string // "consume", "topics list"
+	args    string // the positional arguments, for the usage line
+	opts    string // the main flags, for the usage line
+	summary string // one line for "hrqa help"
+	help    string // description and examples for "hrqa help NAME"
+	// setup defines the command's flags on fs and returns its action,
+	// which runs once the flags are parsed, with the positional arguments.
+	setup func(fs *flag.FlagSet) action
+}
+
+type action func(ctx context.Context, e *env, args []string) error
+
+// flagSet returns the command's flags, -addr included, and its action.
+func (c *command) flagSet() (*flag.FlagSet, action) {
+	fs := flag.NewFlagSet("hrqa "+c.name, flag.ContinueOnError)
+	fs.String("addr", "", "server address, HOST:PORT (default $HARAQA_ADDR, else "+defaultAddr+")")
+	return fs, c.setup(fs)
+}
+
+// usage is the command's usage line.
+func (c *command) usage() string {
+	return strings.Join(strings.Fields("hrqa "+c.name+" "+c.args+" "+c.opts), " ")
+}
+
+// commands in the order "hrqa help" lists them.
+var commands []*command
+
+func init() {
+	commands = []*command{
+		topicsListCmd, topicsCreateCmd, topicsDeleteCmd, topicsInfoCmd,
+		produceCmd, consumeCmd, truncateCmd, pingCmd, helpCmd,
+	}
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// run runs the command line args and returns the exit status.
+func run(ctx context.Context, e *env, args []string) int {
+	if e.addr == "" {
+		e.addr = defaultAddr
+	}
+	if len(args) == 0 {
+		printHelp(e.stderr)
+		return exitUsage
+	}
+	cmd, rest, err := findCommand(e, args)
+	if errors.Is(err, flag.ErrHelp) {
+		printHelp(e.stdout)
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "hrqa: %v\nRun 'hrqa help' for usage.\n", err)
+		return exitUsage
+	}
+	fs, act := cmd.flagSet()
+	pos, err := parseFlags(fs, rest)
+	if err == nil {
+		if addr := fs.Lookup("addr").Value.String(); addr != "" {
+			e.addr = addr
+		}
+		err = act(ctx, e, pos)
+	}
+	var ue *usageError
+	var oe *outputError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		printCommandHelp(e.stdout, cmd, fs)
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.stderr, "hrqa %s: %v\nusage: %s\nRun 'hrqa %s -h' for help.\n",
+			cmd.name, err, cmd.usage(), cmd.name)
+		return exitUsage
+	case errors.As(err, &oe) && errors.Is(oe, syscall.EPIPE):
+		return exitOK // the reader of stdout went away, as with "| head"
+	case ctx.Err() != nil:
+		return exitInterrupted // a failure after Ctrl-C is its doing
+	}
+	fmt.Fprintf(e.stderr, "hrqa: %s\n", message(err, e.addr))
+	return exitFailure
+}
+
+// findCommand reads the flags before the command (only -addr and -h) and
+// the command's name, and returns the command and the arguments after it.
+func findCommand(e *env, args []string) (*command, []string, error) {
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		switch {
+		case name == "h" || name == "help":
+			return nil, nil, flag.ErrHelp
+		case name != "addr":
+			return nil, nil, fmt.Errorf("unknown flag %s before the command", args[0])
+		case hasValue:
+			args = args[1:]
+		case len(args) < 2:
+			return nil, nil, errors.New("flag -addr needs a value")
+		default:
+			value, args = args[1], args[2:]
+		}
+		if value == "" {
+			return nil, nil, errors.New("flag -addr needs a value")
+		}
+		e.addr = value
+	}
+	if len(args) == 0 {
+		return nil, nil, errors.New("no command given")
+	}
+	name, rest := args[0], args[1:]
+	if name == "topics" {
+		if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help") {
+			return nil, nil, flag.ErrHelp
+		}
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			return nil, nil, errors.New("topics needs a subcommand: list, create, delete or info")
+		}
+		name, rest = "topics "+rest[0], rest[1:]
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		return nil, nil, fmt.Errorf("unknown command %q", name)
+	}
+	return cmd, rest, nil
+}
+
+// oneTopic checks that args is exactly one topic name.
+func oneTopic(args []string) (string, error) {
+	switch len(args) {
+	case 0:
+		return "", usagef("missing TOPIC")
+	case 1:
+		return args[0], nil
+	}
+	return "", usagef("unexpected arguments after the topic: %s", strings.Join(args[1:], " "))
+}
