@@ -29,7 +29,8 @@ vet:
 	$(GO) vet $(PKGS)
 
 unit:
-	$(GO) test -race -count=1 $(PKGS)
+	bash .ci/chromium
+	HARAQA_BROWSER_TEST=1 $(GO) test -race -count=1 $(PKGS)
 
 ## fuzz: run each fuzz target for FUZZTIME.
 fuzz:

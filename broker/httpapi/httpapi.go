@@ -1,18 +1,24 @@
-// Package httpapi serves haraqa's HTTP side port: health checks and
-// Prometheus metrics. It listens from the start, so liveness holds while the
-// volumes are being recovered; readiness and the haraqa metrics follow once
-// Ready is called.
+// Package httpapi serves haraqa's HTTP side port: the REST API over the
+// topics, health checks, Prometheus metrics, the API docs and, when asked,
+// pprof. It listens from the start, so liveness holds while the volumes are
+// being recovered; the REST API, readiness and the haraqa metrics follow
+// once Ready is called.
+//
+// The routes are documented in docs/openapi.yaml (served at
+// /docs/openapi.yaml) and, for operators, in docs/http.md.
 package httpapi
 
 import (
+	"log/slog"
 	"net/http"
+	"net/http/pprof"
+	"strings"
 	"sync/atomic"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"time"
 
 	"github.com/haraqa/haraqa/broker"
+	"github.com/haraqa/haraqa/docs"
+	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
 
@@ -20,16 +26,57 @@ import (
 type Config struct {
 	// Prometheus serves /metrics (the -prometheus flag, default true).
 	Prometheus bool
+	// Docs serves the API docs under /docs/ (the -docs flag, default true).
+	Docs bool
+	// CORS sends CORS headers and answers preflight requests (the -cors
+	// flag, default true).
+	CORS bool
+	// Pprof serves net/http/pprof under /debug/pprof/ (default false).
+	Pprof bool
+	// MaxBodyBytes bounds a produce request's body (default 16 MiB).
+	MaxBodyBytes int64
+	// DefaultLimit is the message limit of a consume that gives none;
+	// -1 (the default) means no limit beyond the byte bound.
+	DefaultLimit int
+	// MaxConsumeBytes bounds the batch bytes one consume reads (default
+	// 4 MiB); the first batch is read whole even when larger.
+	MaxConsumeBytes int64
+	// MaxMessages bounds the messages of one consume response, which keeps
+	// its X-Sizes header short (default 10000).
+	MaxMessages int
+	// MaxWait bounds a consume's long-poll wait (default 60 s).
+	MaxWait time.Duration
+	// Logger receives internal errors (default slog.Default()).
+	Logger *slog.Logger
 }
 
-// API is the HTTP port's handler:
+// DefaultConfig returns the defaults: everything on but pprof.
+func DefaultConfig() Config {
+	return Config{
+		Prometheus:      true,
+		Docs:            true,
+		CORS:            true,
+		MaxBodyBytes:    protocol.DefaultMaxFrameSize,
+		DefaultLimit:    -1,
+		MaxConsumeBytes: 4 << 20,
+		MaxMessages:     10000,
+		MaxWait:         time.Minute,
+	}
+}
+
+// API is the HTTP port's handler. Its routes, besides the REST API:
 //
-//	GET /healthz   200 while the process serves (liveness)
-//	GET /readyz    503 while the volumes are recovered, 200 once the broker listens
-//	GET /metrics   Prometheus metrics, with Go and process metrics, if Config.Prometheus
+//	GET /healthz        200 while the process serves (liveness)
+//	GET /readyz         503 while the volumes are recovered, 200 once the broker listens
+//	GET /metrics        Prometheus metrics, with Go and process metrics (Config.Prometheus)
+//	GET /docs/...       API docs: index, Redoc, Swagger UI, openapi.yaml (Config.Docs)
+//	    /debug/pprof/   runtime profiles (Config.Pprof)
 type API struct {
-	mux   *http.ServeMux
-	state atomic.Pointer[state]
+	cfg     Config
+	mux     *http.ServeMux
+	state   atomic.Pointer[state]
+	metrics *metrics // nil without Config.Prometheus
+	routes  []string // "METHOD /path" of the API routes, as in openapi.yaml
 }
 
 type state struct {
@@ -38,14 +85,45 @@ type state struct {
 }
 
 // New returns the handler; call Ready once the store is open and the broker
-// listens.
+// listens. Zero numeric fields of cfg take their defaults.
 func New(cfg Config) *API {
-	a := &API{mux: http.NewServeMux()}
-	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	def := DefaultConfig()
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = def.MaxBodyBytes
+	}
+	if cfg.DefaultLimit == 0 {
+		cfg.DefaultLimit = def.DefaultLimit
+	}
+	if cfg.MaxConsumeBytes <= 0 {
+		cfg.MaxConsumeBytes = def.MaxConsumeBytes
+	}
+	if cfg.MaxMessages <= 0 {
+		cfg.MaxMessages = def.MaxMessages
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = def.MaxWait
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	a := &API{cfg: cfg, mux: http.NewServeMux()}
+	if cfg.Prometheus {
+		a.metrics = newMetrics(a)
+	}
+
+	a.route("GET /topics", a.listTopics)
+	a.route("PUT /topics/{topic}", a.createTopic)
+	a.route("DELETE /topics/{topic}", a.deleteTopic)
+	a.route("GET /topics/{topic}/info", a.topicInfo)
+	a.route("PATCH /topics/{topic}", a.truncate)
+	a.route("POST /topics/{topic}", a.produce)
+	a.route("GET /topics/{topic}", a.consume)
+
+	a.route("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	a.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	a.route("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if a.state.Load() == nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -54,22 +132,106 @@ func New(cfg Config) *API {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
-	if cfg.Prometheus {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(
-			collectors.NewGoCollector(),
-			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-			collector{api: a},
-		)
-		a.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if a.metrics != nil {
+		a.route("GET /metrics", a.metrics.handler.ServeHTTP)
+	}
+	if cfg.Docs {
+		a.mux.Handle("GET /docs/", docs.Handler())
+	}
+	if cfg.Pprof {
+		a.mux.HandleFunc("/debug/pprof/", pprof.Index)
+		a.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		a.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		a.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		a.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return a
 }
 
-// Ready makes /readyz answer 200 and the haraqa metrics flow.
+// route registers an API route, timed for the metrics.
+func (a *API) route(pattern string, h http.HandlerFunc) {
+	a.routes = append(a.routes, pattern)
+	if a.metrics != nil {
+		h = a.metrics.timed(pattern, h)
+	}
+	a.mux.Handle(pattern, h)
+}
+
+// Routes returns the API routes as "METHOD /path", in registration order:
+// the REST API, health checks and, if served, /metrics. The docs and pprof
+// pages are not part of the API.
+func (a *API) Routes() []string { return append([]string(nil), a.routes...) }
+
+// Ready makes the REST API and /readyz answer and the haraqa metrics flow.
 func (a *API) Ready(store *storage.Store, b *broker.Broker) {
 	a.state.Store(&state{store: store, broker: b})
 }
 
+// ObserveRequest records a binary protocol request's latency; pass it as
+// broker.Config.ObserveRequest. It does nothing without Config.Prometheus.
+func (a *API) ObserveRequest(op protocol.Op, waited bool, took time.Duration) {
+	if a.metrics != nil {
+		a.metrics.observeRequest(op, waited, took)
+	}
+}
+
+// ObserveFsync records a segment fsync's latency; pass it as
+// storage.Options.OnFsync. It does nothing without Config.Prometheus.
+func (a *API) ObserveFsync(took time.Duration) {
+	if a.metrics != nil {
+		a.metrics.fsync.Observe(took.Seconds())
+	}
+}
+
+// corsExposed are the response headers a browser script may read.
+const corsExposed = "X-Sizes, X-Errors, X-Id, X-Oldest"
+
 // ServeHTTP serves the routes above.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.CORS {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Access-Control-Expose-Headers", corsExposed)
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Methods", "GET, HEAD, PUT, POST, PATCH, DELETE, OPTIONS")
+			h.Set("Access-Control-Allow-Headers", "Content-Type, X-Sizes, X-Id, X-Limit")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	a.mux.ServeHTTP(&errorWriter{ResponseWriter: w}, r)
+}
+
+// errorWriter gives the mux's own error responses (unknown route, method
+// not allowed) the shape of every API error: the X-Errors header and the
+// same one line as the body.
+type errorWriter struct {
+	http.ResponseWriter
+	replaced bool // the body was written here; drop the mux's
+}
+
+func (w *errorWriter) WriteHeader(code int) {
+	h := w.Header()
+	if code < 400 || h.Get("X-Errors") != "" {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	msg := strings.ToLower(http.StatusText(code))
+	h.Set("X-Errors", msg)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Del("Content-Length")
+	w.ResponseWriter.WriteHeader(code)
+	_, _ = w.ResponseWriter.Write([]byte(msg + "\n"))
+	w.replaced = true
+}
+
+func (w *errorWriter) Write(b []byte) (int, error) {
+	if w.replaced {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *errorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -11,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haraqa/haraqa/broker"
 	"github.com/haraqa/haraqa/broker/brokertest"
 	"github.com/haraqa/haraqa/broker/httpapi"
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/storage"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -44,9 +47,11 @@ func metric(t *testing.T, body, name string) float64 {
 	return v
 }
 
-func TestHealthReadyMetrics(t *testing.T) {
+var discard = slog.New(slog.DiscardHandler)
+
+func TestHealthReady(t *testing.T) {
 	s := brokertest.Start(t, 1)
-	api := httpapi.New(httpapi.Config{Prometheus: true})
+	api := httpapi.New(httpapi.Config{Prometheus: true, Logger: discard})
 	hs := httptest.NewServer(api)
 	defer hs.Close()
 
@@ -56,19 +61,24 @@ func TestHealthReadyMetrics(t *testing.T) {
 	if code, body := get(t, hs.URL+"/readyz"); code != 503 {
 		t.Fatalf("/readyz before Ready: %d %q", code, body)
 	}
-	if code, body := get(t, hs.URL+"/metrics"); code != 200 || strings.Contains(body, "haraqa_produced") || !strings.Contains(body, "go_goroutines") {
+	if code, body := get(t, hs.URL+"/metrics"); code != 200 || strings.Contains(body, "haraqa_topics") || !strings.Contains(body, "go_goroutines") {
 		t.Fatalf("/metrics before Ready: %d", code)
 	}
 	api.Ready(s.Store, s.Broker)
 	if code, _ := get(t, hs.URL+"/readyz"); code != 200 {
 		t.Fatalf("/readyz after Ready: %d", code)
 	}
-	_, body := get(t, hs.URL+"/metrics")
-	before := metric(t, body, "haraqa_produced_messages_total")
+}
 
+// TestMetricsMove drives traffic over both protocols and checks that the
+// metrics follow it.
+func TestMetricsMove(t *testing.T) {
+	s := startREST(t, httpapi.DefaultConfig(), func(so *storage.Options, _ *broker.Config) {
+		so.Fsync = storage.FsyncAlways
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, s.Addr)
+	c, err := client.Dial(ctx, s.Addr, client.WithAutoCreate(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,25 +89,43 @@ func TestHealthReadyMetrics(t *testing.T) {
 	if _, err := c.Consume(ctx, "m", 0, 3); err != nil {
 		t.Fatal(err)
 	}
-	_, body = get(t, hs.URL+"/metrics")
-	if got := metric(t, body, "haraqa_produced_messages_total"); got != before+3 {
-		t.Fatalf("produced messages %v, want %v", got, before+3)
-	}
-	if metric(t, body, `haraqa_consumed_bytes_total{path="zero_copy"}`) == 0 {
-		t.Fatal("no zero-copy consume bytes counted")
-	}
-	if metric(t, body, "haraqa_connections") < 1 || metric(t, body, "haraqa_topics") != 1 {
-		t.Fatal("connections or topics gauge wrong")
-	}
-	if code, _ := get(t, hs.URL+"/nope"); code != 404 {
-		t.Fatalf("unknown route: %d", code)
-	}
-}
+	do(t, "POST", s.url+"/topics/m", "dede", "X-Sizes", "2:2").want(t, "produce", 200)
+	do(t, "GET", s.url+"/topics/m?id=3", "").want(t, "consume", 200)
+	do(t, "PUT", s.url+"/topics/idle", "").want(t, "create", 201)
 
-func TestMetricsOff(t *testing.T) {
-	hs := httptest.NewServer(httpapi.New(httpapi.Config{Prometheus: false}))
-	defer hs.Close()
-	if code, _ := get(t, hs.URL+"/metrics"); code != 404 {
-		t.Fatalf("/metrics with Prometheus off: %d, want 404", code)
+	_, body := get(t, s.url+"/metrics")
+	for name, want := range map[string]float64{
+		`haraqa_produced_messages_total{topic="m"}`:                                           5,
+		`haraqa_consumed_messages_total{topic="m"}`:                                           5,
+		`haraqa_produced_messages_total{topic="idle"}`:                                        0,
+		`haraqa_topic_next_offset{topic="m"}`:                                                 5,
+		`haraqa_topics`:                                                                       2,
+		`haraqa_request_duration_seconds_count{op="produce"}`:                                 1,
+		`haraqa_request_duration_seconds_count{op="consume"}`:                                 1,
+		`haraqa_http_request_duration_seconds_count{code="200",route="POST /topics/{topic}"}`: 1,
+		`haraqa_http_request_duration_seconds_count{code="201",route="PUT /topics/{topic}"}`:  1,
+	} {
+		if got := metric(t, body, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	for _, name := range []string{
+		`haraqa_produced_bytes_total{topic="m"}`,
+		`haraqa_consumed_bytes_total{topic="m"}`,
+		`haraqa_topic_bytes{topic="m"}`,
+		`haraqa_consume_sent_bytes_total{path="zero_copy"}`,
+		`haraqa_fsync_duration_seconds_count`,
+		`haraqa_connections`,
+		`haraqa_volume_segments{volume="` + s.Volumes[0] + `"}`,
+		`haraqa_volume_bytes{volume="` + s.Volumes[0] + `"}`,
+	} {
+		if metric(t, body, name) <= 0 {
+			t.Errorf("%s is not above 0", name)
+		}
+	}
+	// Deleted topics leave the metrics.
+	do(t, "DELETE", s.url+"/topics/idle", "").want(t, "delete", 204)
+	if _, body := get(t, s.url+"/metrics"); strings.Contains(body, `topic="idle"`) {
+		t.Error("a deleted topic still has metrics")
 	}
 }

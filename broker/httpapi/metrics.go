@@ -1,20 +1,119 @@
 package httpapi
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"net/http"
+	"strconv"
+	"time"
 
-// collector turns the broker's and the store's counters into Prometheus
-// metrics when scraped, so the request paths pay nothing for them.
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// metrics holds what /metrics serves: latency histograms observed as
+// requests complete, and a collector that turns the broker's and the
+// store's counters into metrics when scraped, so the request paths pay
+// nothing for those.
+type metrics struct {
+	handler  http.Handler
+	requests [protocol.OpTruncate + 1][2]prometheus.Observer // by op, then waited
+	http     *prometheus.HistogramVec
+	fsync    prometheus.Histogram
+}
+
+// latencyBuckets span 25 us (a page-cache produce) to a minute (the longest
+// long poll), in seconds.
+var latencyBuckets = []float64{.000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+func newMetrics(a *API) *metrics {
+	reg := prometheus.NewRegistry()
+	req := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "haraqa_request_duration_seconds",
+		Help:    "Binary protocol requests from arrival to response, by op; op consume_long_poll is a consume that waited for data.",
+		Buckets: latencyBuckets,
+	}, []string{"op"})
+	m := &metrics{
+		http: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "haraqa_http_request_duration_seconds",
+			Help:    "HTTP API requests from arrival to the end of the response, by route and status code.",
+			Buckets: latencyBuckets,
+		}, []string{"route", "code"}),
+		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "haraqa_fsync_duration_seconds",
+			Help:    "fsync of a segment file.",
+			Buckets: latencyBuckets,
+		}),
+	}
+	for op := protocol.OpPing; op <= protocol.OpTruncate; op++ {
+		m.requests[op][0] = req.WithLabelValues(op.String())
+		m.requests[op][1] = m.requests[op][0]
+	}
+	m.requests[protocol.OpConsume][1] = req.WithLabelValues("consume_long_poll")
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collector{api: a},
+		req, m.http, m.fsync,
+	)
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return m
+}
+
+func (m *metrics) observeRequest(op protocol.Op, waited bool, took time.Duration) {
+	if op < protocol.OpPing || int(op) >= len(m.requests) {
+		return // a frame with an unknown op, answered with an error
+	}
+	w := 0
+	if waited {
+		w = 1
+	}
+	m.requests[op][w].Observe(took.Seconds())
+}
+
+// timed wraps an HTTP route to observe its latency and status code.
+func (m *metrics) timed(route string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		h(sw, r)
+		m.http.WithLabelValues(route, strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
+	}
+}
+
+// statusWriter remembers the status code written.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// collector reads the broker's and the store's counters when scraped.
 type collector struct{ api *API }
 
 var (
-	descProducedMsgs  = prometheus.NewDesc("haraqa_produced_messages_total", "Messages appended.", nil, nil)
-	descProducedBytes = prometheus.NewDesc("haraqa_produced_bytes_total", "Batch bytes appended.", nil, nil)
-	descConsumedBytes = prometheus.NewDesc("haraqa_consumed_bytes_total", "Batch bytes sent to consumers, by how they were sent: zero_copy (sendfile) or copied (through a buffer).", []string{"path"}, nil)
+	descProduced      = prometheus.NewDesc("haraqa_produced_messages_total", "Messages appended, over both protocols.", []string{"topic"}, nil)
+	descProducedBytes = prometheus.NewDesc("haraqa_produced_bytes_total", "Batch bytes appended, over both protocols.", []string{"topic"}, nil)
+	descConsumed      = prometheus.NewDesc("haraqa_consumed_messages_total", "Messages read for consumers, over both protocols.", []string{"topic"}, nil)
+	descConsumedBytes = prometheus.NewDesc("haraqa_consumed_bytes_total", "Batch bytes read for consumers, over both protocols.", []string{"topic"}, nil)
+	descTopicBytes    = prometheus.NewDesc("haraqa_topic_bytes", "Bytes of segment data a topic holds on each volume.", []string{"topic"}, nil)
+	descTopicOldest   = prometheus.NewDesc("haraqa_topic_oldest_offset", "Oldest readable offset of a topic.", []string{"topic"}, nil)
+	descTopicNext     = prometheus.NewDesc("haraqa_topic_next_offset", "Offset the next message of a topic will get.", []string{"topic"}, nil)
+	descVolumeBytes   = prometheus.NewDesc("haraqa_volume_bytes", "Bytes of segment data on a volume.", []string{"volume"}, nil)
+	descVolumeSegs    = prometheus.NewDesc("haraqa_volume_segments", "Segment files on a volume.", []string{"volume"}, nil)
+	descSent          = prometheus.NewDesc("haraqa_consume_sent_bytes_total", "Binary protocol consume bytes sent, by how: zero_copy (sendfile) or copied (through a buffer).", []string{"path"}, nil)
 	descRequests      = prometheus.NewDesc("haraqa_requests_total", "Binary protocol requests handled.", nil, nil)
 	descErrors        = prometheus.NewDesc("haraqa_request_errors_total", "Binary protocol error responses sent.", nil, nil)
 	descBadFrames     = prometheus.NewDesc("haraqa_bad_frames_total", "Connections closed for an oversized or malformed frame.", nil, nil)
 	descConnections   = prometheus.NewDesc("haraqa_connections", "Open binary protocol connections.", nil, nil)
-	descParked        = prometheus.NewDesc("haraqa_long_polls_parked", "Consumes waiting for data.", nil, nil)
+	descParked        = prometheus.NewDesc("haraqa_long_polls_parked", "Binary protocol consumes waiting for data.", nil, nil)
 	descRepairs       = prometheus.NewDesc("haraqa_repairs_total", "Repairs made when the volumes were opened.", nil, nil)
 	descRepairedBytes = prometheus.NewDesc("haraqa_repaired_bytes_total", "Bytes copied between volumes when they were opened.", nil, nil)
 	descTruncated     = prometheus.NewDesc("haraqa_torn_bytes_truncated_total", "Bytes of torn tails cut when the volumes were opened.", nil, nil)
@@ -24,7 +123,8 @@ var (
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descProducedMsgs, descProducedBytes, descConsumedBytes, descRequests,
+	for _, d := range []*prometheus.Desc{descProduced, descProducedBytes, descConsumed, descConsumedBytes,
+		descTopicBytes, descTopicOldest, descTopicNext, descVolumeBytes, descVolumeSegs, descSent, descRequests,
 		descErrors, descBadFrames, descConnections, descParked, descRepairs, descRepairedBytes, descTruncated,
 		descUnreadable, descOpenFiles, descTopics} {
 		ch <- d
@@ -36,17 +136,36 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	if st == nil {
 		return // still recovering: nothing to report yet
 	}
+	metric := func(d *prometheus.Desc, t prometheus.ValueType, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, t, float64(v), labels...)
+	}
+	counter := func(d *prometheus.Desc, v int64, labels ...string) { metric(d, prometheus.CounterValue, v, labels...) }
+	gauge := func(d *prometheus.Desc, v int64, labels ...string) { metric(d, prometheus.GaugeValue, v, labels...) }
+
+	topics := st.store.TopicStats()
+	var bytes, segs int64
+	for _, t := range topics {
+		counter(descProduced, t.ProducedMessages, t.Name)
+		counter(descProducedBytes, t.ProducedBytes, t.Name)
+		counter(descConsumed, t.ConsumedMessages, t.Name)
+		counter(descConsumedBytes, t.ConsumedBytes, t.Name)
+		gauge(descTopicBytes, t.Bytes, t.Name)
+		gauge(descTopicOldest, t.Oldest, t.Name)
+		gauge(descTopicNext, t.Next, t.Name)
+		bytes += t.Bytes
+		segs += int64(t.Segments)
+	}
+	// Every write goes to every volume, or the topic turns read-only:
+	// the volumes hold the same segments.
+	for _, v := range st.store.Volumes() {
+		gauge(descVolumeBytes, bytes, v)
+		gauge(descVolumeSegs, segs, v)
+	}
+	gauge(descTopics, int64(len(topics)))
+
 	b, s := st.broker.Stats(), st.store.Stats()
-	counter := func(d *prometheus.Desc, v int64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
-	gauge := func(d *prometheus.Desc, v int64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
-	}
-	counter(descProducedMsgs, b.ProducedMsgs)
-	counter(descProducedBytes, b.ProducedBytes)
-	counter(descConsumedBytes, b.ZeroCopyBytes, "zero_copy")
-	counter(descConsumedBytes, b.CopiedBytes, "copied")
+	counter(descSent, b.ZeroCopyBytes, "zero_copy")
+	counter(descSent, b.CopiedBytes, "copied")
 	counter(descRequests, b.Requests)
 	counter(descErrors, b.Errors)
 	counter(descBadFrames, b.ClosedForFrames)
@@ -57,5 +176,4 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descTruncated, s.TruncatedBytes)
 	gauge(descUnreadable, s.UnreadableRanges)
 	gauge(descOpenFiles, int64(s.OpenFiles))
-	gauge(descTopics, int64(len(st.store.ListTopics(""))))
 }

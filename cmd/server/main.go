@@ -34,6 +34,7 @@ func main() {
 type config struct {
 	httpPort, tcpPort       uint
 	cache, cors, docs, prom bool
+	pprof                   bool
 	entries, limit          int
 	ballast                 int64
 	fsync                   string
@@ -51,13 +52,14 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	var c config
 	fs := flag.NewFlagSet("haraqa", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.UintVar(&c.httpPort, "http", 4353, "HTTP port: health checks and Prometheus metrics")
+	fs.UintVar(&c.httpPort, "http", 4353, "HTTP port: REST API, API docs, Prometheus metrics, health checks")
 	fs.UintVar(&c.tcpPort, "tcp", 14353, "binary protocol port")
 	fs.StringVar(&c.listen, "listen", "0.0.0.0", "address to listen on")
 	fs.BoolVar(&c.cache, "cache", true, "keep segment files open between reads")
 	fs.BoolVar(&c.cors, "cors", true, "send CORS headers on the HTTP port")
 	fs.BoolVar(&c.docs, "docs", true, "serve the API docs on the HTTP port")
 	fs.BoolVar(&c.prom, "prometheus", true, "serve Prometheus metrics on the HTTP port")
+	fs.BoolVar(&c.pprof, "pprof", false, "serve Go runtime profiles at /debug/pprof/ on the HTTP port")
 	fs.IntVar(&c.entries, "entries", 5000, "messages per segment file before a new one starts")
 	fs.IntVar(&c.limit, "limit", -1, "default consume limit in messages; -1: no limit beyond the byte bound")
 	fs.Int64Var(&c.ballast, "ballast", 1<<30, "GC ballast in bytes (address space only; 0 to disable)")
@@ -152,8 +154,18 @@ func serve(c *config, log *slog.Logger) error {
 	}
 
 	// The HTTP port listens first: /healthz answers while the volumes are
-	// recovered, /readyz once the broker serves.
-	api := httpapi.New(httpapi.Config{Prometheus: c.prom})
+	// recovered, /readyz and the REST API once the broker serves.
+	api := httpapi.New(httpapi.Config{
+		Prometheus:      c.prom,
+		Docs:            c.docs,
+		CORS:            c.cors,
+		Pprof:           c.pprof,
+		MaxBodyBytes:    int64(c.maxFrame),
+		DefaultLimit:    c.limit,
+		MaxConsumeBytes: int64(c.maxConsume),
+		Logger:          log,
+	})
+	opts.OnFsync = api.ObserveFsync
 	hl, err := net.Listen("tcp", net.JoinHostPort(c.listen, strconv.Itoa(int(c.httpPort))))
 	if err != nil {
 		return fmt.Errorf("http port: %w", err)
@@ -181,6 +193,7 @@ func serve(c *config, log *slog.Logger) error {
 	cfg.DefaultLimit = c.limit
 	cfg.MaxConsumeBytes = c.maxConsume
 	cfg.Logger = log
+	cfg.ObserveRequest = api.ObserveRequest
 	b, err := broker.New(store, cfg, policy == storage.FsyncAlways)
 	if err == nil {
 		err = b.Start()

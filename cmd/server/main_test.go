@@ -452,19 +452,32 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// TestHTTPPort checks the binary serves /healthz, /readyz and /metrics on
-// -http, and that -prometheus false removes /metrics.
+// TestHTTPPort checks the binary serves the REST API, /healthz, /readyz,
+// /metrics, the docs and pprof on -http as the flags say.
 func TestHTTPPort(t *testing.T) {
 	bin := buildServer(t, t.TempDir())
-	for _, prom := range []string{"true", "false"} {
-		t.Run("prometheus="+prom, func(t *testing.T) {
-			srv := startServer(t, bin, "-tcp", "0", "-listen", "127.0.0.1", "-prometheus="+prom, t.TempDir())
+	for _, c := range []struct {
+		flags []string
+		want  map[string]int
+	}{
+		{nil, map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200, "/topics": 200,
+			"/docs/redocs": 200, "/docs/swagger": 200, "/debug/pprof/": 404}},
+		{[]string{"-prometheus=false", "-docs=false", "-pprof"}, map[string]int{"/healthz": 200, "/readyz": 200,
+			"/metrics": 404, "/topics": 200, "/docs/redocs": 404, "/docs/swagger": 404, "/debug/pprof/": 200}},
+	} {
+		t.Run(strings.Join(c.flags, " "), func(t *testing.T) {
+			args := append([]string{"-tcp", "0", "-listen", "127.0.0.1"}, c.flags...)
+			srv := startServer(t, bin, append(args, t.TempDir())...)
 			m := regexp.MustCompile(`http=(\S+)`).FindStringSubmatch(srv.output())
 			if m == nil {
 				t.Fatalf("no http address logged:\n%s", srv.output())
 			}
 			base := "http://" + m[1]
-			for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": map[string]int{"true": 200, "false": 404}[prom]} {
+			req, _ := http.NewRequest("PUT", base+"/topics/from-http", nil)
+			if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 201 {
+				t.Fatalf("PUT /topics/from-http: %v %v", resp, err)
+			}
+			for path, want := range c.want {
 				resp, err := http.Get(base + path)
 				if err != nil {
 					t.Fatal(err)
@@ -474,8 +487,11 @@ func TestHTTPPort(t *testing.T) {
 				if resp.StatusCode != want {
 					t.Fatalf("GET %s: %d, want %d", path, resp.StatusCode, want)
 				}
-				if path == "/metrics" && want == 200 && !strings.Contains(string(body), "haraqa_produced_messages_total") {
+				if path == "/metrics" && want == 200 && !strings.Contains(string(body), `haraqa_produced_messages_total{topic="from-http"} 0`) {
 					t.Fatalf("/metrics lacks haraqa metrics")
+				}
+				if path == "/topics" && string(body) != "from-http\n" {
+					t.Fatalf("GET /topics: %q", body)
 				}
 			}
 			if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {

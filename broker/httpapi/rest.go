@@ -1,0 +1,485 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/bytebufferpool"
+
+	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
+)
+
+// Errors the REST API answers with, besides storage's.
+var (
+	// ErrBadRequest: a parameter or header is missing or malformed.
+	ErrBadRequest = errors.New("httpapi: bad request")
+	// ErrNotReady: the volumes are still being recovered.
+	ErrNotReady = errors.New("httpapi: server is starting: volumes are being recovered")
+	// ErrTooLarge: a request body is over Config.MaxBodyBytes.
+	ErrTooLarge = errors.New("httpapi: request body too large")
+	// ErrDecode: a stored batch cannot be decoded for an HTTP consumer.
+	ErrDecode = errors.New("httpapi: stored batch cannot be decoded")
+)
+
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
+}
+
+// store returns the open store, or answers 503 while recovering.
+func (a *API) store(w http.ResponseWriter) *storage.Store {
+	st := a.state.Load()
+	if st == nil {
+		a.fail(w, ErrNotReady)
+		return nil
+	}
+	return st.store
+}
+
+// topicName returns the {topic} path value if it is a valid name.
+func topicName(r *http.Request) (string, error) {
+	name := r.PathValue("topic")
+	if err := protocol.ValidTopic(name); err != nil {
+		return "", fmt.Errorf("%w: %w", storage.ErrInvalidTopic, err)
+	}
+	return name, nil
+}
+
+// fail answers err: its status, the X-Errors header and a one-line body.
+// Messages are built from sentinels and the request only; an unexpected
+// error (which may carry a server path) is logged and answered as
+// "internal error".
+func (a *API) fail(w http.ResponseWriter, err error) {
+	status, msg := http.StatusInternalServerError, "internal error"
+	switch {
+	case errors.Is(err, protocol.ErrBatchTooLarge):
+		status, msg = http.StatusRequestEntityTooLarge, "batch too large: the messages with their framing exceed the server's frame limit"
+	case errors.Is(err, ErrBadRequest), errors.Is(err, storage.ErrInvalidTopic), errors.Is(err, storage.ErrInvalidBatch):
+		status, msg = http.StatusBadRequest, err.Error()
+	case errors.Is(err, storage.ErrTopicNotFound):
+		status, msg = http.StatusNotFound, err.Error()
+	case errors.Is(err, storage.ErrTopicExists):
+		status, msg = http.StatusConflict, err.Error()
+	case errors.Is(err, ErrTooLarge):
+		status, msg = http.StatusRequestEntityTooLarge, err.Error()
+	case errors.Is(err, storage.ErrOffsetOutOfRange):
+		status, msg = http.StatusRequestedRangeNotSatisfiable, err.Error()
+	case errors.Is(err, storage.ErrUnreadable), errors.Is(err, ErrDecode):
+		status, msg = http.StatusInternalServerError, err.Error()
+	case errors.Is(err, storage.ErrReadOnly):
+		status, msg = http.StatusServiceUnavailable, storage.ErrReadOnly.Error()
+	case errors.Is(err, storage.ErrClosed):
+		status, msg = http.StatusServiceUnavailable, "server is shutting down"
+	case errors.Is(err, ErrNotReady):
+		status, msg = http.StatusServiceUnavailable, err.Error()
+	default:
+		a.cfg.Logger.Error("http request failed", "err", err)
+	}
+	msg = strings.TrimPrefix(strings.TrimPrefix(msg, "storage: "), "httpapi: ")
+	msg = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, msg)
+	h := w.Header()
+	h.Set("X-Errors", msg)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Del("Content-Length")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, msg+"\n")
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// maxRegexLen bounds a ?regex= filter, like the binary protocol's.
+const maxRegexLen = 4096
+
+// GET /topics[?prefix=P][&regex=R]
+func (a *API) listTopics(w http.ResponseWriter, r *http.Request) {
+	s := a.store(w)
+	if s == nil {
+		return
+	}
+	q := r.URL.Query()
+	var re *regexp.Regexp
+	if expr := q.Get("regex"); expr != "" {
+		if len(expr) > maxRegexLen {
+			a.fail(w, badRequest("regex is longer than %d bytes", maxRegexLen))
+			return
+		}
+		var err error
+		if re, err = regexp.Compile(expr); err != nil {
+			a.fail(w, badRequest("regex: %v", err))
+			return
+		}
+	}
+	names := s.ListTopics(q.Get("prefix"))
+	if re != nil {
+		kept := names[:0]
+		for _, n := range names {
+			if re.MatchString(n) {
+				kept = append(kept, n)
+			}
+		}
+		names = kept
+	}
+	if strings.Contains(r.Header.Get("Accept"), "application/json") {
+		writeJSON(w, http.StatusOK, struct {
+			Topics []string `json:"topics"`
+		}{append([]string{}, names...)})
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString(n)
+		b.WriteByte('\n')
+	}
+	_, _ = io.WriteString(w, b.String())
+}
+
+// PUT /topics/{topic}
+func (a *API) createTopic(w http.ResponseWriter, r *http.Request) {
+	s := a.store(w)
+	if s == nil {
+		return
+	}
+	name, err := topicName(r)
+	if err == nil {
+		err = s.CreateTopic(name)
+	}
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+}
+
+// DELETE /topics/{topic}
+func (a *API) deleteTopic(w http.ResponseWriter, r *http.Request) {
+	s := a.store(w)
+	if s == nil {
+		return
+	}
+	name, err := topicName(r)
+	if err == nil {
+		err = s.DeleteTopic(name)
+	}
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type topicInfo struct {
+	Topic    string `json:"topic"`
+	Oldest   int64  `json:"oldest"`
+	Next     int64  `json:"next"`
+	Bytes    int64  `json:"bytes"`
+	Segments int    `json:"segments"`
+}
+
+// GET /topics/{topic}/info
+func (a *API) topicInfo(w http.ResponseWriter, r *http.Request) {
+	s := a.store(w)
+	if s == nil {
+		return
+	}
+	name, err := topicName(r)
+	var info storage.TopicInfo
+	if err == nil {
+		info, err = s.Info(name)
+	}
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, topicInfo{name, info.Oldest, info.Next, info.Bytes, info.Segments})
+}
+
+// PATCH /topics/{topic}?before=OFFSET|RFC3339
+func (a *API) truncate(w http.ResponseWriter, r *http.Request) {
+	s := a.store(w)
+	if s == nil {
+		return
+	}
+	name, err := topicName(r)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	before := r.URL.Query().Get("before")
+	if off, perr := strconv.ParseInt(before, 10, 64); perr == nil {
+		if off < 0 {
+			a.fail(w, badRequest("before must not be negative"))
+			return
+		}
+		err = s.Truncate(name, off)
+	} else if t, terr := time.Parse(time.RFC3339Nano, before); terr == nil {
+		err = s.TruncateTime(name, t)
+	} else {
+		a.fail(w, badRequest("before must be an offset or an RFC 3339 time, got %q", before))
+		return
+	}
+	var info storage.TopicInfo
+	if err == nil {
+		info, err = s.Info(name)
+	}
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, topicInfo{name, info.Oldest, info.Next, info.Bytes, info.Segments})
+}
+
+// parseSizes parses an X-Sizes header: message lengths joined by ':' that
+// add up to total.
+func parseSizes(h string, total int) ([]int, error) {
+	if h == "" {
+		return nil, badRequest("X-Sizes header is required: the message lengths joined by ':'")
+	}
+	sizes := make([]int, 0, strings.Count(h, ":")+1)
+	sum := 0
+	for f := range strings.SplitSeq(h, ":") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 || n > total {
+			return nil, badRequest("X-Sizes: %q is not a message length", f)
+		}
+		sum += n
+		if sum > total {
+			break
+		}
+		sizes = append(sizes, n)
+	}
+	if sum != total {
+		return nil, badRequest("X-Sizes add up to %d bytes or more, the body has %d", sum, total)
+	}
+	return sizes, nil
+}
+
+// POST /topics/{topic}, X-Sizes: 3:5:1
+func (a *API) produce(w http.ResponseWriter, r *http.Request) {
+	s := a.store(w)
+	if s == nil {
+		return
+	}
+	name, err := topicName(r)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if r.ContentLength > a.cfg.MaxBodyBytes {
+		a.fail(w, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, r.ContentLength, a.cfg.MaxBodyBytes))
+		return
+	}
+	body := bytebufferpool.Get()
+	defer bytebufferpool.Put(body)
+	if _, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes)); err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			a.fail(w, fmt.Errorf("%w: the limit is %d bytes", ErrTooLarge, mbe.Limit))
+			return
+		}
+		a.fail(w, badRequest("reading the body: %v", err))
+		return
+	}
+	sizes, err := parseSizes(r.Header.Get("X-Sizes"), body.Len())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	msgs := make([][]byte, len(sizes))
+	rest := body.B
+	for i, n := range sizes {
+		msgs[i], rest = rest[:n:n], rest[n:]
+	}
+	batch := bytebufferpool.Get()
+	defer bytebufferpool.Put(batch)
+	batch.B = protocol.AppendBatch(batch.B[:0], msgs...)
+	base, err := s.Append(name, batch.B)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	w.Header().Set("X-Id", strconv.FormatInt(base, 10))
+	writeJSON(w, http.StatusOK, struct {
+		Offset int64 `json:"offset"`
+		Count  int   `json:"count"`
+	}{base, len(sizes)})
+}
+
+// param returns the query parameter key, or else the header.
+func param(r *http.Request, key, header string) string {
+	if v := r.URL.Query().Get(key); v != "" {
+		return v
+	}
+	return r.Header.Get(header)
+}
+
+// GET /topics/{topic}?id=OFFSET&limit=N&wait=D
+func (a *API) consume(w http.ResponseWriter, r *http.Request) {
+	s := a.store(w)
+	if s == nil {
+		return
+	}
+	name, err := topicName(r)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	var id int64
+	if v := param(r, "id", "X-Id"); v != "" {
+		if id, err = strconv.ParseInt(v, 10, 64); err != nil {
+			a.fail(w, badRequest("id must be an offset, got %q", v))
+			return
+		}
+	}
+	limit := a.cfg.DefaultLimit
+	if v := param(r, "limit", "X-Limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < -1 || n == 0 {
+			a.fail(w, badRequest("limit must be a positive count or -1, got %q", v))
+			return
+		}
+		limit = n
+	}
+	if limit <= 0 || limit > a.cfg.MaxMessages {
+		limit = a.cfg.MaxMessages
+	}
+	var wait time.Duration
+	if v := r.URL.Query().Get("wait"); v != "" {
+		if wait, err = time.ParseDuration(v); err != nil || wait < 0 {
+			a.fail(w, badRequest("wait must be a duration such as 500ms or 5s, got %q", v))
+			return
+		}
+		wait = min(wait, a.cfg.MaxWait)
+	}
+
+	res, err := a.read(r, s, name, id, limit, wait)
+	if err != nil {
+		if errors.Is(err, storage.ErrOffsetOutOfRange) {
+			if info, ierr := s.Info(name); ierr == nil {
+				w.Header().Set("X-Oldest", strconv.FormatInt(info.Oldest, 10))
+			}
+		}
+		a.fail(w, err)
+		return
+	}
+	defer res.Release()
+	if res.Batches == 0 {
+		w.Header().Set("X-Id", strconv.FormatInt(res.Offset, 10))
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	out := bytebufferpool.Get()
+	defer bytebufferpool.Put(out)
+	sizes, err := a.messages(out, res, limit)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("X-Id", strconv.FormatInt(res.Offset, 10))
+	h.Set("X-Sizes", sizes)
+	h.Set("Content-Length", strconv.Itoa(out.Len()))
+	_, _ = w.Write(out.B)
+}
+
+// read reads from id, waiting up to wait for a first message.
+func (a *API) read(r *http.Request, s *storage.Store, name string, id int64, limit int, wait time.Duration) (*storage.ReadResult, error) {
+	res, err := s.Read(name, id, limit, a.cfg.MaxConsumeBytes)
+	if err != nil {
+		return nil, err
+	}
+	if res.Offset > res.End {
+		res.Release()
+		return nil, fmt.Errorf("%w: topic %q: offset %d is past the end (%d)", storage.ErrOffsetOutOfRange, name, res.Offset, res.End)
+	}
+	if res.Batches > 0 || wait <= 0 {
+		return res, nil
+	}
+	off := res.Offset
+	res.Release()
+	woken := make(chan struct{}, 1)
+	cancel, err := s.Watch(name, off, func() {
+		select {
+		case woken <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-woken:
+	case <-timer.C:
+	case <-r.Context().Done():
+	}
+	return s.Read(name, off, limit, a.cfg.MaxConsumeBytes)
+}
+
+// maxDecodedBatch bounds the decompressed size of one stored batch that an
+// HTTP consume will decode.
+const maxDecodedBatch = 64 << 20
+
+// messages appends the messages [res.Offset, res.Offset+limit) of res to out
+// and returns their X-Sizes.
+func (a *API) messages(out *bytebufferpool.ByteBuffer, res *storage.ReadResult, limit int) (string, error) {
+	raw := bytebufferpool.Get()
+	defer bytebufferpool.Put(raw)
+	var err error
+	if raw.B, err = res.AppendTo(raw.B[:0]); err != nil {
+		return "", err
+	}
+	from, to := res.Offset, res.Offset+int64(limit)
+	var sizes []byte
+	for b := raw.B; len(b) > 0; {
+		bt, n, err := protocol.ParseBatch(b)
+		if err == nil {
+			err = bt.Verify()
+		}
+		if err == nil && bt.RawSize > maxDecodedBatch {
+			err = fmt.Errorf("decoded size %d is over %d bytes", bt.RawSize, maxDecodedBatch)
+		}
+		var body []byte
+		if err == nil {
+			body, err = bt.DecodeBody()
+		}
+		if err != nil {
+			return "", fmt.Errorf("%w: batch at offset %d: %v", ErrDecode, bt.BaseOffset, err)
+		}
+		b = b[n:]
+		err = protocol.Messages(body, bt.Count, bt.BaseOffset, func(off int64, m []byte) error {
+			if off < from || off >= to {
+				return nil
+			}
+			if len(sizes) > 0 {
+				sizes = append(sizes, ':')
+			}
+			sizes = strconv.AppendInt(sizes, int64(len(m)), 10)
+			out.B = append(out.B, m...)
+			return nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("%w: batch at offset %d: %v", ErrDecode, bt.BaseOffset, err)
+		}
+	}
+	return string(sizes), nil
+}
