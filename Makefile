@@ -3,7 +3,7 @@ GO       ?= go
 FUZZTIME ?= 5s
 PKGS     := ./...
 
-.PHONY: all build run test lint fmt-check vet unit fuzz bench-once bench clean
+.PHONY: all build run test lint fmt-check vet unit fuzz bench-once bench bench-go clean
 
 all: build
 
@@ -11,6 +11,7 @@ build:
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/haraqa ./cmd/server
 	$(GO) build -o bin/hrqa ./cmd/hrqa
+	$(GO) build -o bin/haraqa-bench ./cmd/haraqa-bench
 
 ## run: the server on the local volume ./data (binary protocol on 14353).
 run:
@@ -40,8 +41,13 @@ fuzz:
 bench-once:
 	HARAQA_BENCH_WARMUP=0 $(GO) test -run '^$$' -bench . -benchtime=1x $(PKGS)
 
-## bench: the storage benchmark matrix with its raw baseline (see docs/benchmarks.md).
+## bench: the haraqa-bench matrix (produce, consume, both; 100 B and 1 KiB; batches 1, 100, 1000;
+## 1 and 3 volumes), each beside its same-run ceiling; rewrites its section of docs/benchmarks.md.
 bench:
+	$(GO) run ./cmd/haraqa-bench -matrix -matrix-out docs/benchmarks.md
+
+## bench-go: the storage and broker Go benchmarks, each beside its raw baseline, as a table.
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime=1s -count=3 ./storage ./broker | tee bench.out
 	python3 .ci/benchtable bench.out
 

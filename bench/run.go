@@ -1,0 +1,343 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/haraqa/haraqa/client"
+)
+
+// UI is where a run reports while it goes.
+type UI struct {
+	// Progress receives a live progress bar with the current rate (nil:
+	// none). Give it a terminal only.
+	Progress io.Writer
+	// Log receives the embedded server's warnings and errors (nil: discarded).
+	Log *slog.Logger
+}
+
+// runner holds one run's state.
+type runner struct {
+	cfg      *Config
+	pay      payload
+	addr     string
+	copts    []client.Option
+	shared   *client.Client // with SharedClient
+	live     live
+	errs     errorLog
+	progress io.Writer
+}
+
+func (r *runner) dial(ctx context.Context) (*client.Client, error) {
+	return client.Dial(ctx, r.addr, r.copts...)
+}
+
+// Run performs the run cfg describes and returns its result. A run whose
+// requests failed, or whose consumers found gaps, duplicates or corrupt
+// messages, still returns its Result (see Result.OK); the error is for a
+// run that could not be made at all (a bad configuration: ErrUsage; a
+// server that cannot be reached or started; an interruption).
+func Run(ctx context.Context, cfg Config, ui UI) (res *Result, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	codec, _ := codecOf(cfg.Compress)
+	r := &runner{
+		cfg:      &cfg,
+		pay:      newPayload(cfg.Size, codec != 0),
+		addr:     cfg.Addr,
+		copts:    []client.Option{client.WithCompression(codec)},
+		progress: ui.Progress,
+	}
+	log := ui.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var consumed func(context.Context) (int64, int64, error)
+	var srv *embedded
+	if cfg.Embedded {
+		if srv, err = startEmbedded(&cfg, log); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if cerr := srv.close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+		r.addr = srv.addr()
+		consumed = srv.consumed
+	} else if cfg.HTTPAddr != "" {
+		consumed = func(ctx context.Context) (int64, int64, error) { return scrapeConsumed(ctx, cfg.HTTPAddr) }
+	}
+
+	admin, err := r.dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bench: server at %s: %w", r.addr, err)
+	}
+	defer admin.Close()
+	if cfg.SharedClient {
+		r.shared = admin
+	}
+	prefix := cfg.TopicPrefix
+	if prefix == "" {
+		prefix = "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	topics, err := r.createTopics(ctx, admin, prefix, cfg.Topics)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.Embedded && !cfg.Keep {
+		defer func() {
+			if derr := r.deleteTopics(admin, topics); derr != nil && err == nil {
+				err = derr
+			}
+		}()
+	}
+
+	warmBytes, err := r.warmup(ctx, admin, prefix+"-warm")
+	if err != nil {
+		return nil, err
+	}
+	res = r.newResult()
+	res.WarmupBytes = warmBytes
+
+	var z0, c0 int64
+	zeroCopyKnown := consumed != nil && cfg.Mode != ModeProduce
+	if zeroCopyKnown {
+		if z0, c0, err = consumed(ctx); err != nil {
+			zeroCopyKnown = false
+		}
+	}
+	if srv != nil {
+		srv.resetFsyncs()
+	}
+	var ceilingFileBytes int64
+	switch cfg.Mode {
+	case ModeProduce:
+		w := r.watch("produce", orUnknown(cfg.Messages), producedCount)
+		pres, perr := r.produce(ctx, topics, r.bound(), 0, true)
+		res.Series = w.end()
+		if perr != nil {
+			return nil, perr
+		}
+		res.fromProduce(pres)
+	case ModeConsume:
+		fill, ferr := r.fill(ctx, topics)
+		if ferr != nil {
+			return nil, ferr
+		}
+		ends := make([]int64, len(topics))
+		for i, t := range topics {
+			info, err := admin.TopicInfo(ctx, t)
+			if err != nil {
+				return nil, fmt.Errorf("bench: topic %s: %w", t, err)
+			}
+			ends[i] = info.Next
+			ceilingFileBytes += info.Bytes
+		}
+		r.live.produced.Store(0)
+		w := r.watch("consume", fill.acked(), consumedCount)
+		cres, cerr := r.consume(ctx, topics, splitRanges(ends, cfg.Consumers))
+		res.Series = w.end()
+		if cerr != nil {
+			return nil, cerr
+		}
+		res.fromConsume(cres, fill)
+	case ModeBoth:
+		w := r.watch("both", -1, consumedCount)
+		pres, cres, berr := r.both(ctx, topics, r.bound(), 0, true)
+		res.Series = w.end()
+		if berr != nil {
+			return nil, berr
+		}
+		res.fromBoth(pres, cres)
+	}
+	if srv != nil {
+		if n, l := srv.fsyncs(); n > 0 {
+			res.Fsyncs, res.FsyncLatency = n, &l
+		}
+	}
+	res.Errors = r.errs.n.Load()
+	if e := r.errs.firstErr(); e != nil {
+		res.FirstError = e.Error()
+	}
+	if zeroCopyKnown {
+		if z1, c1, err := consumed(ctx); err == nil {
+			if dz, dc := z1-z0, c1-c0; dz+dc > 0 {
+				share := float64(dz) / float64(dz+dc)
+				res.ZeroCopyShare = &share
+			}
+		}
+	}
+	if cfg.Ceiling && res.Messages > 0 {
+		if err := r.ceiling(ctx, res, warmBytes, ceilingFileBytes); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// orUnknown is n, or -1 (unknown, to the progress bar) when n is 0.
+func orUnknown(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// bound is the timed phase's bound.
+func (r *runner) bound() bound { return bound{messages: r.cfg.Messages, duration: r.cfg.Duration} }
+
+// createTopics creates n topics named prefix-0, prefix-1, ...
+func (r *runner) createTopics(ctx context.Context, c *client.Client, prefix string, n int) ([]string, error) {
+	topics := make([]string, n)
+	for i := range topics {
+		topics[i] = prefix + "-" + strconv.Itoa(i)
+		if err := c.CreateTopic(ctx, topics[i]); err != nil && !errors.Is(err, client.ErrTopicExists) {
+			return nil, fmt.Errorf("bench: create topic %s: %w", topics[i], err)
+		}
+	}
+	return topics, nil
+}
+
+// deleteTopics deletes the run's topics, even after an interruption.
+func (r *runner) deleteTopics(c *client.Client, topics []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errs []error
+	for _, t := range topics {
+		if err := c.DeleteTopic(ctx, t); err != nil && !errors.Is(err, client.ErrTopicNotFound) {
+			errs = append(errs, fmt.Errorf("bench: delete topic %s: %w", t, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// warmup runs the workload untimed for cfg.Warmup on topics of its own,
+// then deletes them, and returns the payload bytes it produced. It warms
+// the client's and the server's heaps and, by deleting what it wrote,
+// gives the timed phase recycled page-cache pages, as a server that has
+// been running for a while has: on a VM the first touch of a fresh page
+// costs about 12-15 us.
+func (r *runner) warmup(ctx context.Context, admin *client.Client, prefix string) (int64, error) {
+	cfg := r.cfg
+	if cfg.Warmup <= 0 {
+		return 0, nil
+	}
+	topics, err := r.createTopics(ctx, admin, prefix, cfg.Topics)
+	if err != nil {
+		return 0, err
+	}
+	defer r.live.produced.Store(0)
+	defer r.live.consumed.Store(0)
+	var produced int64
+	switch cfg.Mode {
+	case ModeProduce:
+		w := r.watch("warm-up", -1, producedCount)
+		pres, err := r.produce(ctx, topics, bound{duration: cfg.Warmup}, 0, true)
+		w.end()
+		if err != nil {
+			return 0, err
+		}
+		produced = pres.acked()
+	case ModeConsume:
+		w := r.watch("warm-up", -1, consumedCount)
+		pres, err := r.produce(ctx, topics, bound{duration: cfg.Warmup / 2}, 0, false)
+		if err == nil {
+			ends := make([]int64, len(topics))
+			for _, p := range pres.producers {
+				ends[p.topic] += p.acked
+			}
+			_, err = r.consume(ctx, topics, splitRanges(ends, cfg.Consumers))
+		}
+		w.end()
+		if err != nil {
+			return 0, err
+		}
+		produced = pres.acked()
+	case ModeBoth:
+		w := r.watch("warm-up", -1, consumedCount)
+		pres, _, err := r.both(ctx, topics, bound{duration: cfg.Warmup}, 0, true)
+		w.end()
+		if err != nil {
+			return 0, err
+		}
+		produced = pres.acked()
+	}
+	if err := r.deleteTopics(admin, topics); err != nil {
+		return 0, err
+	}
+	r.errs.reset() // the timed phase counts its own
+	return produced * int64(cfg.Size), nil
+}
+
+// fill produces the consume mode's messages, untimed: -messages of them,
+// or for -duration. It is not paced by -rate. With batches smaller than
+// fillSmallBatch it runs at least fillProducers producers pipelined on one
+// connection, so that a fill for -duration holds enough small batches to
+// time their reading; the batches stored are the same size either way.
+func (r *runner) fill(ctx context.Context, topics []string) (produceResult, error) {
+	if r.cfg.Batch < fillSmallBatch && r.cfg.Producers < fillProducers {
+		cfg, shared := r.cfg, r.shared
+		defer func() { r.cfg, r.shared = cfg, shared }()
+		c := *cfg
+		c.Producers = fillProducers
+		r.cfg = &c
+		if r.shared == nil {
+			cl, err := r.dial(ctx)
+			if err != nil {
+				return produceResult{}, err
+			}
+			defer cl.Close()
+			r.shared = cl
+		}
+	}
+	w := r.watch("fill", orUnknown(r.cfg.Messages), producedCount)
+	pres, err := r.produce(ctx, topics, r.bound(), 0, false)
+	w.end()
+	return pres, err
+}
+
+// Small batches are filled by at least fillProducers producers.
+const (
+	fillSmallBatch = 10
+	fillProducers  = 16
+)
+
+// ceiling measures the baseline that fits the run and fills in the
+// result's ceiling fields.
+func (r *runner) ceiling(ctx context.Context, res *Result, warmBytes, fileBytes int64) error {
+	cfg := r.cfg
+	var cr ceilingResult
+	var err error
+	switch {
+	case cfg.Mode == ModeConsume:
+		cr, err = sendfileCeiling(ctx, cfg.Dir, cfg.Consumers, fileBytes)
+	case cfg.Mode == ModeProduce && cfg.singleSend():
+		cr, err = pingPongCeiling(ctx, cfg.Producers, cfg.Size, res.Messages)
+	default:
+		perRequest := cfg.Batch
+		if cfg.Batch == 1 && cfg.Single == SingleProducer {
+			perRequest = producerBatch
+		}
+		vols := 1
+		if cfg.Embedded {
+			vols = cfg.Volumes
+		}
+		cr, err = appendCeiling(ctx, cfg.Dir, vols, cfg.Topics, cfg.Producers, perRequest*cfg.Size, res.Bytes, warmBytes)
+	}
+	if err != nil {
+		return err
+	}
+	res.setCeiling(cr)
+	return nil
+}
+
+// producerBatch is client.Producer's default batch size, the request size
+// of -single producer.
+const producerBatch = 1000
