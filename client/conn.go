@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/valyala/bytebufferpool"
+
 	"github.com/haraqa/haraqa/protocol"
 )
 
@@ -117,7 +119,11 @@ func (c *conn) send(deadline time.Time, build func(dst []byte, corrID uint32) []
 	c.pending[id] = ch
 	c.mu.Unlock()
 
-	frame := build(nil, id)
+	// Frames are built in pooled buffers: a fresh megabyte per batch would
+	// be zeroed and, on a VM, page-faulted in, costing more than the send.
+	buf := bytebufferpool.Get()
+	defer bytebufferpool.Put(buf)
+	buf.B = build(buf.B[:0], id)
 	c.wmu.Lock()
 	if !deadline.IsZero() && !time.Now().Before(deadline) {
 		// Expired before a byte was written: the connection is fine.
@@ -126,7 +132,7 @@ func (c *conn) send(deadline time.Time, build func(dst []byte, corrID uint32) []
 		return 0, nil, context.DeadlineExceeded
 	}
 	_ = c.nc.SetWriteDeadline(deadline)
-	n, err := c.nc.Write(frame)
+	n, err := c.nc.Write(buf.B)
 	c.wmu.Unlock()
 	if err != nil {
 		if n == 0 {

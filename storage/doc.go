@@ -72,10 +72,13 @@
 // # Appends and durability
 //
 // Append validates the batch (header, CRC, and for uncompressed bodies the
-// message count), then queues it. The first appender to take the topic's
-// write lock commits everything queued: one pwritev(2) per volume in volume
-// order and, with FsyncAlways, one fsync per volume (the volumes in
-// parallel), then makes the batches visible to readers and returns. Appends
+// message count), then queues it. One appender at a time leads: it commits
+// everything queued (one pwritev(2) per volume in volume order and, with
+// FsyncAlways, one fsync per volume, the volumes in parallel), makes the
+// batches visible to readers, wakes the appenders whose batches it
+// committed and hands the lead to the first appender queued meanwhile, so
+// while one group is fsynced the next gathers, and nobody waits for a
+// commit that does not hold its batch. Appends
 // to different topics run in parallel. A batch is acknowledged only once
 // every volume has it, so killing the process never loses an acknowledged
 // append: it is in the page cache. With FsyncAlways it is on disk too (and

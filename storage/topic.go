@@ -20,20 +20,22 @@ func parseBatch(b []byte, limit int) (protocol.Batch, int, error) {
 //
 // Locks, in the order they are taken: wmu (the committer: whoever holds it
 // writes, rotates, truncates or closes files), then mu (the state readers
-// see). qmu guards only the queue of appends waiting for a committer.
+// see). qmu guards only the queue of appends waiting for a commit and the
+// committing flag (see appendReqs).
 type topic struct {
 	s    *Store
 	name string
 
 	wmu     sync.Mutex
-	spare   []*appendReq // wmu must be held
+	spare   []*appendReq // the commit leader's
 	bufs    [][]byte     // commit scratch; wmu must be held
 	entries []entry      // commit scratch; wmu must be held
 	prep    *prepared    // next segment's files being created; wmu must be held
 	bg      sync.WaitGroup
 
-	qmu   sync.Mutex
-	queue []*appendReq
+	qmu        sync.Mutex
+	queue      []*appendReq
+	committing bool // a leader is committing (appendReqs)
 
 	mu       sync.RWMutex
 	segs     []*segment // ordered by base; never modified in place, only replaced
@@ -62,10 +64,14 @@ type appendReq struct {
 	count int
 	base  int64
 	err   error
-	done  bool // set by the committer; wmu must be held to read it
+	// head marks the first request of a group queued by one appendReqs
+	// call; its ready channel tells the appender, false: the group is
+	// committed; true: lead the next commit.
+	head  bool
+	ready chan bool
 }
 
-var reqPool = sync.Pool{New: func() any { return new(appendReq) }}
+var reqPool = sync.Pool{New: func() any { return &appendReq{ready: make(chan bool, 1)} }}
 
 func newTopic(s *Store, name string) *topic {
 	return &topic{s: s, name: name}
@@ -96,35 +102,68 @@ func (t *topic) info() (TopicInfo, error) {
 // queued, unless another committer already did.
 func (t *topic) append(batch []byte, count int) (int64, error) {
 	req := reqPool.Get().(*appendReq)
-	*req = appendReq{batch: batch, count: count}
+	req.batch, req.count = batch, count
 	t.appendReqs([]*appendReq{req})
 	base, err := req.base, req.err
-	*req = appendReq{}
+	*req = appendReq{ready: req.ready}
 	reqPool.Put(req)
 	return base, err
 }
 
-// appendReqs queues reqs together, in order, and commits them (with
-// whatever else is queued) unless another committer already did. Being
-// queued under one lock, they are committed by one commit call.
+// appendReqs queues reqs together, in order, and returns once they are
+// committed. Being queued under one lock, they are committed by one commit.
+//
+// Commits are led by one goroutine at a time (the "leader", flat
+// combining): the first appender to find no commit in progress commits
+// everything queued, tells every other appender whose requests that commit
+// held that they are done, and hands the lead to the first appender queued
+// meanwhile, which commits the next group. An appender that is not leading
+// waits on its own channel only, so it is acknowledged as soon as its
+// commit ends, never behind the write and fsync of a later group.
 func (t *topic) appendReqs(reqs []*appendReq) {
 	if len(reqs) == 0 {
 		return
 	}
+	head := reqs[0]
+	if head.ready == nil {
+		head.ready = make(chan bool, 1)
+	}
+	head.head = true
 	t.qmu.Lock()
 	t.queue = append(t.queue, reqs...)
+	lead := !t.committing
+	t.committing = true
+	t.qmu.Unlock()
+	if !lead && !<-head.ready {
+		return // committed by another leader
+	}
+
+	t.qmu.Lock()
+	queued := t.queue
+	t.queue = t.spare[:0]
 	t.qmu.Unlock()
 	t.wmu.Lock()
-	if !reqs[0].done {
-		t.qmu.Lock()
-		queued := t.queue
-		t.queue = t.spare[:0]
-		t.qmu.Unlock()
-		t.commit(queued)
-		clear(queued)
-		t.spare = queued[:0]
-	}
+	t.commit(queued)
 	t.wmu.Unlock()
+	for _, r := range queued {
+		if r.head && r != head {
+			r.ready <- false
+		}
+	}
+	clear(queued)
+	t.spare = queued[:0]
+
+	t.qmu.Lock()
+	var next *appendReq
+	if len(t.queue) > 0 {
+		next = t.queue[0] // groups are queued whole, so this heads one
+	} else {
+		t.committing = false
+	}
+	t.qmu.Unlock()
+	if next != nil {
+		next.ready <- true
+	}
 }
 
 // commit writes reqs to every volume, then publishes them. wmu must be held.
@@ -183,7 +222,6 @@ func (t *topic) commit(reqs []*appendReq) {
 func finish(reqs []*appendReq, err error) {
 	for _, r := range reqs {
 		r.err = err
-		r.done = true
 	}
 }
 
