@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/haraqa/haraqa/protocol"
 )
@@ -35,7 +36,10 @@ type topic struct {
 
 	qmu        sync.Mutex
 	queue      []*appendReq
-	committing bool // a leader is committing (appendReqs)
+	committing bool          // a leader is committing (appendReqs)
+	arrived    chan struct{} // closed by the next enqueue, when a leader gathers
+	lastGroup  int           // appenders in the last commit (the leader's)
+	lastCommit time.Duration // how long the last commit took (the leader's)
 
 	mu       sync.RWMutex
 	segs     []*segment // ordered by base; never modified in place, only replaced
@@ -131,6 +135,10 @@ func (t *topic) appendReqs(reqs []*appendReq) {
 	head.head = true
 	t.qmu.Lock()
 	t.queue = append(t.queue, reqs...)
+	if t.arrived != nil {
+		close(t.arrived)
+		t.arrived = nil
+	}
 	lead := !t.committing
 	t.committing = true
 	t.qmu.Unlock()
@@ -138,16 +146,19 @@ func (t *topic) appendReqs(reqs []*appendReq) {
 		return // committed by another leader
 	}
 
-	t.qmu.Lock()
-	queued := t.queue
-	t.queue = t.spare[:0]
-	t.qmu.Unlock()
+	queued := t.gather()
+	start := time.Now()
 	t.wmu.Lock()
 	t.commit(queued)
 	t.wmu.Unlock()
+	t.lastCommit = time.Since(start)
+	t.lastGroup = 0
 	for _, r := range queued {
-		if r.head && r != head {
-			r.ready <- false
+		if r.head {
+			t.lastGroup++
+			if r != head {
+				r.ready <- false
+			}
 		}
 	}
 	clear(queued)
@@ -164,6 +175,46 @@ func (t *topic) appendReqs(reqs []*appendReq) {
 	if next != nil {
 		next.ready <- true
 	}
+}
+
+// gather takes the queue for the next commit. With FsyncAlways, while
+// fewer appenders are queued than the last commit held, it waits for them,
+// up to half the last commit's duration: the appenders just acknowledged
+// are on their way back, and an fsync shared by all of them costs what one
+// shared by half of them does. Without it, two halves alternate, each
+// waiting out the other's fsync. Only the leader calls it.
+func (t *topic) gather() []*appendReq {
+	t.qmu.Lock()
+	if t.s.opts.Fsync == FsyncAlways && t.lastGroup > 1 && heads(t.queue) < t.lastGroup {
+		timer := time.NewTimer(t.lastCommit / 2)
+		defer timer.Stop()
+		for waiting := true; waiting && heads(t.queue) < t.lastGroup; {
+			arrived := make(chan struct{})
+			t.arrived = arrived
+			t.qmu.Unlock()
+			select {
+			case <-arrived:
+			case <-timer.C:
+				waiting = false
+			}
+			t.qmu.Lock()
+		}
+		t.arrived = nil
+	}
+	queued := t.queue
+	t.queue = t.spare[:0]
+	t.qmu.Unlock()
+	return queued
+}
+
+func heads(reqs []*appendReq) int {
+	n := 0
+	for _, r := range reqs {
+		if r.head {
+			n++
+		}
+	}
+	return n
 }
 
 // commit writes reqs to every volume, then publishes them. wmu must be held.
