@@ -78,7 +78,11 @@
 // batches visible to readers, wakes the appenders whose batches it
 // committed and hands the lead to the first appender queued meanwhile, so
 // while one group is fsynced the next gathers, and nobody waits for a
-// commit that does not hold its batch. Appends
+// commit that does not hold its batch. With FsyncAlways a new leader first
+// waits, up to half the last commit's duration, until as many appenders
+// are queued as the last commit held: those just acknowledged are on their
+// way back, and one fsync for all of them costs what one for half does.
+// Appends
 // to different topics run in parallel. A batch is acknowledged only once
 // every volume has it, so killing the process never loses an acknowledged
 // append: it is in the page cache. With FsyncAlways it is on disk too (and
