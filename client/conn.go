@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,17 +11,24 @@ import (
 	"sync"
 	"time"
 
-	"github.com/valyala/bytebufferpool"
-
 	"github.com/haraqa/haraqa/protocol"
 )
 
-// conn is one connection with pipelined requests: writes are serialized,
-// one goroutine reads responses and hands each to the request waiting for
-// its correlation id.
+// conn is one connection with pipelined requests. Requests are coalesced:
+// each is appended to a write buffer, and one sender at a time writes
+// whatever has gathered with one write(2), so requests that several
+// goroutines send together share a system call on both ends. One goroutine
+// reads responses and hands each to the request waiting for its
+// correlation id.
 type conn struct {
-	nc  net.Conn
-	wmu sync.Mutex // serializes writes
+	nc net.Conn
+
+	wmu     sync.Mutex // guards the fields below
+	wbuf    []byte     // frames waiting to be written
+	wids    []uint32   // their correlation ids, in order
+	wends   []int      // where each ends in wbuf
+	writing bool       // a sender is writing; it writes wbuf too before it stops
+	spare   []byte     // the writer's other buffer
 
 	mu      sync.Mutex
 	pending map[uint32]chan response
@@ -46,10 +54,16 @@ func dial(ctx context.Context, addr string, timeout time.Duration, maxFrame int)
 	return c, nil
 }
 
+// readBufferSize is the read loop's buffer: responses to pipelined requests
+// arrive together, and a buffered reader takes many of them per read(2).
+// Reads larger than it go straight to the socket.
+const readBufferSize = 64 << 10
+
 func (c *conn) readLoop(maxFrame int) {
 	var lenBuf [protocol.FrameLengthSize]byte
+	r := bufio.NewReaderSize(c.nc, readBufferSize)
 	for {
-		if _, err := io.ReadFull(c.nc, lenBuf[:]); err != nil {
+		if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
 			c.fail(err)
 			return
 		}
@@ -60,7 +74,7 @@ func (c *conn) readLoop(maxFrame int) {
 		}
 		frame := make([]byte, protocol.FrameLengthSize+n)
 		copy(frame, lenBuf[:])
-		if _, err := io.ReadFull(c.nc, frame[protocol.FrameLengthSize:]); err != nil {
+		if _, err := io.ReadFull(r, frame[protocol.FrameLengthSize:]); err != nil {
 			c.fail(err)
 			return
 		}
@@ -103,9 +117,18 @@ func (c *conn) dead() bool {
 	return c.err != nil
 }
 
-// send writes the frame build appends (given its correlation id) and
-// returns the channel its response will arrive on, exactly once. The error
-// is set when the request cannot have reached the server.
+// maxKeptWriteBuf is the largest write buffer a connection keeps.
+const maxKeptWriteBuf = 4 << 20
+
+// errNotSent marks a request that failed before any of its bytes were
+// written: retrying it is harmless.
+var errNotSent = errors.New("request not sent")
+
+// send queues the frame build appends (given its correlation id) and
+// returns the channel its response will arrive on, exactly once. If no
+// other sender is writing, it writes the queued frames itself, its own and
+// those queued meanwhile, until none is left. The error is set when the
+// request was not queued: it cannot have reached the server.
 func (c *conn) send(deadline time.Time, build func(dst []byte, corrID uint32) []byte) (uint32, chan response, error) {
 	ch := make(chan response, 1)
 	c.mu.Lock()
@@ -119,32 +142,77 @@ func (c *conn) send(deadline time.Time, build func(dst []byte, corrID uint32) []
 	c.pending[id] = ch
 	c.mu.Unlock()
 
-	// Frames are built in pooled buffers: a fresh megabyte per batch would
-	// be zeroed and, on a VM, page-faulted in, costing more than the send.
-	buf := bytebufferpool.Get()
-	defer bytebufferpool.Put(buf)
-	buf.B = build(buf.B[:0], id)
 	c.wmu.Lock()
 	if !deadline.IsZero() && !time.Now().Before(deadline) {
-		// Expired before a byte was written: the connection is fine.
+		// Expired before it was queued: the connection is fine.
 		c.wmu.Unlock()
 		c.forget(id)
 		return 0, nil, context.DeadlineExceeded
 	}
-	_ = c.nc.SetWriteDeadline(deadline)
-	n, err := c.nc.Write(buf.B)
-	c.wmu.Unlock()
-	if err != nil {
-		if n == 0 {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				c.forget(id)
-				return 0, nil, context.DeadlineExceeded
-			}
-		}
-		c.fail(err) // a frame cut short breaks the stream; answers ch
+	c.wbuf = build(c.wbuf, id)
+	c.wids = append(c.wids, id)
+	c.wends = append(c.wends, len(c.wbuf))
+	if c.writing {
+		c.wmu.Unlock()
+		return id, ch, nil
 	}
+	c.writing = true
+	for len(c.wbuf) > 0 {
+		buf, ids, ends := c.wbuf, c.wids, c.wends
+		c.wbuf, c.wids, c.wends = c.spare[:0], nil, nil
+		c.wmu.Unlock()
+		_ = c.nc.SetWriteDeadline(deadline)
+		n, err := c.nc.Write(buf)
+		c.wmu.Lock()
+		if cap(buf) <= maxKeptWriteBuf {
+			c.spare = buf[:0]
+		}
+		if err != nil {
+			// Frames wholly past what was written never reached the
+			// server, nor did those queued meanwhile.
+			var unsent []uint32
+			for i := range ends {
+				if start := ends[i] - frameLen(ends, i); start >= n {
+					unsent = append(unsent, ids[i])
+				}
+			}
+			unsent = append(unsent, c.wids...)
+			c.wbuf, c.wids, c.wends = c.wbuf[:0], nil, nil
+			c.writing = false
+			c.wmu.Unlock()
+			c.failUnsent(err, unsent)
+			return id, ch, nil
+		}
+	}
+	c.writing = false
+	c.wmu.Unlock()
 	return id, ch, nil
+}
+
+// frameLen is the length of the i-th of the frames ending at ends.
+func frameLen(ends []int, i int) int {
+	if i == 0 {
+		return ends[0]
+	}
+	return ends[i] - ends[i-1]
+}
+
+// failUnsent fails the connection after a write error, answering the
+// requests that were never written with an error saying so.
+func (c *conn) failUnsent(err error, unsent []uint32) {
+	c.mu.Lock()
+	var chans []chan response
+	for _, id := range unsent {
+		if ch := c.pending[id]; ch != nil {
+			delete(c.pending, id)
+			chans = append(chans, ch)
+		}
+	}
+	c.mu.Unlock()
+	for _, ch := range chans {
+		ch <- response{err: fmt.Errorf("%w: %w: %w", ErrConnection, errNotSent, err)}
+	}
+	c.fail(err)
 }
 
 // forget drops the wait for the response to id.
@@ -166,7 +234,7 @@ func (c *conn) roundTrip(ctx context.Context, build func(dst []byte, corrID uint
 	}
 	select {
 	case resp = <-ch:
-		return resp, true
+		return resp, !errors.Is(resp.err, errNotSent)
 	case <-ctx.Done():
 		c.forget(id)
 		return response{err: ctx.Err()}, true
