@@ -170,13 +170,7 @@ func (c *conn) send(deadline time.Time, build func(dst []byte, corrID uint32) []
 		if err != nil {
 			// Frames wholly past what was written never reached the
 			// server, nor did those queued meanwhile.
-			var unsent []uint32
-			for i := range ends {
-				if start := ends[i] - frameLen(ends, i); start >= n {
-					unsent = append(unsent, ids[i])
-				}
-			}
-			unsent = append(unsent, c.wids...)
+			unsent := append(unsentFrames(ids, ends, n), c.wids...)
 			c.wbuf, c.wids, c.wends = c.wbuf[:0], nil, nil
 			c.writing = false
 			c.wmu.Unlock()
@@ -189,12 +183,21 @@ func (c *conn) send(deadline time.Time, build func(dst []byte, corrID uint32) []
 	return id, ch, nil
 }
 
-// frameLen is the length of the i-th of the frames ending at ends.
-func frameLen(ends []int, i int) int {
-	if i == 0 {
-		return ends[0]
+// unsentFrames returns the ids of the frames, ending at ends, that lie
+// wholly past the first n bytes written: they never reached the server.
+// A frame cut short may have.
+func unsentFrames(ids []uint32, ends []int, n int) []uint32 {
+	var unsent []uint32
+	for i, end := range ends {
+		start := 0
+		if i > 0 {
+			start = ends[i-1]
+		}
+		if start >= n && end > start {
+			unsent = append(unsent, ids[i])
+		}
 	}
-	return ends[i] - ends[i-1]
+	return unsent
 }
 
 // failUnsent fails the connection after a write error, answering the
