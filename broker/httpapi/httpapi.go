@@ -112,8 +112,8 @@ func New(cfg Config) *API {
 	}
 
 	a.route("GET /topics", a.listTopics)
-	a.route("PUT /topics/{topic}", a.createTopic)
-	a.route("DELETE /topics/{topic}", a.deleteTopic)
+	a.route("PUT /topics/{topic}", a.topicAction((*storage.Store).CreateTopic, http.StatusCreated))
+	a.route("DELETE /topics/{topic}", a.topicAction((*storage.Store).DeleteTopic, http.StatusNoContent))
 	a.route("GET /topics/{topic}/info", a.topicInfo)
 	a.route("PATCH /topics/{topic}", a.truncate)
 	a.route("POST /topics/{topic}", a.produce)

@@ -151,38 +151,24 @@ func (a *API) listTopics(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, b.String())
 }
 
-// PUT /topics/{topic}
-func (a *API) createTopic(w http.ResponseWriter, r *http.Request) {
-	s := a.store(w)
-	if s == nil {
-		return
+// topicAction serves PUT /topics/{topic} (create, 201) and DELETE
+// /topics/{topic} (delete, 204): act on the named topic, answer status.
+func (a *API) topicAction(act func(*storage.Store, string) error, status int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s := a.store(w)
+		if s == nil {
+			return
+		}
+		name, err := topicName(r)
+		if err == nil {
+			err = act(s, name)
+		}
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		w.WriteHeader(status)
 	}
-	name, err := topicName(r)
-	if err == nil {
-		err = s.CreateTopic(name)
-	}
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusCreated)
-}
-
-// DELETE /topics/{topic}
-func (a *API) deleteTopic(w http.ResponseWriter, r *http.Request) {
-	s := a.store(w)
-	if s == nil {
-		return
-	}
-	name, err := topicName(r)
-	if err == nil {
-		err = s.DeleteTopic(name)
-	}
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
 }
 
 type topicInfo struct {
