@@ -19,8 +19,9 @@
 //     a batching client.Producer instead, latency per message from Send to
 //     its acknowledgement.
 //   - consume: Consumers goroutines read everything the fill wrote, once,
-//     each topic's offsets split among its consumers, each request one
-//     Client.ConsumeInto of at most one response; latency is per request.
+//     each topic's offsets split among its consumers, each range read with
+//     a client.Reader (the next response is requested while the current one
+//     is checked); latency is per Next, one response.
 //     Messages are checked for size and sequence (the client checks each
 //     batch's CRC).
 //   - both: producers as in produce mode while consumers follow the topics

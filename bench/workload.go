@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -379,30 +378,15 @@ func splitRanges(ends []int64, n int) [][]consumeRange {
 	return out
 }
 
-// perResponse estimates how many messages one consume response holds, so
-// a consume asks for no more than one request returns.
-func (r *runner) perResponse() int {
-	const respBytes = 4 << 20 // the client's bytes per consume request
-	perMsg := float64(r.cfg.Size+uvarintLen(r.cfg.Size)) + 36/float64(r.cfg.Batch)
-	return max(1, int(0.95*respBytes/perMsg))
-}
-
-func uvarintLen(x int) int {
-	n := 1
-	for ; x >= 0x80; x >>= 7 {
-		n++
-	}
-	return n
-}
-
 // consumeResult is a consuming phase's outcome.
 type consumeResult struct {
 	start, end time.Time
 	consumers  []*consumerStats
 }
 
-// consume reads the ranges, one consumer each, once: every consume is one
-// request (ConsumeInto with a limit of at most one response), timed.
+// consume reads the ranges, one consumer each, once, with a client.Reader
+// per range: each Next returns one response's messages, timed, while the
+// Reader already asks for the next.
 // Messages are checked for size and sequence, not checksum (the client
 // has checked each batch's CRC).
 func (r *runner) consume(ctx context.Context, topics []string, ranges [][]consumeRange) (consumeResult, error) {
@@ -415,33 +399,28 @@ func (r *runner) consume(ctx context.Context, topics []string, ranges [][]consum
 	for i := range res.consumers {
 		res.consumers[i] = &consumerStats{checkers: make(map[int]*checker), hist: newHist()}
 	}
-	per := r.perResponse()
 	var wg sync.WaitGroup
 	res.start = time.Now()
 	for i, st := range res.consumers {
 		wg.Go(func() {
 			c := cs.get(i)
-			buf := make([]client.Message, 0, per+1)
 			for _, rg := range ranges[i] {
 				chk := st.checkers[rg.topic]
 				if chk == nil {
 					chk = newChecker(r.cfg.Size, false)
 					st.checkers[rg.topic] = chk
 				}
+				rd, err := c.NewReader(topics[rg.topic], rg.from)
+				if err != nil {
+					st.errors++
+					r.errs.add(err)
+					continue
+				}
 				failures := 0
 				for off := rg.from; off < rg.to && ctx.Err() == nil; {
-					limit := 0 // one response's worth
-					if rg.to-off <= int64(per) {
-						limit = int(rg.to - off)
-					}
 					t0 := time.Now()
-					var next int64
-					var err error
-					buf, next, err = c.ConsumeInto(ctx, buf[:0], topics[rg.topic], off, limit)
+					msgs, err := rd.Next(ctx)
 					t1 := time.Now()
-					if err == nil && next <= off {
-						err = errors.New("bench: consume made no progress before the end of the range")
-					}
 					if err != nil {
 						if ctx.Err() != nil {
 							break
@@ -456,7 +435,7 @@ func (r *runner) consume(ctx context.Context, topics []string, ranges [][]consum
 					failures = 0
 					record(st.hist, t1.Sub(t0))
 					got := int64(0)
-					for _, m := range buf {
+					for _, m := range msgs {
 						if m.Offset >= rg.to {
 							break
 						}
@@ -465,8 +444,9 @@ func (r *runner) consume(ctx context.Context, topics []string, ranges [][]consum
 					}
 					st.received += got
 					r.live.consumed.Add(got)
-					off = next
+					off = rd.Offset()
 				}
+				rd.Close()
 			}
 			st.last = time.Now()
 		})

@@ -31,15 +31,23 @@ type conn struct {
 	spare   []byte     // the writer's other buffer
 
 	mu      sync.Mutex
-	pending map[uint32]chan response
+	pending map[uint32]waiter
 	nextID  uint32
 	err     error // set once the connection failed; then pending is empty
 	done    chan struct{}
 }
 
+// waiter is a request waiting for its response: the channel it arrives on
+// and, optionally, a buffer to read it into.
+type waiter struct {
+	ch  chan response
+	buf []byte // used when the response fits its capacity
+}
+
 type response struct {
 	hdr     protocol.ResponseHeader
 	payload []byte
+	frame   []byte // the whole frame payload is part of
 	err     error
 }
 
@@ -49,7 +57,7 @@ func dial(ctx context.Context, addr string, timeout time.Duration, maxFrame int)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConnection, err)
 	}
-	c := &conn{nc: nc, pending: make(map[uint32]chan response), done: make(chan struct{})}
+	c := &conn{nc: nc, pending: make(map[uint32]waiter), done: make(chan struct{})}
 	go c.readLoop(maxFrame)
 	return c, nil
 }
@@ -60,35 +68,47 @@ func dial(ctx context.Context, addr string, timeout time.Duration, maxFrame int)
 const readBufferSize = 64 << 10
 
 func (c *conn) readLoop(maxFrame int) {
-	var lenBuf [protocol.FrameLengthSize]byte
+	var head [protocol.HeaderSize]byte
 	r := bufio.NewReaderSize(c.nc, readBufferSize)
 	for {
-		if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+		if _, err := io.ReadFull(r, head[:]); err != nil {
 			c.fail(err)
 			return
 		}
-		n := int(binary.LittleEndian.Uint32(lenBuf[:]))
+		n := int(binary.LittleEndian.Uint32(head[:]))
 		if n > maxFrame || n < protocol.HeaderSize-protocol.FrameLengthSize {
 			c.fail(fmt.Errorf("response frame of %d bytes: %w", n, protocol.ErrMalformed))
 			return
 		}
-		frame := make([]byte, protocol.FrameLengthSize+n)
-		copy(frame, lenBuf[:])
-		if _, err := io.ReadFull(r, frame[protocol.FrameLengthSize:]); err != nil {
+		id := binary.LittleEndian.Uint32(head[protocol.HeaderSize-4:])
+		c.mu.Lock()
+		w, ok := c.pending[id]
+		delete(c.pending, id)
+		c.mu.Unlock()
+		size := protocol.FrameLengthSize + n
+		frame := w.buf[:0]
+		if cap(frame) < size {
+			frame = make([]byte, size)
+		}
+		frame = frame[:size]
+		copy(frame, head[:])
+		if _, err := io.ReadFull(r, frame[protocol.HeaderSize:]); err != nil {
+			if ok {
+				w.ch <- response{err: fmt.Errorf("%w: %w", ErrConnection, err)}
+			}
 			c.fail(err)
 			return
 		}
 		hdr, payload, err := protocol.ParseResponseHeader(frame)
 		if err != nil {
+			if ok {
+				w.ch <- response{err: fmt.Errorf("%w: %w", ErrConnection, err)}
+			}
 			c.fail(err)
 			return
 		}
-		c.mu.Lock()
-		ch := c.pending[hdr.CorrID]
-		delete(c.pending, hdr.CorrID)
-		c.mu.Unlock()
-		if ch != nil {
-			ch <- response{hdr: hdr, payload: payload}
+		if ok {
+			w.ch <- response{hdr: hdr, payload: payload, frame: frame}
 		}
 	}
 }
@@ -106,8 +126,8 @@ func (c *conn) fail(err error) {
 	close(c.done)
 	c.mu.Unlock()
 	c.nc.Close()
-	for _, ch := range pending {
-		ch <- response{err: c.err}
+	for _, w := range pending {
+		w.ch <- response{err: c.err}
 	}
 }
 
@@ -130,6 +150,11 @@ var errNotSent = errors.New("request not sent")
 // those queued meanwhile, until none is left. The error is set when the
 // request was not queued: it cannot have reached the server.
 func (c *conn) send(deadline time.Time, build func(dst []byte, corrID uint32) []byte) (uint32, chan response, error) {
+	return c.sendInto(deadline, build, nil)
+}
+
+// sendInto is send with a buffer the response is read into if it fits.
+func (c *conn) sendInto(deadline time.Time, build func(dst []byte, corrID uint32) []byte, buf []byte) (uint32, chan response, error) {
 	ch := make(chan response, 1)
 	c.mu.Lock()
 	if c.err != nil {
@@ -139,7 +164,7 @@ func (c *conn) send(deadline time.Time, build func(dst []byte, corrID uint32) []
 	}
 	c.nextID++
 	id := c.nextID
-	c.pending[id] = ch
+	c.pending[id] = waiter{ch: ch, buf: buf}
 	c.mu.Unlock()
 
 	c.wmu.Lock()
@@ -206,9 +231,9 @@ func (c *conn) failUnsent(err error, unsent []uint32) {
 	c.mu.Lock()
 	var chans []chan response
 	for _, id := range unsent {
-		if ch := c.pending[id]; ch != nil {
+		if w, ok := c.pending[id]; ok {
 			delete(c.pending, id)
-			chans = append(chans, ch)
+			chans = append(chans, w.ch)
 		}
 	}
 	c.mu.Unlock()

@@ -16,7 +16,7 @@ import (
 func TestWriteFailureMarksRequestsNotSent(t *testing.T) {
 	local, remote := net.Pipe()
 	remote.Close() // every write fails at once, nothing written
-	c := &conn{nc: local, pending: make(map[uint32]chan response), done: make(chan struct{})}
+	c := &conn{nc: local, pending: make(map[uint32]waiter), done: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	resp, sent := c.roundTrip(ctx, func(dst []byte, id uint32) []byte {

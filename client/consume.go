@@ -80,35 +80,49 @@ func (c *Client) consume(ctx context.Context, s *connSlot, dst []Message, topic 
 	if limit > 0 {
 		end = start + int64(limit)
 	}
-	next := start
 	n0 := len(dst)
-	for b := r.Batches; len(b) > 0; {
+	dst, err = c.splitBatches(dst, r.Batches, start, end)
+	if err != nil {
+		return dst[:n0], offset, 0, err
+	}
+	next := start
+	if len(dst) > n0 {
+		next = dst[len(dst)-1].Offset + 1
+	}
+	return dst, next, r.NextOffset, nil
+}
+
+// splitBatches checks every batch's CRC, decodes its body and appends its
+// messages with offsets in [start, end) (end < 0: no end) to dst. Values
+// borrow from batches.
+func (c *Client) splitBatches(dst []Message, batches []byte, start, end int64) ([]Message, error) {
+	n0 := len(dst)
+	for b := batches; len(b) > 0; {
 		bt, n, err := protocol.ParseBatch(b)
 		if err != nil {
-			return dst, offset, 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
+			return dst, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		b = b[n:]
 		if err := bt.Verify(); err != nil {
-			return dst, offset, 0, fmt.Errorf("%w: batch at offset %d: %w", ErrCorrupt, bt.BaseOffset, err)
+			return dst, fmt.Errorf("%w: batch at offset %d: %w", ErrCorrupt, bt.BaseOffset, err)
 		}
 		body, err := batchBody(&bt)
 		if err != nil {
-			return dst, offset, 0, err
+			return dst, err
 		}
 		t := time.Unix(0, bt.AppendTime)
 		err = protocol.Messages(body, bt.Count, bt.BaseOffset, func(off int64, m []byte) error {
 			if off >= start && (end < 0 || off < end) {
 				dst = append(dst, Message{Offset: off, Time: t, Value: m})
-				next = off + 1
 			}
 			return nil
 		})
 		if err != nil {
-			return dst, offset, 0, fmt.Errorf("%w: batch at offset %d: %w", ErrCorrupt, bt.BaseOffset, err)
+			return dst, fmt.Errorf("%w: batch at offset %d: %w", ErrCorrupt, bt.BaseOffset, err)
 		}
 	}
 	c.stats.received.Add(int64(len(dst) - n0))
-	return dst, next, r.NextOffset, nil
+	return dst, nil
 }
 
 // followWait is the long-poll wait of each request Messages makes.

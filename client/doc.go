@@ -8,13 +8,28 @@
 //	msgs, err := c.Consume(ctx, "events", base, 2)                  // exactly offsets base, base+1
 //	for m, err := range c.Messages(ctx, "events", -1) { ... }      // follow from the last message
 //
+//	r, err := c.NewReader("events", 0) // read fast: prefetches, reuses its buffers
+//	defer r.Close()
+//	msgs, err := r.Next(ctx)           // valid until the next Next
+//
 //	p := c.NewProducer("events")   // batches single messages: size, linger, in flight
 //	f, err := p.Send(ctx, []byte("c"))
 //	offset, err := f.Wait(ctx)
 //	p.Close()
 //
 // A Client holds one TCP connection and pipelines the requests of every
-// goroutine on it; it is safe for concurrent use. Every consumed batch's
+// goroutine on it; it is safe for concurrent use. Requests sent together
+// share one write. Messages loops and Readers each hold a connection of
+// their own, so their long polls and large responses hold back no other
+// request.
+//
+// # Reading fast
+//
+// Consume and ConsumeInto return messages that stay valid for good, so
+// every response is read into new memory. A Reader trades that for speed:
+// while the caller handles one response's messages, the request for the
+// next is in flight, and responses are read into two buffers it reuses, so
+// the messages Next returns are valid only until the following Next. Every consumed batch's
 // CRC32C is checked, and batches compressed with S2 or zstd
 // (WithCompression) are decompressed.
 //

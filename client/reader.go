@@ -1,0 +1,199 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// Reader reads one topic in order at the speed of the connection. While
+// the caller handles the messages of one response, the request for the
+// next is already in flight, and responses are read into two buffers that
+// are reused, so a long read allocates almost nothing.
+//
+// The messages Next returns, their Values included, are valid until the
+// next call to Next or Close: copy what must live longer. A Reader holds a
+// connection of its own and is not safe for concurrent use.
+type Reader struct {
+	c       *Client
+	slot    *connSlot
+	release func()
+	topic   string
+	offset  int64 // offset of the next message to return (negative: from the end)
+	bufs    [2][]byte
+	pending *fetch // the request in flight, if any
+	msgs    []Message
+	atEnd   bool // the last response was empty: the next request waits
+	closed  bool
+}
+
+// fetch is a consume request in flight, reading into bufs[buf].
+type fetch struct {
+	offset int64
+	buf    int
+	wait   time.Duration
+	cn     *conn
+	id     uint32
+	ch     chan response
+}
+
+// NewReader returns a Reader of topic from offset (negative counts back
+// from the end: -1 is the last message). Close it when done.
+func (c *Client) NewReader(topic string, offset int64) (*Reader, error) {
+	slot, release, err := c.pollSlot()
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{c: c, slot: slot, release: release, topic: topic, offset: offset}, nil
+}
+
+// Offset is the offset of the next message Next will return, once known
+// (before the first Next, the offset NewReader was given).
+func (r *Reader) Offset() int64 { return r.offset }
+
+// Next returns the next messages of the topic, at least one. At the end of
+// the topic it waits for new ones (long polls, no busy loop) until ctx
+// ends. Broken connections are dialed again, up to WithRetries times in a
+// row; a server's error returns an *Error.
+func (r *Reader) Next(ctx context.Context) ([]Message, error) {
+	if r.closed {
+		return nil, ErrClosed
+	}
+	backoff := r.c.opts.backoff
+	for attempt := 0; ; {
+		if r.pending == nil {
+			wait := time.Duration(0)
+			if r.atEnd {
+				wait = followWait
+			}
+			if err := r.start(ctx, r.offset, 0, wait); err != nil {
+				if !r.retryable(ctx, err, &attempt, &backoff) {
+					return nil, err
+				}
+				continue
+			}
+		}
+		f := r.pending
+		var resp response
+		select {
+		case resp = <-f.ch:
+		case <-ctx.Done():
+			return nil, ctx.Err() // the request stays in flight for the next call
+		}
+		r.pending = nil
+		if resp.err != nil {
+			if r.c.isClosed() {
+				return nil, ErrClosed
+			}
+			if !r.retryable(ctx, resp.err, &attempt, &backoff) {
+				return nil, resp.err
+			}
+			continue
+		}
+		if resp.frame != nil && cap(resp.frame) > cap(r.bufs[f.buf]) {
+			r.bufs[f.buf] = resp.frame[:0]
+		}
+		if resp.hdr.Code != protocol.CodeOK {
+			msg, _ := protocol.ParseErrorResponse(resp.payload)
+			r.c.stats.errors.Add(1)
+			return nil, &Error{Op: protocol.OpConsume, Code: resp.hdr.Code, Message: string(msg)}
+		}
+		cr, err := protocol.ParseConsumeResponse(resp.payload)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		next, err := batchesEnd(cr.Batches, cr.StartOffset)
+		if err != nil {
+			return nil, err
+		}
+		if next > cr.StartOffset {
+			// Ask for the next response now, into the other buffer, whose
+			// messages the caller gave up by calling Next.
+			if err := r.start(ctx, next, 1-f.buf, 0); err != nil && !errors.Is(err, ErrConnection) {
+				return nil, err
+			} // a broken connection is dialed again by the next call
+		}
+		r.msgs, err = r.c.splitBatches(r.msgs[:0], cr.Batches, cr.StartOffset, -1)
+		if err != nil {
+			// Read these offsets again next time, on a new connection: the
+			// request in flight must not write into a buffer reused later.
+			r.slot.close()
+			r.pending, r.msgs = nil, nil
+			return nil, err
+		}
+		r.offset = next
+		r.atEnd = len(r.msgs) == 0
+		if !r.atEnd {
+			return r.msgs, nil
+		}
+		attempt = 0
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// start sends a consume request from offset, to be read into bufs[buf].
+func (r *Reader) start(ctx context.Context, offset int64, buf int, wait time.Duration) error {
+	cn, err := r.c.connect(ctx, r.slot)
+	if err != nil {
+		return err
+	}
+	topic := r.topic
+	id, ch, err := cn.sendInto(time.Time{}, func(b []byte, id uint32) []byte {
+		return protocol.AppendConsumeRequest(b, id, topic, offset, 0, consumeMaxBytes, int32(wait/time.Millisecond))
+	}, r.bufs[buf])
+	if err != nil {
+		return err
+	}
+	r.pending = &fetch{offset: offset, buf: buf, wait: wait, cn: cn, id: id, ch: ch}
+	return nil
+}
+
+// retryable reports whether Next should try again after err, waiting out
+// the backoff first.
+func (r *Reader) retryable(ctx context.Context, err error, attempt *int, backoff *time.Duration) bool {
+	if r.c.isClosed() || !errors.Is(err, ErrConnection) || *attempt >= r.c.opts.retries || ctx.Err() != nil {
+		return false
+	}
+	*attempt++
+	select {
+	case <-time.After(*backoff):
+	case <-ctx.Done():
+		return false
+	case <-r.c.done:
+		return false
+	}
+	*backoff *= 2
+	return true
+}
+
+// Close ends the Reader and its connection; the messages it returned are
+// no longer valid.
+func (r *Reader) Close() error {
+	if !r.closed {
+		r.closed = true
+		r.release()
+		r.pending, r.msgs = nil, nil
+	}
+	return nil
+}
+
+// batchesEnd returns the offset after the last message of batches, whose
+// headers it reads without checking them (splitBatches does), or start if
+// there are none.
+func batchesEnd(batches []byte, start int64) (int64, error) {
+	next := start
+	for b := batches; len(b) > 0; {
+		bt, n, err := protocol.ParseBatch(b)
+		if err != nil {
+			return start, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		next = max(next, bt.BaseOffset+int64(bt.Count))
+		b = b[n:]
+	}
+	return next, nil
+}
