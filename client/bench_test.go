@@ -195,3 +195,21 @@ func BenchmarkProducerSend(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPing: Client.Ping per op, one round trip through the client and
+// the broker with no storage work: ns/op is the protocol's own latency, to
+// set beside a plain TCP ping-pong (haraqa-bench -ceiling measures one).
+func BenchmarkPing(b *testing.B) {
+	srv := brokertest.Start(b, 1)
+	c, err := client.Dial(context.Background(), srv.Addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	for b.Loop() {
+		if err := c.Ping(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
