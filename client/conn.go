@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -182,6 +183,15 @@ func (c *conn) sendInto(deadline time.Time, build func(dst []byte, corrID uint32
 		return id, ch, nil
 	}
 	c.writing = true
+	if len(c.wids) == 1 {
+		// Let goroutines that are ready to send too (woken by the same
+		// batch of responses, say) queue their frames behind this one, so
+		// that one write carries them all. Costs well under a microsecond
+		// when no one else is ready.
+		c.wmu.Unlock()
+		runtime.Gosched()
+		c.wmu.Lock()
+	}
 	for len(c.wbuf) > 0 {
 		buf, ids, ends := c.wbuf, c.wids, c.wends
 		c.wbuf, c.wids, c.wends = c.spare[:0], nil, nil
