@@ -26,6 +26,10 @@ type connState struct {
 	slots   []*slot      // loop-owned: requests waiting for their turn, oldest first
 	out     []byte       // loop-owned: responses gathered during one callback
 	fatal   error        // loop-owned: the connection must close
+
+	more       chan struct{} // mu: closed by queueJob while gather waits
+	lastGroup  int           // produces in the last group (the connection's goroutine)
+	lastCommit time.Duration // how long that group took
 }
 
 type slot struct {
@@ -402,6 +406,10 @@ func (b *Broker) queueJob(c gnet.Conn, cs *connState, j *job) {
 		go b.work(c, cs)
 	}
 	cs.jobs = append(cs.jobs, j)
+	if cs.more != nil {
+		close(cs.more)
+		cs.more = nil
+	}
 }
 
 // work runs a connection's queued jobs in order until none is left.
@@ -417,6 +425,7 @@ func (b *Broker) work(c gnet.Conn, cs *connState) {
 			return
 		}
 		cs.mu.Unlock()
+		jobs = b.gather(cs, jobs)
 		for len(jobs) > 0 {
 			// Consecutive produces to one topic go to storage together.
 			n, size := 1, len(jobs[0].raw)
@@ -427,7 +436,11 @@ func (b *Broker) work(c gnet.Conn, cs *connState) {
 			}
 			group := jobs[:n]
 			jobs = jobs[n:]
+			start := time.Now()
 			resps := b.runJobsEach(group)
+			if group[0].op == protocol.OpProduce {
+				cs.lastGroup, cs.lastCommit = n, time.Since(start)
+			}
 			cs.mu.Lock()
 			for i, j := range group {
 				j.slot.resp, j.slot.done = resps[i], true
@@ -446,6 +459,40 @@ func (b *Broker) work(c gnet.Conn, cs *connState) {
 			_ = c.Wake(nil)
 		}
 	}
+}
+
+// gather waits, with fsync on, while fewer produces are queued than the
+// connection's last group held, up to half that group's commit time: the
+// clients just answered are sending again, and one fsync for all of them
+// costs what one for half of them does. Only the connection's goroutine
+// calls it.
+func (b *Broker) gather(cs *connState, jobs []*job) []*job {
+	if !b.fsync || cs.lastGroup <= 1 || len(jobs) >= cs.lastGroup || jobs[0].op != protocol.OpProduce {
+		return jobs
+	}
+	timer := time.NewTimer(cs.lastCommit / 2)
+	defer timer.Stop()
+	for len(jobs) < cs.lastGroup {
+		cs.mu.Lock()
+		if len(cs.jobs) > 0 {
+			jobs = append(jobs, cs.jobs...)
+			cs.jobs = nil
+			cs.mu.Unlock()
+			continue
+		}
+		more := make(chan struct{})
+		cs.more = more
+		cs.mu.Unlock()
+		select {
+		case <-more:
+		case <-timer.C:
+			cs.mu.Lock()
+			cs.more = nil
+			cs.mu.Unlock()
+			return jobs
+		}
+	}
+	return jobs
 }
 
 // runJobs runs jobs and appends their responses to dst, in order.
