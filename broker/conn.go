@@ -27,9 +27,11 @@ type connState struct {
 	out     []byte       // loop-owned: responses gathered during one callback
 	fatal   error        // loop-owned: the connection must close
 
-	more       chan struct{} // mu: closed by queueJob while gather waits
-	lastGroup  int           // produces in the last group (the connection's goroutine)
-	lastCommit time.Duration // how long that group took
+	big        *bytebufferpool.ByteBuffer // loop-owned: a large frame being gathered
+	bigSize    int                        // its size
+	more       chan struct{}              // mu: closed by queueJob while gather waits
+	lastGroup  int                        // produces in the last group (the connection's goroutine)
+	lastCommit time.Duration              // how long that group took
 }
 
 type slot struct {
@@ -70,6 +72,10 @@ func (b *Broker) OnClose(c gnet.Conn, err error) gnet.Action {
 		}
 	}
 	cs.slots = nil
+	if cs.big != nil {
+		bytebufferpool.Put(cs.big)
+		cs.big = nil
+	}
 	b.stalledMu.Lock()
 	delete(b.stalled, c)
 	b.stalledMu.Unlock()
@@ -106,6 +112,16 @@ func (b *Broker) readFrames(c gnet.Conn, cs *connState) gnet.Action {
 			}
 			return gnet.None
 		}
+		if cs.big != nil {
+			// A large frame arriving in pieces: gather it in one buffer.
+			if !b.gatherBig(c, cs) {
+				return gnet.None
+			}
+			b.handle(c, cs, cs.big.B)
+			bytebufferpool.Put(cs.big)
+			cs.big = nil
+			continue
+		}
 		if c.InboundBuffered() < protocol.FrameLengthSize {
 			return gnet.None
 		}
@@ -120,6 +136,13 @@ func (b *Broker) readFrames(c gnet.Conn, cs *connState) gnet.Action {
 			return gnet.Close
 		}
 		if c.InboundBuffered() < size {
+			if size >= bigFrame {
+				// The buffer grows as bytes arrive, not to the declared
+				// size: a client must send what it announces.
+				cs.big, cs.bigSize = bytebufferpool.Get(), size
+				cs.big.B = cs.big.B[:0]
+				b.gatherBig(c, cs)
+			}
 			return gnet.None // wait for the rest of the frame
 		}
 		frame, err := c.Peek(size)
@@ -130,6 +153,26 @@ func (b *Broker) readFrames(c gnet.Conn, cs *connState) gnet.Action {
 		_, _ = c.Discard(size)
 	}
 	return gnet.None
+}
+
+// bigFrame is the size from which a frame that arrives in pieces is
+// gathered into a buffer of its own as it comes, rather than left to
+// gnet's inbound ring buffer, which grows by copying and hands a frame that
+// wraps around it out as one more copy.
+const bigFrame = 256 << 10
+
+// gatherBig moves what gnet buffered of the large frame being gathered into
+// cs.big and reports whether the frame is whole.
+func (b *Broker) gatherBig(c gnet.Conn, cs *connState) bool {
+	need := cs.bigSize - len(cs.big.B)
+	if n := min(need, c.InboundBuffered()); n > 0 {
+		chunk, err := c.Next(n)
+		if err != nil {
+			return false
+		}
+		cs.big.B = append(cs.big.B, chunk...)
+	}
+	return len(cs.big.B) == cs.bigSize
 }
 
 func peekUpTo(c gnet.Conn, n int) []byte {
