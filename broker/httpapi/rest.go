@@ -186,6 +186,11 @@ func (a *API) topicInfo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, err := topicName(r)
+	a.writeInfo(w, s, name, err)
+}
+
+// writeInfo answers with topic name's info, unless err (or reading it) fails.
+func (a *API) writeInfo(w http.ResponseWriter, s *storage.Store, name string, err error) {
 	var info storage.TopicInfo
 	if err == nil {
 		info, err = s.Info(name)
@@ -221,15 +226,7 @@ func (a *API) truncate(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, badRequest("before must be an offset or an RFC 3339 time, got %q", before))
 		return
 	}
-	var info storage.TopicInfo
-	if err == nil {
-		info, err = s.Info(name)
-	}
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, topicInfo{name, info.Oldest, info.Next, info.Bytes, info.Segments})
+	a.writeInfo(w, s, name, err)
 }
 
 // parseSizes parses an X-Sizes header: message lengths joined by ':' that
