@@ -25,7 +25,7 @@
 //     Messages are checked for size and sequence (the client checks each
 //     batch's CRC).
 //   - both: producers as in produce mode while consumers follow the topics
-//     from offset 0 (Client.Messages, long polls); latency is end to end,
+//     from offset 0 (a client.Reader, long polls at the end); latency is end to end,
 //     from the send time in each message's header to its arrival, and every
 //     message's checksum is verified.
 //

@@ -580,8 +580,16 @@ func (r *runner) drain(ctx context.Context, c *client.Client, topics []string, f
 func (r *runner) follow(ctx context.Context, c *client.Client, topic string, f *follower) {
 	st := f.st
 	chk := st.checkers[f.topic]
+	rd, err := c.NewReader(topic, 0)
+	if err != nil {
+		st.errors++
+		r.errs.add(err)
+		return
+	}
+	defer rd.Close()
 	failures := 0
-	for m, err := range c.Messages(ctx, topic, 0) {
+	for ctx.Err() == nil {
+		msgs, err := rd.Next(ctx) // waits with long polls at the end
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -594,17 +602,19 @@ func (r *runner) follow(ctx context.Context, c *client.Client, topic string, f *
 			continue
 		}
 		failures = 0
-		h, ok := chk.add(m.Value)
 		now := time.Now()
-		if ok {
-			record(st.hist, now.Sub(time.Unix(0, h.sendNs)))
+		for _, m := range msgs {
+			if h, ok := chk.add(m.Value); ok {
+				record(st.hist, now.Sub(time.Unix(0, h.sendNs)))
+			}
+			st.received++
+			r.live.consumed.Add(1)
+			f.next.Store(m.Offset + 1)
+			if m.Offset+1 >= f.target.Load() {
+				st.last = now
+				return
+			}
 		}
-		st.received++
 		st.last = now
-		r.live.consumed.Add(1)
-		f.next.Store(m.Offset + 1)
-		if m.Offset+1 >= f.target.Load() {
-			return
-		}
 	}
 }
