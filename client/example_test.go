@@ -243,3 +243,39 @@ func Example_errors() {
 	// produce / topic not found
 	// true
 }
+
+// A Reader reads a topic as fast as the connection allows; each Next's
+// messages are valid until the following Next.
+func ExampleReader() {
+	addr, stop := exampleServer()
+	defer stop()
+	ctx := context.Background()
+
+	c, err := client.Dial(ctx, addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Produce(ctx, "log", []byte("one"), []byte("two"), []byte("three")); err != nil {
+		log.Fatal(err)
+	}
+
+	r, err := c.NewReader("log", 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	for r.Offset() < 3 {
+		msgs, err := r.Next(ctx) // at the end of the topic, waits for more
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, m := range msgs {
+			fmt.Println(m.Offset, string(m.Value))
+		}
+	}
+	// Output:
+	// 0 one
+	// 1 two
+	// 2 three
+}
