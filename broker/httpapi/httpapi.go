@@ -112,12 +112,12 @@ func New(cfg Config) *API {
 	}
 
 	a.route("GET /topics", a.listTopics)
-	a.route("PUT /topics/{topic}", a.topicAction((*storage.Store).CreateTopic, http.StatusCreated))
-	a.route("DELETE /topics/{topic}", a.topicAction((*storage.Store).DeleteTopic, http.StatusNoContent))
-	a.route("GET /topics/{topic}/info", a.topicInfo)
-	a.route("PATCH /topics/{topic}", a.truncate)
-	a.route("POST /topics/{topic}", a.produce)
-	a.route("GET /topics/{topic}", a.consume)
+	a.route("PUT /topics/{topic}", a.onTopic(a.topicAction((*storage.Store).CreateTopic, http.StatusCreated)))
+	a.route("DELETE /topics/{topic}", a.onTopic(a.topicAction((*storage.Store).DeleteTopic, http.StatusNoContent)))
+	a.route("GET /topics/{topic}/info", a.onTopic(a.topicInfo))
+	a.route("PATCH /topics/{topic}", a.onTopic(a.truncate))
+	a.route("POST /topics/{topic}", a.onTopic(a.produce))
+	a.route("GET /topics/{topic}", a.onTopic(a.consume))
 
 	a.route("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -52,6 +52,27 @@ func topicName(r *http.Request) (string, error) {
 	return name, nil
 }
 
+// topicHandler serves a route on /topics/{topic} once the store is open
+// and the name is valid.
+type topicHandler func(w http.ResponseWriter, r *http.Request, s *storage.Store, name string)
+
+// onTopic answers 503 while recovering and 400 for an invalid name, and
+// otherwise calls h.
+func (a *API) onTopic(h topicHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s := a.store(w)
+		if s == nil {
+			return
+		}
+		name, err := topicName(r)
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		h(w, r, s, name)
+	}
+}
+
 // fail answers err: its status, the X-Errors header and a one-line body.
 // Messages are built from sentinels and the request only; an unexpected
 // error (which may carry a server path) is logged and answered as
@@ -153,17 +174,9 @@ func (a *API) listTopics(w http.ResponseWriter, r *http.Request) {
 
 // topicAction serves PUT /topics/{topic} (create, 201) and DELETE
 // /topics/{topic} (delete, 204): act on the named topic, answer status.
-func (a *API) topicAction(act func(*storage.Store, string) error, status int) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		s := a.store(w)
-		if s == nil {
-			return
-		}
-		name, err := topicName(r)
-		if err == nil {
-			err = act(s, name)
-		}
-		if err != nil {
+func (a *API) topicAction(act func(*storage.Store, string) error, status int) topicHandler {
+	return func(w http.ResponseWriter, _ *http.Request, s *storage.Store, name string) {
+		if err := act(s, name); err != nil {
 			a.fail(w, err)
 			return
 		}
@@ -180,13 +193,8 @@ type topicInfo struct {
 }
 
 // GET /topics/{topic}/info
-func (a *API) topicInfo(w http.ResponseWriter, r *http.Request) {
-	s := a.store(w)
-	if s == nil {
-		return
-	}
-	name, err := topicName(r)
-	a.writeInfo(w, s, name, err)
+func (a *API) topicInfo(w http.ResponseWriter, _ *http.Request, s *storage.Store, name string) {
+	a.writeInfo(w, s, name, nil)
 }
 
 // writeInfo answers with topic name's info, unless err (or reading it) fails.
@@ -203,16 +211,8 @@ func (a *API) writeInfo(w http.ResponseWriter, s *storage.Store, name string, er
 }
 
 // PATCH /topics/{topic}?before=OFFSET|RFC3339
-func (a *API) truncate(w http.ResponseWriter, r *http.Request) {
-	s := a.store(w)
-	if s == nil {
-		return
-	}
-	name, err := topicName(r)
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
+func (a *API) truncate(w http.ResponseWriter, r *http.Request, s *storage.Store, name string) {
+	var err error
 	before := r.URL.Query().Get("before")
 	if off, perr := strconv.ParseInt(before, 10, 64); perr == nil {
 		if off < 0 {
@@ -255,16 +255,7 @@ func parseSizes(h string, total int) ([]int, error) {
 }
 
 // POST /topics/{topic}, X-Sizes: 3:5:1
-func (a *API) produce(w http.ResponseWriter, r *http.Request) {
-	s := a.store(w)
-	if s == nil {
-		return
-	}
-	name, err := topicName(r)
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
+func (a *API) produce(w http.ResponseWriter, r *http.Request, s *storage.Store, name string) {
 	if r.ContentLength > a.cfg.MaxBodyBytes {
 		a.fail(w, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, r.ContentLength, a.cfg.MaxBodyBytes))
 		return
@@ -313,16 +304,8 @@ func param(r *http.Request, key, header string) string {
 }
 
 // GET /topics/{topic}?id=OFFSET&limit=N&wait=D
-func (a *API) consume(w http.ResponseWriter, r *http.Request) {
-	s := a.store(w)
-	if s == nil {
-		return
-	}
-	name, err := topicName(r)
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
+func (a *API) consume(w http.ResponseWriter, r *http.Request, s *storage.Store, name string) {
+	var err error
 	var id int64
 	if v := param(r, "id", "X-Id"); v != "" {
 		if id, err = strconv.ParseInt(v, 10, 64); err != nil {
