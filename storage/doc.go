@@ -38,10 +38,11 @@
 // batch). Segment files are never rewritten once written, only cut (a torn
 // tail, at open) or deleted whole (truncation, retention). The files of the
 // next segment are created ahead of time in the background as "next.tmp" on
-// every volume (and closed, so an idle topic holds descriptors only for its
-// active segment) and renamed into place when the segment starts: creating a
-// file costs far more than renaming one (docs/benchmarks.md). A leftover
-// next.tmp, like any *.tmp, is removed at open.
+// every volume, kept open (a topic holds two descriptors per volume: its
+// active segment's and the next one's), and renamed into place when the
+// segment starts, with renameat2(RENAME_NOREPLACE): creating a file costs
+// far more than renaming one (docs/benchmarks.md). A leftover next.tmp, like
+// any *.tmp, is removed at open.
 //
 // # Segment index (NNNN.idx)
 //
@@ -51,11 +52,14 @@
 //	0      4    uint32 little-endian: batch base offset - NNNN
 //	4      4    uint32 little-endian: batch position in NNNN.log
 //
-// The index is derived data. It is written when its segment is sealed (in
-// the background, once the next segment has started) and, for the active
-// segment, at Close, in place and without fsync: at open every index is
-// checked against its log and rebuilt when it differs, and the active
-// segment's may be missing. While
+// The index is derived data, written in place and without fsync. A sealed
+// segment's index is written once its topic has gone 200 ms without
+// starting a segment, so a burst of appends that rolls segments every few
+// hundred microseconds does not also create an index file per segment
+// while it lasts; the active segment's, and any still queued, at Close. At
+// open every index is checked against its log: a missing one is written
+// (after a crash that is expected, and not counted as a repair), one that
+// differs is rebuilt and counted. While
 // a store is open the index lives in memory (24 bytes per batch: offset,
 // position, size, count) and offset lookups binary-search it, never the log.
 //

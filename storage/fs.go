@@ -16,6 +16,9 @@ type FS interface {
 	MkdirAll(path string, perm fs.FileMode) error
 	ReadDir(name string) ([]fs.DirEntry, error)
 	Rename(oldpath, newpath string) error
+	// RenameNoReplace renames oldpath to newpath unless newpath exists, in
+	// which case it fails with an error matching fs.ErrExist.
+	RenameNoReplace(oldpath, newpath string) error
 	Remove(name string) error
 	RemoveAll(path string) error
 	Stat(name string) (fs.FileInfo, error)
@@ -61,6 +64,23 @@ func (OSFS) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(name
 
 // Rename is os.Rename.
 func (OSFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
+
+// RenameNoReplace is renameat2(2) with RENAME_NOREPLACE. On a file system
+// without it, it checks with a Stat first (not atomic, which storage does
+// not need: one writer per topic directory).
+func (OSFS) RenameNoReplace(oldpath, newpath string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, oldpath, unix.AT_FDCWD, newpath, unix.RENAME_NOREPLACE)
+	switch err {
+	case nil:
+		return nil
+	case unix.EINVAL, unix.ENOSYS, unix.EOPNOTSUPP:
+		if _, serr := os.Lstat(newpath); serr == nil {
+			return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: fs.ErrExist}
+		}
+		return os.Rename(oldpath, newpath)
+	}
+	return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+}
 
 // Remove is os.Remove.
 func (OSFS) Remove(name string) error { return os.Remove(name) }

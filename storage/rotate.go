@@ -3,24 +3,31 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 )
 
 // Creating a file costs about 350 us on an ext4 volume of the reference
 // machine, renaming one about 17 us (docs/benchmarks.md). With the default
 // 5000 messages per segment a busy topic rolls often, so the files of the
 // next segment are created in the background under a temporary name
-// (nextName, removed by recovery if unused) and renamed into place when the
-// segment starts; sealing (index write, close, and fsync under
-// FsyncInterval) also runs in the background. topic.bg counts that work;
-// truncation, deletion and close wait for it.
+// (nextName, removed by recovery if unused), kept open, and renamed into
+// place when the segment starts: starting a segment costs one rename per
+// volume. Sealing the full segment (close, and fsync under FsyncInterval)
+// runs in the same background task as preparing the files
+// after the new one, so a roll wakes one goroutine. topic.bg counts that
+// work; truncation, deletion and close wait for it.
 const nextName = "next" + tmpSuffix
 
-// prepared is the outcome of creating the next segment's files.
+// prepared is the outcome of creating the next segment's files: one open
+// file per volume once done is closed and err is nil.
 type prepared struct {
-	done chan struct{}
-	err  error
+	done  chan struct{}
+	files []File
+	err   error
 }
 
 // activeSegment returns the segment appends go to, starting a new one when
@@ -37,38 +44,122 @@ func (t *topic) activeSegment() (*segment, error) {
 	if seg != nil && seg.logs != nil && seg.messages < int64(opts.Entries) && seg.size < opts.SegmentBytes {
 		return seg, nil
 	}
+	var full []File
 	if seg != nil {
 		if seg.logs == nil && seg.base == next {
 			return nil, fmt.Errorf("%w: topic %q: active segment %d is closed", ErrCorruptLayout, t.name, seg.base)
 		}
-		t.seal(seg)
+		full = seg.logs
+		seg.logs = nil
 	}
-	return t.newSegment(next)
+	ns, err := t.newSegment(next)
+	if err != nil {
+		if full != nil {
+			t.bg.Go(func() { t.seal(seg, full) })
+		}
+		return nil, err
+	}
+	// One background task: the files for the segment after ns first (the
+	// next roll waits for them), then the full segment's seal.
+	p := &prepared{done: make(chan struct{})}
+	t.prep = p
+	t.bg.Go(func() {
+		p.files, p.err = t.createNext()
+		close(p.done)
+		if full != nil {
+			t.seal(seg, full)
+		}
+	})
+	return ns, nil
 }
 
-// seal hands a full segment to the background: fsync (FsyncInterval only;
-// FsyncAlways fsynced every commit), index write, close. wmu must be held.
-func (t *topic) seal(seg *segment) {
-	logs := seg.logs
-	seg.logs = nil
-	if logs == nil {
+// seal finishes a full segment whose files logs were detached from it:
+// fsync (FsyncInterval only; FsyncAlways fsynced every commit), close, and
+// its index file queued. It runs in the background.
+func (t *topic) seal(seg *segment, logs []File) {
+	if t.s.opts.Fsync == FsyncInterval {
+		if err := t.syncFiles(logs); err != nil {
+			t.fail(err)
+		}
+	}
+	if err := seg.closeLogs(logs); err != nil {
+		t.fail(fmt.Errorf("storage: topic %q: close segment %d: %w", t.name, seg.base, err))
+	}
+	t.queueIndex(seg)
+}
+
+// indexDelay is how long a topic goes without starting a segment before the
+// index files of the segments it sealed are written. A busy topic of small
+// messages starts a segment every few hundred microseconds; creating two
+// files per segment (log and index) while appending costs more than the
+// appends, and the index is derived data that open rebuilds from the log
+// when it is missing. So index files are written when the burst is over,
+// and at Close.
+const indexDelay = 200 * time.Millisecond
+
+// queueIndex queues seg's index file to be written once the topic has not
+// rolled for indexDelay.
+func (t *topic) queueIndex(seg *segment) {
+	t.idxMu.Lock()
+	defer t.idxMu.Unlock()
+	if t.idxDone {
 		return
 	}
-	t.bg.Go(func() {
-		var errs []error
-		if t.s.opts.Fsync == FsyncInterval {
-			if err := t.syncFiles(logs); err != nil {
-				t.fail(err)
+	t.unindexed = append(t.unindexed, seg)
+	if t.idxTimer == nil {
+		t.idxTimer = time.AfterFunc(indexDelay, func() { t.writeIndexes() })
+	} else {
+		t.idxTimer.Reset(indexDelay)
+	}
+}
+
+// writeIndexes writes the queued index files, oldest first, and returns the
+// first error. A failed index is logged and left to open to rebuild.
+func (t *topic) writeIndexes() error {
+	var first error
+	for {
+		t.idxMu.Lock()
+		if t.idxDone || len(t.unindexed) == 0 {
+			t.unindexed = nil
+			t.idxMu.Unlock()
+			return first
+		}
+		seg := t.unindexed[0]
+		t.unindexed = t.unindexed[1:]
+		err := t.writeIndex(seg)
+		t.idxMu.Unlock()
+		if err != nil {
+			t.s.opts.Logger.Warn("segment index not written", "topic", t.name, "segment", seg.base, "err", err)
+			if first == nil {
+				first = err
 			}
 		}
-		if err := t.writeIndex(seg); err != nil {
-			// The index is derived; recovery rebuilds it. Say so and go on.
-			t.s.opts.Logger.Warn("segment index not written", "topic", t.name, "segment", seg.base, "err", err)
-		}
-		errs = append(errs, seg.closeLogs(logs))
-		if err := errors.Join(errs...); err != nil {
-			t.fail(fmt.Errorf("storage: topic %q: close segment %d: %w", t.name, seg.base, err))
-		}
+	}
+}
+
+// stopIndexes ends index writing: the queued files are written first when
+// write is set (Close), dropped otherwise (deletion).
+func (t *topic) stopIndexes(write bool) error {
+	var err error
+	if write {
+		err = t.writeIndexes()
+	}
+	t.idxMu.Lock()
+	defer t.idxMu.Unlock()
+	t.idxDone = true
+	t.unindexed = nil
+	if t.idxTimer != nil {
+		t.idxTimer.Stop()
+	}
+	return err
+}
+
+// forgetIndexes drops the queued index files of segments being deleted.
+func (t *topic) forgetIndexes(gone []*segment) {
+	t.idxMu.Lock()
+	defer t.idxMu.Unlock()
+	t.unindexed = slices.DeleteFunc(t.unindexed, func(sg *segment) bool {
+		return slices.Contains(gone, sg)
 	})
 }
 
@@ -87,48 +178,40 @@ func (t *topic) writeIndex(seg *segment) error {
 	return nil
 }
 
-// prepare starts creating the next segment's files. wmu must be held.
-func (t *topic) prepare() {
-	p := &prepared{done: make(chan struct{})}
-	t.prep = p
-	t.bg.Go(func() {
-		defer close(p.done)
-		p.err = t.createNext()
-	})
-}
-
-// createNext creates an empty nextName file in every volume and closes it:
-// an idle topic holds no descriptor for its next segment.
-func (t *topic) createNext() error {
+// createNext creates an empty nextName file in every volume and returns
+// them open.
+func (t *topic) createNext() ([]File, error) {
+	files := make([]File, 0, len(t.s.opts.Volumes))
 	for v := range t.s.opts.Volumes {
 		f, err := t.s.fs.OpenFile(filepath.Join(t.s.topicDir(v, t.name), nextName), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err == nil {
-			err = f.Close()
-		}
 		if err != nil {
-			return fmt.Errorf("storage: topic %q: create segment on volume %s: %w", t.name, t.s.opts.Volumes[v], err)
+			closeAll(files)
+			return nil, fmt.Errorf("storage: topic %q: create segment on volume %s: %w", t.name, t.s.opts.Volumes[v], err)
 		}
+		files = append(files, f)
 	}
-	return nil
+	return files, nil
 }
 
 // takePrepared waits for the next segment's files, created in the
-// background if prepare ran, here otherwise. wmu must be held.
-func (t *topic) takePrepared() error {
+// background if a segment was started before, here otherwise. wmu must be
+// held.
+func (t *topic) takePrepared() ([]File, error) {
 	p := t.prep
 	t.prep = nil
 	if p == nil {
 		return t.createNext()
 	}
 	<-p.done
-	return p.err
+	return p.files, p.err
 }
 
-// dropPrepared forgets the prepared files, once created; recovery removes
+// dropPrepared closes the prepared files, once created; recovery removes
 // them. wmu must be held.
 func (t *topic) dropPrepared() {
 	if p := t.prep; p != nil {
 		<-p.done
+		closeAll(p.files)
 		t.prep = nil
 	}
 }
@@ -141,11 +224,21 @@ func closeAll(files []File) {
 
 // startFile renames the prepared file of dir to path, the new segment's log.
 func (t *topic) startFile(dir, path string) error {
-	if fi, err := t.s.fs.Stat(path); err == nil && fi.Size() > 0 {
-		return fmt.Errorf("%w: new segment already holds %d bytes", ErrCorruptLayout, fi.Size())
-	}
-	if err := t.s.fs.Rename(filepath.Join(dir, nextName), path); err != nil {
-		return err
+	if err := t.s.fs.RenameNoReplace(filepath.Join(dir, nextName), path); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		// Left by a start that failed on a later volume: reuse it if empty.
+		fi, serr := t.s.fs.Stat(path)
+		if serr != nil {
+			return serr
+		}
+		if fi.Size() > 0 {
+			return fmt.Errorf("%w: new segment already holds %d bytes", ErrCorruptLayout, fi.Size())
+		}
+		if err := t.s.fs.Rename(filepath.Join(dir, nextName), path); err != nil {
+			return err
+		}
 	}
 	if t.s.opts.Fsync == FsyncAlways {
 		// The new file's directory entry must be durable before data in it
@@ -157,32 +250,24 @@ func (t *topic) startFile(dir, path string) error {
 }
 
 // newSegment starts the segment with the given base: the prepared files are
-// renamed into place, and the files for the one after are prepared.
+// renamed into place. The caller prepares the files for the one after.
 // wmu must be held.
 func (t *topic) newSegment(base int64) (*segment, error) {
-	if err := t.takePrepared(); err != nil {
+	files, err := t.takePrepared()
+	if err != nil {
 		return nil, err
 	}
-	files := make([]File, 0, len(t.s.opts.Volumes))
 	for v := range t.s.opts.Volumes {
 		dir := t.s.topicDir(v, t.name)
-		path := filepath.Join(dir, segmentName(base, logSuffix))
-		err := t.startFile(dir, path)
-		var f File
-		if err == nil {
-			f, err = t.s.fs.OpenFile(path, os.O_RDWR, 0)
-		}
-		if err != nil {
+		if err := t.startFile(dir, filepath.Join(dir, segmentName(base, logSuffix))); err != nil {
 			closeAll(files)
 			return nil, fmt.Errorf("storage: topic %q: new segment on volume %s: %w", t.name, t.s.opts.Volumes[v], err)
 		}
-		files = append(files, f)
 	}
 	seg := &segment{base: base, next: base, logs: files}
 	t.mu.Lock()
 	t.segs = append(t.segs[:len(t.segs):len(t.segs)], seg)
 	t.dirDirty = t.s.opts.Fsync == FsyncInterval
 	t.mu.Unlock()
-	t.prepare()
 	return seg, nil
 }

@@ -34,6 +34,15 @@ type topic struct {
 	prep    *prepared    // next segment's files being created; wmu must be held
 	bg      sync.WaitGroup
 
+	// Sealed segments whose index files are not written yet; idxTimer
+	// writes them once the topic has not rolled for indexDelay (see
+	// queueIndex). idxMu is held while one is written, so truncation and
+	// deletion, which take it, never race with the write.
+	idxMu     sync.Mutex
+	unindexed []*segment
+	idxTimer  *time.Timer
+	idxDone   bool // closed or deleted: no more index writes
+
 	qmu        sync.Mutex
 	queue      []*appendReq
 	committing bool          // a leader is committing (appendReqs)
@@ -374,6 +383,7 @@ func (t *topic) markDeleted() {
 	}
 	t.bg.Wait()
 	t.dropPrepared()
+	t.stopIndexes(false)
 	for _, w := range ready {
 		w.fn()
 	}
@@ -440,10 +450,11 @@ func (t *topic) close() error {
 	}
 	t.bg.Wait()
 	t.dropPrepared()
-	if seg == nil || seg.logs == nil || deleted {
-		return nil
-	}
 	var errs []error
+	errs = append(errs, t.stopIndexes(!deleted))
+	if seg == nil || seg.logs == nil || deleted {
+		return errors.Join(errs...)
+	}
 	errs = append(errs, t.syncFiles(seg.logs))
 	errs = append(errs, t.writeIndex(seg))
 	errs = append(errs, seg.closeLogs(seg.logs))
@@ -529,6 +540,7 @@ func (t *topic) truncate(before int64) error {
 	}
 	t.bad = bad
 	t.mu.Unlock()
+	t.forgetIndexes(segs[:k])
 	var paths []string
 	var errs []error
 	for _, sg := range segs[:k] {

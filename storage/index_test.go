@@ -1,0 +1,172 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// appendSegments appends n single-message batches to topic of a store with
+// Entries 10, so every ten start a segment, and returns the bases of the
+// sealed segments.
+func appendSegments(t *testing.T, s *Store, topic string, n int) []int64 {
+	t.Helper()
+	if err := s.CreateTopic(topic); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range msgs(0, n) {
+		if _, err := s.Append(topic, protocol.AppendBatch(nil, m)); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	var sealed []int64
+	for b := int64(0); b+10 < int64(n); b += 10 {
+		sealed = append(sealed, b)
+	}
+	return sealed
+}
+
+// wantIndex returns seg's index as open would rebuild it from the log.
+func wantIndex(t *testing.T, s *Store, topic string, base int64) []byte {
+	t.Helper()
+	tp, err := s.lookup(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.mu.RLock()
+	defer tp.mu.RUnlock()
+	for _, sg := range tp.segs {
+		if sg.base == base {
+			return appendIndex(nil, sg.base, sg.entries)
+		}
+	}
+	t.Fatalf("no segment %d", base)
+	return nil
+}
+
+// The index files of sealed segments are written once the topic stops
+// rolling, on every volume, without a Close.
+func TestIndexWrittenAfterBurst(t *testing.T) {
+	s, opts := openTest(t, 2)
+	sealed := appendSegments(t, s, "idx", 45)
+	deadline := time.Now().Add(10 * indexDelay)
+	for _, base := range sealed {
+		want := wantIndex(t, s, "idx", base)
+		for _, vol := range opts.Volumes {
+			path := segPath(vol, "idx", base, idxSuffix)
+			for {
+				got, err := os.ReadFile(path)
+				if err == nil && bytes.Equal(got, want) {
+					break
+				}
+				if err != nil && !errors.Is(err, fs.ErrNotExist) {
+					t.Fatal(err)
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: %x (%v), want %x by now", path, got, err, want)
+				}
+				time.Sleep(indexDelay / 10)
+			}
+		}
+	}
+	mustClose(t, s)
+	s = mustOpen(t, opts)
+	if st := s.Stats(); st.Repairs != 0 {
+		t.Fatalf("reopen repaired %+v", st)
+	}
+	if got := readAll(t, s, "idx", 0); len(got) != 45 {
+		t.Fatalf("read %d messages, want 45", len(got))
+	}
+}
+
+// Close writes the indexes still queued, so a clean reopen has nothing to
+// write, and a crash before it (the queue lost) is no repair either.
+func TestIndexQueuedAtClose(t *testing.T) {
+	s, opts := openTest(t, 1)
+	sealed := appendSegments(t, s, "idx", 35)
+	tp, err := s.lookup("idx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.idxMu.Lock()
+	queued := len(tp.unindexed)
+	tp.idxMu.Unlock()
+	mustClose(t, s)
+	for _, base := range sealed {
+		if _, err := os.Stat(segPath(opts.Volumes[0], "idx", base, idxSuffix)); err != nil {
+			t.Fatalf("after close (%d were queued): %v", queued, err)
+		}
+	}
+	// As after a crash with the queue unwritten: open writes them again
+	// from the logs and counts no repair.
+	for _, base := range sealed {
+		if err := os.Remove(segPath(opts.Volumes[0], "idx", base, idxSuffix)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = mustOpen(t, opts)
+	if st := s.Stats(); st.Repairs != 0 {
+		t.Fatalf("missing indexes counted as repairs: %+v", st)
+	}
+	for _, base := range sealed {
+		got, err := os.ReadFile(segPath(opts.Volumes[0], "idx", base, idxSuffix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := wantIndex(t, s, "idx", base); !bytes.Equal(got, want) {
+			t.Fatalf("segment %d: index %x, want %x", base, got, want)
+		}
+	}
+}
+
+// A truncation or deletion while indexes are queued: no index file of a
+// deleted segment (or topic) comes back when the queue is written.
+func TestIndexQueueTruncateDelete(t *testing.T) {
+	s, opts := openTest(t, 2)
+	appendSegments(t, s, "idx", 45)
+	tp, err := s.lookup("idx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.bg.Wait() // every sealed segment queued
+	if err := s.Truncate("idx", 25); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.writeIndexes(); err != nil {
+		t.Fatal(err)
+	}
+	for _, vol := range opts.Volumes {
+		for _, base := range []int64{0, 10} {
+			if _, err := os.Stat(segPath(vol, "idx", base, idxSuffix)); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("index of truncated segment %d: %v", base, err)
+			}
+		}
+		if _, err := os.Stat(segPath(vol, "idx", 30, idxSuffix)); err != nil {
+			t.Fatalf("index of kept segment 30: %v", err)
+		}
+	}
+
+	appendSegments(t, s, "gone", 45)
+	tp, err = s.lookup("gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.bg.Wait()
+	if err := s.DeleteTopic("gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.writeIndexes(); err != nil {
+		t.Fatal(err)
+	}
+	for _, vol := range opts.Volumes {
+		if _, err := os.Stat(filepath.Dir(segPath(vol, "gone", 0, idxSuffix))); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("deleted topic's directory: %v", err)
+		}
+	}
+}
