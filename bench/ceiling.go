@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"os"
@@ -122,24 +123,29 @@ func dialAll(ctx context.Context, addr string, n int) ([]*net.TCPConn, error) {
 // i mod topics on each of volumes directories under dir. A first, untimed
 // pass moves warmBytes and deletes its files (as haraqa's warm-up deletes
 // its topics), so both see the same page cache recycling.
-func appendCeiling(ctx context.Context, dir string, volumes, topics, streams, chunk int, total, warmBytes int64) (ceilingResult, error) {
+func appendCeiling(ctx context.Context, dir string, volumes, topics, streams, chunk int, total, warmBytes int64, checked bool) (ceilingResult, error) {
 	root, err := os.MkdirTemp(dir, "haraqa-ceiling-")
 	if err != nil {
 		return ceilingResult{}, fmt.Errorf("%w: %w", ErrCeiling, err)
 	}
 	defer os.RemoveAll(root)
 	if warmBytes > 0 {
-		if _, err := appendPass(ctx, filepath.Join(root, "warm"), volumes, topics, streams, chunk, warmBytes); err != nil {
+		if _, err := appendPass(ctx, filepath.Join(root, "warm"), volumes, topics, streams, chunk, warmBytes, checked); err != nil {
 			return ceilingResult{}, err
 		}
 		if err := os.RemoveAll(filepath.Join(root, "warm")); err != nil {
 			return ceilingResult{}, fmt.Errorf("%w: %w", ErrCeiling, err)
 		}
 	}
-	return appendPass(ctx, filepath.Join(root, "timed"), volumes, topics, streams, chunk, total)
+	return appendPass(ctx, filepath.Join(root, "timed"), volumes, topics, streams, chunk, total, checked)
 }
 
-func appendPass(ctx context.Context, dir string, volumes, topics, streams, chunk int, total int64) (ceilingResult, error) {
+// appendPass moves total bytes for appendCeiling. With checked, each side
+// also does the least a checksummed protocol must: the sender copies the
+// payload into the chunk it sends (as a producer builds a batch from its
+// messages) and computes its CRC32C, the receiver computes the CRC32C of
+// what it read and compares.
+func appendPass(ctx context.Context, dir string, volumes, topics, streams, chunk int, total int64, checked bool) (ceilingResult, error) {
 	type topicFiles struct {
 		mu    sync.Mutex
 		files []*os.File
@@ -168,26 +174,30 @@ func appendPass(ctx context.Context, dir string, volumes, topics, streams, chunk
 			tf[t].files = append(tf[t].files, f)
 		}
 	}
-	// Each chunk travels as a 4-byte length and the bytes; the answer is
-	// 8 bytes.
+	// Each chunk travels as a 4-byte length, a 4-byte CRC32C (0 unless
+	// checked) and the bytes; the answer is 8 bytes.
+	const hdr = 8
 	lb, err := listenLoopback(streams, func(i int, c *net.TCPConn) error {
 		t := tf[i%topics]
-		buf := make([]byte, 4+chunk)
+		buf := make([]byte, hdr+chunk)
 		var ack [8]byte
 		for {
-			if _, err := io.ReadFull(c, buf[:4]); err != nil {
+			if _, err := io.ReadFull(c, buf[:hdr]); err != nil {
 				return err
 			}
 			n := int(binary.LittleEndian.Uint32(buf))
 			if n > chunk {
 				return fmt.Errorf("chunk of %d bytes, max %d", n, chunk)
 			}
-			if _, err := io.ReadFull(c, buf[4:4+n]); err != nil {
+			if _, err := io.ReadFull(c, buf[hdr:hdr+n]); err != nil {
 				return err
+			}
+			if checked && crc32.Checksum(buf[hdr:hdr+n], castagnoli) != binary.LittleEndian.Uint32(buf[4:]) {
+				return errors.New("chunk checksum mismatch")
 			}
 			t.mu.Lock()
 			for _, f := range t.files {
-				if _, err := f.Write(buf[4 : 4+n]); err != nil {
+				if _, err := f.Write(buf[hdr : hdr+n]); err != nil {
 					t.mu.Unlock()
 					return err
 				}
@@ -215,14 +225,19 @@ func appendPass(ctx context.Context, dir string, volumes, topics, streams, chunk
 		quota := bound{messages: total}.share(i, streams)
 		wg.Go(func() {
 			defer c.Close()
-			buf := make([]byte, 4+chunk)
-			copy(buf[4:], poolBytes(chunk))
+			buf := make([]byte, hdr+chunk)
+			src := poolBytes(chunk)
+			copy(buf[hdr:], src)
 			var ack [8]byte
 			for left := quota; left > 0 && ctx.Err() == nil; {
 				n := int(min(int64(chunk), left))
 				binary.LittleEndian.PutUint32(buf, uint32(n))
 				t0 := time.Now()
-				if _, err := c.Write(buf[:4+n]); err != nil {
+				if checked {
+					copy(buf[hdr:hdr+n], src)
+					binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(buf[hdr:hdr+n], castagnoli))
+				}
+				if _, err := c.Write(buf[:hdr+n]); err != nil {
 					errs[i] = err
 					return
 				}

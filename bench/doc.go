@@ -10,7 +10,9 @@
 // A run has up to three phases: an untimed warm-up of the same workload on
 // topics of its own, deleted afterwards (Config.Warmup; it warms both heaps
 // and hands the timed phase recycled page-cache pages, as a server that
-// has been running for a while has); for consume mode an untimed fill of
+// has been running for a while has; an embedded server's removal of the
+// deleted files is waited for, as the ceiling removes its warm-up files
+// before timing); for consume mode an untimed fill of
 // the topics; and the timed phase:
 //
 //   - produce: Producers goroutines each send requests of Batch messages

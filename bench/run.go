@@ -103,6 +103,15 @@ func Run(ctx context.Context, cfg Config, ui UI) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if srv != nil {
+		// The warm-up's topics are deleted; an embedded server removes
+		// their files before the timed phase, as the ceiling does with
+		// its warm-up files. (A remote server removes them in the
+		// background, which may overlap the timed phase.)
+		if err := srv.settle(ctx); err != nil {
+			return nil, err
+		}
+	}
 	res = r.newResult()
 	res.WarmupBytes = warmBytes
 
@@ -329,7 +338,7 @@ func (r *runner) ceiling(ctx context.Context, res *Result, warmBytes, fileBytes 
 		if cfg.Embedded {
 			vols = cfg.Volumes
 		}
-		cr, err = appendCeiling(ctx, cfg.Dir, vols, cfg.Topics, cfg.Producers, perRequest*cfg.Size, res.Bytes, warmBytes)
+		cr, err = appendCeiling(ctx, cfg.Dir, vols, cfg.Topics, cfg.Producers, perRequest*cfg.Size, res.Bytes, warmBytes, false)
 	}
 	if err != nil {
 		return err

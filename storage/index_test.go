@@ -2,10 +2,12 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,4 +171,48 @@ func TestIndexQueueTruncateDelete(t *testing.T) {
 			t.Fatalf("deleted topic's directory: %v", err)
 		}
 	}
+}
+
+// WaitDeleted returns once a deleted topic's files are gone from every
+// volume, and at once when nothing is being removed.
+func TestWaitDeleted(t *testing.T) {
+	s, opts := openTest(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.WaitDeleted(ctx); err != nil {
+		t.Fatalf("nothing deleted: %v", err)
+	}
+	appendSegments(t, s, "gone", 45)
+	if err := s.DeleteTopic("gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitDeleted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, vol := range opts.Volumes {
+		ents, err := os.ReadDir(filepath.Join(vol, topicsDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), deletedPrefix) {
+				t.Fatalf("%s still holds %s after WaitDeleted", vol, e.Name())
+			}
+		}
+	}
+	// A context that has ended is reported while a removal is pending.
+	s.mu.Lock()
+	s.pendingRemovals++
+	s.removing = make(chan struct{})
+	s.mu.Unlock()
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	if err := s.WaitDeleted(done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitDeleted with a cancelled context: %v", err)
+	}
+	s.mu.Lock()
+	s.pendingRemovals--
+	close(s.removing)
+	s.removing = nil
+	s.mu.Unlock()
 }
