@@ -37,9 +37,9 @@ type Store struct {
 	// pendingRemovals drops to zero. Guarded by s.mu.
 	pendingRemovals int
 	removing        chan struct{}
-	deleted  atomic.Uint64  // names deleted topic directories uniquely
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	deleted         atomic.Uint64 // names deleted topic directories uniquely
+	stop            chan struct{}
+	wg              sync.WaitGroup
 }
 
 // TopicInfo describes a topic.
