@@ -274,8 +274,10 @@ func (s *Store) DeleteTopic(name string) error {
 	s.busy[name] = done
 	s.mu.Unlock()
 
-	// Rename under t.mu so no read is opening files meanwhile.
+	// Rename under t.mu so no read is opening files meanwhile, and under
+	// t.idxMu so no queued index is being written into the directories.
 	t.wmu.Lock()
+	t.idxMu.Lock()
 	t.mu.Lock()
 	var graves []string
 	var err error
@@ -296,6 +298,7 @@ func (s *Store) DeleteTopic(name string) error {
 			}
 		}
 		t.mu.Unlock()
+		t.idxMu.Unlock()
 		t.wmu.Unlock()
 		s.mu.Lock()
 		s.topics[name] = t
@@ -304,7 +307,9 @@ func (s *Store) DeleteTopic(name string) error {
 		s.mu.Unlock()
 		return fmt.Errorf("storage: delete topic %q: %w", name, err)
 	}
+	t.idxDone = true // the directories are gone: no index is written again
 	t.mu.Unlock()
+	t.idxMu.Unlock()
 	t.markDeleted()
 	t.wmu.Unlock()
 	// Every read of the old topic opened its files under t.mu, before the

@@ -20,8 +20,8 @@ func parseBatch(b []byte, limit int) (protocol.Batch, int, error) {
 // topic is one topic's segments on every volume.
 //
 // Locks, in the order they are taken: wmu (the committer: whoever holds it
-// writes, rotates, truncates or closes files), then mu (the state readers
-// see). qmu guards only the queue of appends waiting for a commit and the
+// writes, rotates, truncates or closes files), then idxMu (queued index
+// writes), then mu (the state readers see). qmu guards only the queue of appends waiting for a commit and the
 // committing flag (see appendReqs).
 type topic struct {
 	s    *Store
