@@ -38,11 +38,14 @@
 // batch). Segment files are never rewritten once written, only cut (a torn
 // tail, at open) or deleted whole (truncation, retention). The files of the
 // next segment are created ahead of time in the background as "next.tmp" on
-// every volume, kept open (a topic holds two descriptors per volume: its
-// active segment's and the next one's), and renamed into place when the
-// segment starts, with renameat2(RENAME_NOREPLACE): creating a file costs
-// far more than renaming one (docs/benchmarks.md). A leftover next.tmp, like
-// any *.tmp, is removed at open.
+// every volume and renamed into place when the segment starts, with
+// renameat2(RENAME_NOREPLACE): creating a file costs far more than renaming
+// one (docs/benchmarks.md). While the topic is busy they stay open, so a
+// start is one rename per volume; once it has gone 200 ms without starting
+// a segment they are closed (and stay on disk), so an idle topic holds one
+// descriptor per volume, its active segment's. A creation that failed in
+// the background is tried again when the segment starts. A leftover
+// next.tmp, like any *.tmp, is removed at open.
 //
 // # Segment index (NNNN.idx)
 //

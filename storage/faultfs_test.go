@@ -34,6 +34,8 @@ type faultFS struct {
 
 	// beforeOpen and afterOpen, when set, run around every OpenFile.
 	beforeOpen, afterOpen func(name string, flag int)
+	// failOpen, when set, fails OpenFile of the names it returns true for.
+	failOpen func(name string) bool
 }
 
 var _ FS = (*faultFS)(nil)
@@ -90,6 +92,12 @@ func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error
 	before, after := f.hooks()
 	if before != nil {
 		before(name, flag)
+	}
+	f.mu.Lock()
+	fail := f.failOpen
+	f.mu.Unlock()
+	if fail != nil && fail(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: errInjected}
 	}
 	file, err := f.FS.OpenFile(name, flag, perm)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,4 +216,81 @@ func TestWaitDeleted(t *testing.T) {
 	close(s.removing)
 	s.removing = nil
 	s.mu.Unlock()
+}
+
+// openNext counts this process's descriptors open on a next.tmp under dir.
+func openNext(t *testing.T, dir string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd:", err)
+	}
+	n := 0
+	for _, e := range ents {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if err == nil && strings.HasPrefix(target, dir) && filepath.Base(target) == nextName {
+			n++
+		}
+	}
+	return n
+}
+
+// A busy topic keeps its next segment's files open; once idle it closes
+// them (they stay on disk), and the next roll opens them by name.
+func TestIdleClosesPreparedFiles(t *testing.T) {
+	s, opts := openTest(t, 2)
+	appendSegments(t, s, "idle", 25)
+	tp, err := s.lookup("idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.bg.Wait()
+	if n := openNext(t, opts.Volumes[0]) + openNext(t, opts.Volumes[1]); n != 2 {
+		t.Fatalf("%d prepared files open while busy, want 2 (one per volume)", n)
+	}
+	for deadline := time.Now().Add(10 * indexDelay); openNext(t, opts.Volumes[0])+openNext(t, opts.Volumes[1]) > 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("prepared files still open after the topic went idle")
+		}
+		time.Sleep(indexDelay / 10)
+	}
+	for _, vol := range opts.Volumes {
+		if _, err := os.Stat(filepath.Join(vol, topicsDir, "idle", nextName)); err != nil {
+			t.Fatalf("prepared file gone after idle: %v", err)
+		}
+	}
+	// The next roll (at 30) renames and opens them.
+	for i, m := range msgs(25, 10) {
+		if _, err := s.Append("idle", protocol.AppendBatch(nil, m)); err != nil {
+			t.Fatalf("append %d after idle: %v", 25+i, err)
+		}
+	}
+	if got := readAll(t, s, "idle", 0); len(got) != 35 {
+		t.Fatalf("read %d messages, want 35", len(got))
+	}
+	mustClose(t, s)
+	s = mustOpen(t, opts)
+	if st := s.Stats(); st.Repairs != 0 {
+		t.Fatalf("reopen repaired %+v", st)
+	}
+}
+
+// A next segment that failed to be created in the background is created
+// again at the roll, and the topic goes on.
+func TestPrepareFailureRetried(t *testing.T) {
+	ffs := newFaultFS()
+	var opens atomic.Int32
+	ffs.failOpen = func(name string) bool {
+		// The first next.tmp is created at the first append, the second
+		// in the background after it: fail that one.
+		return filepath.Base(name) == nextName && opens.Add(1) == 2
+	}
+	s, _ := openTest(t, 1, func(o *Options) { o.FS = ffs; o.Logger = testLogger(t) })
+	appendSegments(t, s, "retry", 25)
+	if opens.Load() < 3 {
+		t.Fatalf("%d creations of the next segment, want the failed one retried", opens.Load())
+	}
+	if got := readAll(t, s, "retry", 0); len(got) != 25 {
+		t.Fatalf("read %d messages, want 25", len(got))
+	}
 }

@@ -17,13 +17,17 @@ import (
 // (nextName, removed by recovery if unused), kept open, and renamed into
 // place when the segment starts: starting a segment costs one rename per
 // volume. Sealing the full segment (close, and fsync under FsyncInterval)
-// runs in the same background task as preparing the files
-// after the new one, so a roll wakes one goroutine. topic.bg counts that
-// work; truncation, deletion and close wait for it.
+// runs in the same background task as preparing the files after the new
+// one, so a roll wakes one goroutine. topic.bg counts that work;
+// truncation, deletion and close wait for it. Once the topic has gone
+// indexDelay without a roll, the idle timer writes the queued indexes and
+// closes the prepared files (they stay on disk), so an idle topic holds
+// one descriptor per volume, its active segment's.
 const nextName = "next" + tmpSuffix
 
-// prepared is the outcome of creating the next segment's files: one open
-// file per volume once done is closed and err is nil.
+// prepared is the outcome of creating the next segment's files, once done
+// is closed: err, or one open file per volume, or (closed by the idle
+// timer) none, the files waiting on disk.
 type prepared struct {
 	done  chan struct{}
 	files []File
@@ -63,6 +67,7 @@ func (t *topic) activeSegment() (*segment, error) {
 	// next roll waits for them), then the full segment's seal.
 	p := &prepared{done: make(chan struct{})}
 	t.prep = p
+	t.armIdle()
 	t.bg.Go(func() {
 		p.files, p.err = t.createNext()
 		close(p.done)
@@ -101,15 +106,44 @@ const indexDelay = 200 * time.Millisecond
 // rolled for indexDelay.
 func (t *topic) queueIndex(seg *segment) {
 	t.idxMu.Lock()
+	if t.idxDone {
+		t.idxMu.Unlock()
+		return
+	}
+	t.unindexed = append(t.unindexed, seg)
+	t.idxMu.Unlock()
+	t.armIdle()
+}
+
+// armIdle (re)starts the idle timer: indexDelay from now, unless rearmed,
+// it writes the queued indexes and closes the prepared files.
+func (t *topic) armIdle() {
+	t.idxMu.Lock()
 	defer t.idxMu.Unlock()
 	if t.idxDone {
 		return
 	}
-	t.unindexed = append(t.unindexed, seg)
 	if t.idxTimer == nil {
-		t.idxTimer = time.AfterFunc(indexDelay, func() { t.writeIndexes() })
+		t.idxTimer = time.AfterFunc(indexDelay, t.idle)
 	} else {
 		t.idxTimer.Reset(indexDelay)
+	}
+}
+
+// idle runs when the topic has gone indexDelay without a roll.
+func (t *topic) idle() {
+	_ = t.writeIndexes() // logged there; open rebuilds what is missing
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	if p := t.prep; p != nil {
+		select {
+		case <-p.done:
+			if p.err == nil {
+				closeAll(p.files)
+				p.files = nil
+			}
+		default: // still being created: the next idle closes them
+		}
 	}
 }
 
@@ -194,8 +228,10 @@ func (t *topic) createNext() ([]File, error) {
 }
 
 // takePrepared waits for the next segment's files, created in the
-// background if a segment was started before, here otherwise. wmu must be
-// held.
+// background if a segment was started before, here otherwise (also when
+// the background creation failed: the error may have passed). Files nil
+// with no error means they are on disk, closed while the topic was idle.
+// wmu must be held.
 func (t *topic) takePrepared() ([]File, error) {
 	p := t.prep
 	t.prep = nil
@@ -203,7 +239,11 @@ func (t *topic) takePrepared() ([]File, error) {
 		return t.createNext()
 	}
 	<-p.done
-	return p.files, p.err
+	if p.err != nil {
+		t.s.opts.Logger.Warn("creating the next segment failed in the background; trying again", "topic", t.name, "err", p.err)
+		return t.createNext()
+	}
+	return p.files, nil
 }
 
 // dropPrepared closes the prepared files, once created; recovery removes
@@ -257,9 +297,18 @@ func (t *topic) newSegment(base int64) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
+	reopen := files == nil
 	for v := range t.s.opts.Volumes {
 		dir := t.s.topicDir(v, t.name)
-		if err := t.startFile(dir, filepath.Join(dir, segmentName(base, logSuffix))); err != nil {
+		path := filepath.Join(dir, segmentName(base, logSuffix))
+		err := t.startFile(dir, path)
+		if err == nil && reopen {
+			var f File
+			if f, err = t.s.fs.OpenFile(path, os.O_RDWR, 0); err == nil {
+				files = append(files, f)
+			}
+		}
+		if err != nil {
 			closeAll(files)
 			return nil, fmt.Errorf("storage: topic %q: new segment on volume %s: %w", t.name, t.s.opts.Volumes[v], err)
 		}
