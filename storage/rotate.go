@@ -142,7 +142,8 @@ func (t *topic) idle() {
 				closeAll(p.files)
 				p.files = nil
 			}
-		default: // still being created: the next idle closes them
+		default: // still being created: look again later
+			t.armIdle()
 		}
 	}
 }
