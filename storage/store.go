@@ -30,11 +30,10 @@ type Store struct {
 	busy   map[string]chan struct{} // names being created or deleted; closed when done
 	closed bool
 
-	stats    statsCounters
-	removals sync.WaitGroup // deleted topic directories being removed
-
-	// Removals in progress, for WaitDeleted: removing is closed when
-	// pendingRemovals drops to zero. Guarded by s.mu.
+	stats statsCounters
+	// Deleted topic directories being removed in the background: removing
+	// is closed when pendingRemovals drops to zero (WaitDeleted, Close).
+	// Guarded by mu.
 	pendingRemovals int
 	removing        chan struct{}
 	deleted         atomic.Uint64 // names deleted topic directories uniquely
@@ -136,7 +135,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	s.wg.Wait()
-	s.removals.Wait()
+	_ = s.WaitDeleted(context.Background()) // no context to end
 	err := s.closeTopics()
 	s.cache.closeAll()
 	// The active segments were fsynced above; sealed segments under
@@ -340,13 +339,12 @@ func (s *Store) DeleteTopic(name string) error {
 		remove()
 		return nil
 	}
-	s.removals.Add(1) // under s.mu, so never after Close's Wait began
+	// Under s.mu, and only while open, so never after Close began waiting.
 	if s.pendingRemovals == 0 {
 		s.removing = make(chan struct{})
 	}
 	s.pendingRemovals++
 	go func() {
-		defer s.removals.Done()
 		remove()
 		s.mu.Lock()
 		if s.pendingRemovals--; s.pendingRemovals == 0 {
