@@ -1,0 +1,236 @@
+package broker
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/valyala/bytebufferpool"
+
+	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
+)
+
+// This file: request dispatch. A whole frame is parsed into a job and run
+// on the loop, or queued for the connection's worker; consumes go to
+// consume.go.
+
+// handle serves one whole request frame, valid until it returns.
+//
+// Requests run in the order they arrive. With fsync on, a produce waits for
+// the disk on a goroutine; while one is in flight on a connection, the
+// storage requests after it (produce, topic admin, truncate) join its
+// queue and run on that goroutine in order, so consecutive produces to one
+// topic are committed together and get offsets in request order. Consumes
+// run on the event loop when their turn comes (see advance).
+func (b *Broker) handle(c gnet.Conn, cs *connState, frame []byte) {
+	b.stats.requests.Add(1)
+	start := b.clock()
+	if op, later := b.serve(c, cs, frame, start); !later {
+		b.observe(op, false, start)
+	}
+}
+
+// serve is handle's body. It returns the request's op and whether the
+// request is answered later (queued or a consume), which observes itself.
+func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time) (op protocol.Op, later bool) {
+	h, payload, err := protocol.ParseRequestHeader(frame)
+	if err != nil {
+		b.respondError(cs, h.Op, h.CorrID, err)
+		return h.Op, false
+	}
+	if b.stopping.Load() {
+		b.respondError(cs, h.Op, h.CorrID, errShuttingDown)
+		return
+	}
+	var jb *job
+	switch h.Op {
+	case protocol.OpPing:
+		if err := protocol.ParsePingRequest(payload); err != nil {
+			b.respondError(cs, h.Op, h.CorrID, err)
+			return h.Op, false
+		}
+		cs.end(protocol.AppendEmptyResponse(cs.begin(), h.Op, h.CorrID))
+		return h.Op, false
+	case protocol.OpConsume:
+		b.handleConsume(c, cs, h, payload, start)
+		return h.Op, true
+	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTopicInfo:
+		jb, err = b.topicJob(h, payload)
+	case protocol.OpListTopics:
+		jb, err = b.listJob(h, payload)
+	case protocol.OpTruncate:
+		jb, err = b.truncateJob(h, payload)
+	case protocol.OpProduce:
+		jb, err = b.produceJob(h, payload)
+	}
+	if err != nil {
+		b.respondError(cs, h.Op, h.CorrID, err)
+		return h.Op, false
+	}
+	if !cs.w.busy() && !b.offLoop(h.Op) {
+		// Nothing runs before it: run it here, on the loop.
+		cs.end(b.runJobs(cs.begin(), []*job{jb}))
+		return h.Op, false
+	}
+	jb.start = start
+	b.queueJob(c, cs, jb)
+	return h.Op, true
+}
+
+// offLoop reports whether op may wait on the disk and so runs on the
+// connection's goroutine: create, delete and truncate (directory syncs,
+// file removals), and produce when appends fsync. Info, list and produce
+// without fsync are memory and page-cache work.
+func (b *Broker) offLoop(op protocol.Op) bool {
+	switch op {
+	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate:
+		return true
+	case protocol.OpProduce:
+		return b.fsync
+	}
+	return false
+}
+
+var errShuttingDown = &protocol.Error{Code: protocol.CodeShuttingDown, Message: "server is shutting down"}
+
+// job is a parsed storage request; its fields are copies that outlive the
+// frame.
+type job struct {
+	op     protocol.Op
+	corrID uint32
+	topic  string
+	// produce
+	flags protocol.ProduceFlags
+	batch *bytebufferpool.ByteBuffer // pooled copy; nil when run on the loop
+	raw   []byte                     // the batch bytes
+	// list
+	prefix string
+	regex  *regexp.Regexp
+	// truncate
+	by     protocol.TruncateBy
+	before int64
+
+	slot  *slot
+	start time.Time // when the request arrived, for Config.ObserveRequest
+}
+
+func (b *Broker) topicJob(h protocol.RequestHeader, payload []byte) (*job, error) {
+	req, err := protocol.ParseTopicRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	return &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic)}, nil
+}
+
+func (b *Broker) listJob(h protocol.RequestHeader, payload []byte) (*job, error) {
+	req, err := protocol.ParseListTopicsRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	j := &job{op: h.Op, corrID: h.CorrID, prefix: string(req.Prefix)}
+	if len(req.Regex) > 0 {
+		if j.regex, err = regexp.Compile(string(req.Regex)); err != nil {
+			return nil, fmt.Errorf("%w: regex: %w", protocol.ErrInvalidArgument, err)
+		}
+	}
+	return j, nil
+}
+
+func (b *Broker) truncateJob(h protocol.RequestHeader, payload []byte) (*job, error) {
+	req, err := protocol.ParseTruncateRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	return &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic), by: req.By, before: req.Before}, nil
+}
+
+func (b *Broker) produceJob(h protocol.RequestHeader, payload []byte) (*job, error) {
+	req, err := protocol.ParseProduceRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	// The batch borrows from the frame: fine on the loop, copied if queued.
+	return &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic), flags: req.Flags, raw: req.Batch}, nil
+}
+
+// runJobs runs jobs and appends their responses to dst, in order.
+func (b *Broker) runJobs(dst []byte, jobs []*job) []byte {
+	for _, r := range b.runJobsEach(jobs) {
+		dst = append(dst, r...)
+	}
+	return dst
+}
+
+// runJobsEach runs jobs, all produces to one topic or a single other job,
+// and returns one response each.
+func (b *Broker) runJobsEach(jobs []*job) [][]byte {
+	resps := make([][]byte, len(jobs))
+	if jobs[0].op == protocol.OpProduce {
+		b.produce(jobs, resps)
+		return resps
+	}
+	for i, j := range jobs {
+		resps[i] = b.runJob(nil, j)
+	}
+	return resps
+}
+
+func (b *Broker) runJob(dst []byte, j *job) []byte {
+	var err error
+	switch j.op {
+	case protocol.OpCreateTopic:
+		err = b.store.CreateTopic(j.topic)
+	case protocol.OpDeleteTopic:
+		err = b.store.DeleteTopic(j.topic)
+	case protocol.OpTopicInfo:
+		var info storage.TopicInfo
+		if info, err = b.store.Info(j.topic); err == nil {
+			return protocol.AppendTopicInfoResponse(dst, j.corrID, protocol.TopicInfoResponse{
+				OldestOffset: info.Oldest, NextOffset: info.Next, Bytes: info.Bytes, Segments: uint32(info.Segments),
+			})
+		}
+	case protocol.OpListTopics:
+		names := b.store.ListTopics(j.prefix)
+		if j.regex != nil {
+			kept := names[:0]
+			for _, n := range names {
+				if j.regex.MatchString(n) {
+					kept = append(kept, n)
+				}
+			}
+			names = kept
+		}
+		return protocol.AppendListTopicsResponse(dst, j.corrID, names)
+	case protocol.OpTruncate:
+		var oldest int64
+		if oldest, err = b.truncate(j); err == nil {
+			return protocol.AppendTruncateResponse(dst, j.corrID, oldest)
+		}
+	}
+	if err != nil {
+		return b.appendError(dst, j.op, j.corrID, err)
+	}
+	return protocol.AppendEmptyResponse(dst, j.op, j.corrID)
+}
+
+func (b *Broker) truncate(j *job) (int64, error) {
+	info, err := b.store.Info(j.topic)
+	if err != nil {
+		return 0, err
+	}
+	switch j.by {
+	case protocol.TruncateByOffset:
+		if j.before < 0 || j.before > info.Next {
+			return 0, fmt.Errorf("%w: truncate before %d: the topic's offsets are [%d, %d]", storage.ErrOffsetOutOfRange, j.before, info.Oldest, info.Next)
+		}
+		err = b.store.Truncate(j.topic, j.before)
+	case protocol.TruncateByTime:
+		err = b.store.TruncateTime(j.topic, time.Unix(0, j.before))
+	}
+	if err == nil {
+		info, err = b.store.Info(j.topic)
+	}
+	return info.Oldest, err
+}

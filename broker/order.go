@@ -1,0 +1,89 @@
+package broker
+
+import (
+	"errors"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// This file: response ordering. Each request that cannot be answered at
+// once takes a slot in its connection's queue; advance sends the slots at
+// the head as they complete, so responses leave in request order.
+
+// slot is one request waiting for its turn to be answered.
+type slot struct {
+	done    bool     // connState.mu
+	resp    []byte   // connState.mu: the response frame, once done
+	async   bool     // answered by a goroutine (counted in stats.pending)
+	consume *consume // a consume, served when it reaches the head; loop-owned
+}
+
+// advance sends the responses at the head of the queue that are ready.
+func (b *Broker) advance(c gnet.Conn, cs *connState) {
+	for len(cs.slots) > 0 && cs.fatal == nil {
+		s := cs.slots[0]
+		if s.consume != nil {
+			if c.OutboundBuffered()+len(cs.out) > b.cfg.MaxOutboundBytes {
+				b.stall(c) // resume once the client has read
+				return
+			}
+			if !b.serveConsume(c, cs, s.consume) || len(cs.slots) == 0 || cs.fatal != nil {
+				// Not ready, or a failed write closed the connection
+				// (gnet calls OnClose from inside Write).
+				return
+			}
+		} else {
+			cs.w.mu.Lock()
+			done, resp := s.done, s.resp
+			cs.w.mu.Unlock()
+			if !done {
+				return
+			}
+			cs.out = append(cs.out, resp...)
+			if s.async {
+				b.stats.pending.Add(-1)
+			}
+		}
+		cs.slots[0] = nil
+		cs.slots = cs.slots[1:]
+	}
+}
+
+// begin returns the buffer a ready response is appended to: the output if
+// nothing waits before it, a fresh slice otherwise; end files it.
+func (cs *connState) begin() []byte {
+	if len(cs.slots) == 0 {
+		return cs.out
+	}
+	return nil
+}
+
+func (cs *connState) end(resp []byte) {
+	if len(cs.slots) == 0 {
+		cs.out = resp
+		return
+	}
+	cs.slots = append(cs.slots, &slot{done: true, resp: resp})
+}
+
+func (b *Broker) respondError(cs *connState, op protocol.Op, corrID uint32, err error) {
+	if errors.Is(err, protocol.ErrMalformed) || errors.Is(err, protocol.ErrFrameTooLarge) {
+		// The stream cannot be trusted past this frame: answer now, ahead of
+		// anything still pending, since the connection closes next.
+		cs.out = b.appendError(cs.out, op, corrID, err)
+		cs.fatal = err
+		return
+	}
+	cs.end(b.appendError(cs.begin(), op, corrID, err))
+}
+
+func (b *Broker) appendError(dst []byte, op protocol.Op, corrID uint32, err error) []byte {
+	b.stats.errors.Add(1)
+	code := codeOf(err)
+	if code == protocol.CodeUnknown {
+		b.cfg.Logger.Error("request failed", "op", op.String(), "err", err)
+	}
+	return protocol.AppendErrorResponse(dst, op, corrID, code, clientMessage(err, code))
+}
