@@ -1,19 +1,21 @@
-// Package brokertest starts real haraqa servers for tests: a storage.Store on
-// fresh temporary volumes behind a broker listening on 127.0.0.1:0.
+// Package brokertest starts real haraqa servers for tests: the server
+// package's assembly on fresh temporary volumes, the binary protocol on
+// 127.0.0.1:0 and, when an Option asks for it, the HTTP port too.
 package brokertest
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/haraqa/haraqa/broker"
+	"github.com/haraqa/haraqa/broker/server"
 	"github.com/haraqa/haraqa/storage"
 )
 
-// Server is a running broker and its store.
+// Server is a running server. Its fields are set by Start and stay valid
+// until Close.
 type Server struct {
 	Addr    string // host:port of the binary protocol
 	Volumes []string
@@ -21,6 +23,8 @@ type Server struct {
 	Broker  *broker.Broker
 	Options storage.Options
 	Config  broker.Config
+	// Server is the assembly behind the fields above.
+	Server *server.Server
 
 	closed bool
 }
@@ -28,23 +32,19 @@ type Server struct {
 // Option adjusts the store options and broker config before start.
 type Option func(*storage.Options, *broker.Config)
 
-// Start starts a server on n fresh volumes in t.TempDir() and stops it when
-// the test ends.
+// Start starts a server on n fresh volumes in t.TempDir(), without an HTTP
+// port, and stops it when the test ends.
 func Start(t testing.TB, volumes int, opts ...Option) *Server {
 	t.Helper()
 	vols := make([]string, volumes)
 	for i := range vols {
 		vols[i] = t.TempDir()
 	}
-	so := storage.DefaultOptions(vols...)
-	so.Logger = slog.New(slog.DiscardHandler)
-	bc := broker.DefaultConfig()
-	bc.Addr = "127.0.0.1:0"
-	bc.Logger = so.Logger
+	cfg := Config(vols...)
 	for _, o := range opts {
-		o(&so, &bc)
+		o(&cfg.Storage, &cfg.Broker)
 	}
-	s, err := StartWith(so, bc)
+	s, err := StartConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,23 +56,42 @@ func Start(t testing.TB, volumes int, opts ...Option) *Server {
 	return s
 }
 
-// StartWith opens a store with so and serves it with bc.
+// Config returns the configuration Start uses: the defaults on volumes,
+// the binary protocol on 127.0.0.1:0, no HTTP port, logs discarded.
+func Config(volumes ...string) server.Config {
+	cfg := server.DefaultConfig(volumes...)
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.Broker.Addr = "127.0.0.1:0"
+	cfg.HTTPAddr = ""
+	return cfg
+}
+
+// StartWith opens a store with so and serves it with bc, without an HTTP
+// port.
 func StartWith(so storage.Options, bc broker.Config) (*Server, error) {
-	store, err := storage.Open(so)
+	cfg := Config(so.Volumes...)
+	cfg.Storage, cfg.Broker = so, bc
+	return StartConfig(cfg)
+}
+
+// StartConfig starts a server with cfg. The caller closes it.
+func StartConfig(cfg server.Config) (*Server, error) {
+	srv, err := server.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	b, err := broker.New(store, bc, so.Fsync == storage.FsyncAlways)
-	if err == nil {
-		err = b.Start()
+	if err := srv.Start(); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, errors.Join(err, store.Close())
-	}
-	return &Server{Addr: b.Addr().String(), Volumes: so.Volumes, Store: store, Broker: b, Options: so, Config: bc}, nil
+	cfg = srv.Config()
+	return &Server{
+		Addr: srv.Addr().String(), Volumes: cfg.Storage.Volumes,
+		Store: srv.Store(), Broker: srv.Broker(),
+		Options: cfg.Storage, Config: cfg.Broker, Server: srv,
+	}, nil
 }
 
-// Close shuts the broker down and closes the store. Safe to call twice.
+// Close shuts the server down and closes the store. Safe to call twice.
 func (s *Server) Close() error {
 	if s.closed {
 		return nil
@@ -80,14 +99,14 @@ func (s *Server) Close() error {
 	s.closed = true
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return errors.Join(s.Broker.Shutdown(ctx), s.Store.Close())
+	return s.Server.Shutdown(ctx)
 }
 
-// Restart closes the server and starts a new one on the same volumes and
-// address settings (a new port).
+// Restart closes the server and starts a new one on the same volumes with
+// the same configuration (a new port, when the address asked for port 0).
 func (s *Server) Restart() (*Server, error) {
 	if err := s.Close(); err != nil {
 		return nil, err
 	}
-	return StartWith(s.Options, s.Config)
+	return StartConfig(s.Server.Config())
 }

@@ -79,8 +79,8 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// server is a haraqa process.
-type server struct {
+// process is a haraqa process.
+type process struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	addr string
@@ -91,18 +91,18 @@ type server struct {
 	err    error         // Wait's result, once done
 }
 
-func (s *server) output() string {
+func (s *process) output() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stderr.String()
 }
 
 // startProcess starts bin with args; it does not wait for it to serve.
-func startProcess(t *testing.T, bin string, args ...string) *server {
+func startProcess(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
 	// -http 0: every test server gets its own free HTTP port.
 	args = append([]string{"-http", "0"}, args...)
-	s := &server{t: t, cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	s := &process{t: t, cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	pr, pw := io.Pipe()
 	s.cmd.Stderr = pw
 	ready := make(chan string, 1)
@@ -150,7 +150,7 @@ func startProcess(t *testing.T, bin string, args ...string) *server {
 }
 
 // startServer starts bin and waits until it serves.
-func startServer(t *testing.T, bin string, args ...string) *server {
+func startServer(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
 	s := startProcess(t, bin, args...)
 	deadline := time.Now().Add(ioTimeout)
@@ -174,7 +174,7 @@ func startServer(t *testing.T, bin string, args ...string) *server {
 }
 
 // exitCode waits for the process to exit and returns its exit code.
-func (s *server) exitCode() int {
+func (s *process) exitCode() int {
 	s.t.Helper()
 	select {
 	case <-s.done:

@@ -1,0 +1,322 @@
+// Package server assembles a haraqa server from its parts, in one place:
+// it opens and recovers the volumes (storage), serves the binary protocol
+// (broker) and the HTTP port (httpapi), holds the GC ballast, and shuts
+// them down in order. The haraqa binary, haraqa-bench's embedded server and
+// the brokertest helper all start servers through it.
+//
+// Start-up order: the HTTP port listens first, so /healthz answers while
+// the volumes are recovered (which can take a while after a crash); then
+// the store opens, the broker listens, and /readyz and the REST API turn
+// on. Shutdown runs the other way: the broker refuses new requests and
+// answers those in flight, the HTTP port drains, then the store closes.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/haraqa/haraqa/broker"
+	"github.com/haraqa/haraqa/broker/httpapi"
+	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
+)
+
+// ErrInvalidConfig is wrapped by every error of Config.Validate, including
+// those of the storage options and the broker config it checks.
+var ErrInvalidConfig = errors.New("server: invalid configuration")
+
+// ErrState is returned by Start on a server already started, and by
+// Shutdown on one never started.
+var ErrState = errors.New("server: not in a state to do that")
+
+// Config configures a Server. Start from DefaultConfig.
+type Config struct {
+	// Storage says where the topics live and how they are written
+	// (volumes, entries per segment, fsync policy, retention). Its
+	// OnFsync, when set, is called beside the HTTP port's fsync metric.
+	Storage storage.Options
+	// Broker configures the binary protocol port (address, frame and
+	// consume limits, event loops). Its ObserveRequest, when set, is
+	// called beside the HTTP port's request metric.
+	Broker broker.Config
+	// HTTP says what the HTTP port serves.
+	HTTP httpapi.Config
+	// HTTPAddr is the HTTP port's address, host:port (default
+	// "127.0.0.1:4353"; port 0 picks a free one, see Server.HTTPAddr).
+	// Empty: no HTTP port.
+	HTTPAddr string
+	// HTTPReadHeaderTimeout bounds how long a client may take to send a
+	// request's headers on the HTTP port (default 10 s).
+	HTTPReadHeaderTimeout time.Duration
+	// Ballast is the size in bytes of a GC ballast: an allocation never
+	// touched, which costs address space, not memory, and raises the heap
+	// size the GC paces itself against, so small heaps are collected less
+	// often (default 0; the haraqa binary's -ballast flag defaults to
+	// 1 GiB). GOMEMLIMIT and GOGC serve the same end.
+	Ballast int64
+	// Logger receives the server's logs and is handed to the storage,
+	// broker and HTTP parts that have none of their own (default
+	// slog.Default()).
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults for a server on volumes: the
+// storage, broker and HTTP defaults, listening on 127.0.0.1.
+func DefaultConfig(volumes ...string) Config {
+	return Config{
+		Storage:               storage.DefaultOptions(volumes...),
+		Broker:                broker.DefaultConfig(),
+		HTTP:                  httpapi.DefaultConfig(),
+		HTTPAddr:              "127.0.0.1:4353",
+		HTTPReadHeaderTimeout: 10 * time.Second,
+	}
+}
+
+// Validate checks the configuration and its parts, and hands the Logger to
+// the parts that have none.
+func (c *Config) Validate() error {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Storage.Logger == nil {
+		c.Storage.Logger = c.Logger
+	}
+	if c.Broker.Logger == nil {
+		c.Broker.Logger = c.Logger
+	}
+	if c.HTTP.Logger == nil {
+		c.HTTP.Logger = c.Logger
+	}
+	if c.Ballast < 0 {
+		return fmt.Errorf("%w: ballast %d bytes: want 0 or more", ErrInvalidConfig, c.Ballast)
+	}
+	if c.HTTPReadHeaderTimeout <= 0 {
+		c.HTTPReadHeaderTimeout = 10 * time.Second
+	}
+	if err := c.Storage.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := c.Broker.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// Server is one haraqa server: its store, its broker and its HTTP port.
+type Server struct {
+	cfg Config // as given, with defaults filled in
+	run Config // cfg with the HTTP port's observers wired in
+	log *slog.Logger
+	api *httpapi.API // nil without an HTTP port
+
+	mu       sync.Mutex // guards the fields below and the order of Start and Shutdown
+	started  bool
+	stopped  bool
+	hl       net.Listener
+	hs       *http.Server
+	httpDone chan error // the HTTP server's Serve result
+	store    *storage.Store
+	broker   *broker.Broker
+	ballast  []byte
+}
+
+// New checks cfg and returns a server; Start serves it.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, run: cfg, log: cfg.Logger}
+	if cfg.HTTPAddr != "" {
+		s.api = httpapi.New(cfg.HTTP)
+		s.run.Storage.OnFsync = both(cfg.Storage.OnFsync, s.api.ObserveFsync)
+		observe := s.api.ObserveRequest
+		if prev := cfg.Broker.ObserveRequest; prev != nil {
+			observe = func(op protocol.Op, waited bool, took time.Duration) {
+				prev(op, waited, took)
+				s.api.ObserveRequest(op, waited, took)
+			}
+		}
+		s.run.Broker.ObserveRequest = observe
+	}
+	return s, nil
+}
+
+// both returns a function calling f, if set, then g.
+func both(f, g func(time.Duration)) func(time.Duration) {
+	if f == nil {
+		return g
+	}
+	return func(d time.Duration) { f(d); g(d) }
+}
+
+// Start listens on the HTTP port, opens and recovers the volumes, and
+// serves the binary protocol. It returns once both ports listen, or with
+// the error that prevented it, having released what it had taken.
+func (s *Server) Start() (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return fmt.Errorf("%w: start: already started", ErrState)
+	}
+	s.started = true
+	defer func() {
+		if err != nil {
+			s.stopped = true
+			err = errors.Join(err, s.closeLocked(context.Background()))
+		}
+	}()
+	s.ballast = make([]byte, s.cfg.Ballast)
+	if err := s.listenHTTP(); err != nil {
+		return err
+	}
+	begun := time.Now()
+	if s.store, err = storage.Open(s.run.Storage); err != nil {
+		return err
+	}
+	st := s.store.Stats()
+	s.log.Info("volumes open", "volumes", strings.Join(s.cfg.Storage.Volumes, ","),
+		"topics", len(s.store.ListTopics("")), "repairs", st.Repairs, "took", time.Since(begun).Round(time.Millisecond))
+	if s.broker, err = broker.New(s.store, s.run.Broker, s.cfg.Storage.Fsync == storage.FsyncAlways); err != nil {
+		return err
+	}
+	if err := s.broker.Start(); err != nil {
+		s.broker = nil // never started: nothing to shut down
+		return err
+	}
+	if s.api != nil {
+		s.api.Ready(s.store, s.broker)
+	}
+	attrs := []any{"tcp", s.broker.Addr().String()}
+	if s.hl != nil {
+		attrs = append(attrs, "http", s.hl.Addr().String())
+	}
+	s.log.Info("serving", append(attrs, "fsync", s.cfg.Storage.Fsync.String())...)
+	return nil
+}
+
+// listenHTTP starts the HTTP port, if there is one. mu must be held.
+func (s *Server) listenHTTP() error {
+	if s.api == nil {
+		return nil
+	}
+	hl, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("server: http port: %w", err)
+	}
+	s.hl = hl
+	s.hs = &http.Server{Handler: s.api, ReadHeaderTimeout: s.cfg.HTTPReadHeaderTimeout}
+	s.httpDone = make(chan error, 1)
+	go func() {
+		err := s.hs.Serve(hl)
+		if !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http port stopped", "err", err)
+		}
+		s.httpDone <- err
+	}()
+	return nil
+}
+
+// Run starts the server, serves until ctx is done, then shuts it down,
+// giving the requests in flight up to timeout to finish.
+func (s *Server) Run(ctx context.Context, timeout time.Duration) error {
+	if err := s.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.Shutdown(sctx)
+}
+
+// Addr is the binary protocol's address, with the real port when
+// Config.Broker.Addr asked for port 0; nil before Start.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.broker == nil {
+		return nil
+	}
+	return s.broker.Addr()
+}
+
+// HTTPAddr is the HTTP port's address, with the real port when
+// Config.HTTPAddr asked for port 0; nil before Start or without an HTTP
+// port.
+func (s *Server) HTTPAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hl == nil {
+		return nil
+	}
+	return s.hl.Addr()
+}
+
+// Store is the server's store, nil before Start. It stays the server's:
+// Shutdown closes it.
+func (s *Server) Store() *storage.Store {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.store
+}
+
+// Broker is the server's broker, nil before Start.
+func (s *Server) Broker() *broker.Broker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.broker
+}
+
+// Config is the configuration in force, with the defaults Validate filled
+// in. Starting a new server with it serves the same volumes.
+func (s *Server) Config() Config { return s.cfg }
+
+// Shutdown stops the server gracefully: the broker refuses new requests
+// and answers those in flight, the HTTP port stops accepting and waits for
+// its requests, then the store closes. When ctx ends first, what is left
+// is closed at once. A second call returns nil.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		return fmt.Errorf("%w: shutdown: never started", ErrState)
+	}
+	if s.stopped {
+		return nil
+	}
+	s.stopped = true
+	if err := s.closeLocked(ctx); err != nil {
+		return err
+	}
+	s.log.Info("stopped")
+	return nil
+}
+
+// closeLocked stops whatever runs, in order. mu must be held.
+func (s *Server) closeLocked(ctx context.Context) error {
+	var errs []error
+	if s.broker != nil {
+		errs = append(errs, s.broker.Shutdown(ctx))
+	}
+	if s.hs != nil {
+		if err := s.hs.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("server: http port: %w", err), s.hs.Close())
+		}
+		if err := <-s.httpDone; !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("server: http port: %w", err))
+		}
+	}
+	if s.store != nil {
+		errs = append(errs, s.store.Close())
+	}
+	runtime.KeepAlive(s.ballast)
+	s.ballast = nil
+	return errors.Join(errs...)
+}
