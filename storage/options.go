@@ -48,6 +48,25 @@ func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
 	return 0, fmt.Errorf("%w: fsync policy %q: want always, interval or never", ErrInvalidOptions, s)
 }
 
+// MarshalText returns the policy's name, as ParseFsyncPolicy reads it.
+func (p FsyncPolicy) MarshalText() ([]byte, error) {
+	if p < FsyncNever || p > FsyncAlways {
+		return nil, fmt.Errorf("%w: fsync policy %d", ErrInvalidOptions, int(p))
+	}
+	return []byte(p.String()), nil
+}
+
+// UnmarshalText sets the policy from its name, as ParseFsyncPolicy does,
+// so that a policy works with flag.TextVar.
+func (p *FsyncPolicy) UnmarshalText(text []byte) error {
+	v, err := ParseFsyncPolicy(string(text))
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
+
 // Options configures a Store. Start from DefaultOptions.
 type Options struct {
 	// Volumes are the directories every message is written to, in this

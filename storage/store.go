@@ -398,6 +398,11 @@ func (s *Store) Info(name string) (TopicInfo, error) {
 	return t.info()
 }
 
+// FsyncPolicy is the policy the store was opened with: with FsyncAlways,
+// Append and AppendMany wait for the disk, which a caller serving many
+// clients keeps off its event loops.
+func (s *Store) FsyncPolicy() FsyncPolicy { return s.opts.Fsync }
+
 // Append validates batch (header, CRC and, when uncompressed, its messages),
 // stamps its base offset and append time into it in place, writes it to
 // every volume in order and returns its base offset once every volume has

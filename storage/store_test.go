@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -129,3 +130,42 @@ func TestNotFound(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestFsyncPolicyText(t *testing.T) {
+	for _, p := range []FsyncPolicy{FsyncNever, FsyncInterval, FsyncAlways} {
+		text, err := p.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var q FsyncPolicy
+		if err := q.UnmarshalText(text); err != nil || q != p {
+			t.Fatalf("%s: round trip gave %v, %v", p, q, err)
+		}
+		var fs flag.FlagSet
+		var r FsyncPolicy
+		fs.TextVar(&r, "fsync", FsyncNever, "")
+		if err := fs.Parse([]string{"-fsync", string(text)}); err != nil || r != p {
+			t.Fatalf("-fsync %s: %v, %v", text, r, err)
+		}
+	}
+	q := FsyncAlways
+	if err := q.UnmarshalText([]byte("sometimes")); !errors.Is(err, ErrInvalidOptions) || q != FsyncAlways {
+		t.Fatalf("bad name: %v, policy now %v", err, q)
+	}
+	if _, err := FsyncPolicy(7).MarshalText(); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("bad policy marshalled: %v", err)
+	}
+}
+
+func TestStoreFsyncPolicy(t *testing.T) {
+	opts := DefaultOptions(t.TempDir())
+	opts.Fsync = FsyncAlways
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.FsyncPolicy(); got != FsyncAlways {
+		t.Fatalf("FsyncPolicy() = %v, want always", got)
+	}
+}
