@@ -39,15 +39,16 @@ type Broker struct {
 	stats counters
 }
 
-// New returns a broker for store; Start serves it.
-func New(store *storage.Store, cfg Config, fsyncOnAppend bool) (*Broker, error) {
+// New returns a broker for store; Start serves it. When the store fsyncs
+// every append, produces run off the event loops.
+func New(store *storage.Store, cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return &Broker{
 		cfg:     cfg,
 		store:   store,
-		fsync:   fsyncOnAppend,
+		fsync:   store.FsyncPolicy() == storage.FsyncAlways,
 		started: make(chan struct{}),
 		runErr:  make(chan error, 1),
 		stalled: make(map[gnet.Conn]struct{}),

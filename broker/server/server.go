@@ -184,7 +184,7 @@ func (s *Server) Start() (err error) {
 	st := s.store.Stats()
 	s.log.Info("volumes open", "volumes", strings.Join(s.cfg.Storage.Volumes, ","),
 		"topics", len(s.store.ListTopics("")), "repairs", st.Repairs, "took", time.Since(begun).Round(time.Millisecond))
-	if s.broker, err = broker.New(s.store, s.run.Broker, s.cfg.Storage.Fsync == storage.FsyncAlways); err != nil {
+	if s.broker, err = broker.New(s.store, s.run.Broker); err != nil {
 		return err
 	}
 	if err := s.broker.Start(); err != nil {
@@ -198,7 +198,7 @@ func (s *Server) Start() (err error) {
 	if s.hl != nil {
 		attrs = append(attrs, "http", s.hl.Addr().String())
 	}
-	s.log.Info("serving", append(attrs, "fsync", s.cfg.Storage.Fsync.String())...)
+	s.log.Info("serving", append(attrs, "fsync", s.store.FsyncPolicy().String())...)
 	return nil
 }
 

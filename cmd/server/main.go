@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/broker/server"
-	"github.com/haraqa/haraqa/storage"
 )
 
 func main() {
@@ -36,7 +35,7 @@ const shutdownTimeout = 10 * time.Second
 func parseFlags(args []string, stderr io.Writer) (server.Config, error) {
 	c := server.DefaultConfig()
 	var httpPort, tcpPort uint
-	var listen, fsync, logLevel string
+	var listen, logLevel string
 	fs := flag.NewFlagSet("haraqa", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.UintVar(&httpPort, "http", 4353, "HTTP port: REST API, API docs, Prometheus metrics, health checks")
@@ -50,7 +49,7 @@ func parseFlags(args []string, stderr io.Writer) (server.Config, error) {
 	fs.IntVar(&c.Storage.Entries, "entries", 5000, "messages per segment file before a new one starts")
 	fs.IntVar(&c.Broker.DefaultLimit, "limit", -1, "default consume limit in messages; -1: no limit beyond the byte bound")
 	fs.Int64Var(&c.Ballast, "ballast", 1<<30, "GC ballast in bytes (address space only; 0 to disable)")
-	fs.StringVar(&fsync, "fsync", "never", "when to fsync: always (before every ack, group-committed), interval, never")
+	fs.TextVar(&c.Storage.Fsync, "fsync", c.Storage.Fsync, "when to fsync: always (before every ack, group-committed), interval, never")
 	fs.DurationVar(&c.Storage.FsyncInterval, "fsync-interval", time.Second, "fsync period with -fsync interval")
 	fs.IntVar(&c.Broker.MaxFrameSize, "max-frame", c.Broker.MaxFrameSize, "largest request frame in bytes")
 	fs.IntVar(&c.Broker.MaxConsumeBytes, "max-consume-bytes", 4<<20, "largest consume response in batch bytes")
@@ -87,11 +86,6 @@ func parseFlags(args []string, stderr io.Writer) (server.Config, error) {
 		return c, fmt.Errorf("-log-level %q: want debug, info, warn or error", logLevel)
 	}
 	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	policy, err := storage.ParseFsyncPolicy(fsync)
-	if err != nil {
-		return c, err
-	}
-	c.Storage.Fsync = policy
 	c.Storage.MaxBatchBytes = c.Broker.MaxFrameSize
 	c.HTTP.MaxBodyBytes = int64(c.Broker.MaxFrameSize)
 	c.HTTP.DefaultLimit = c.Broker.DefaultLimit
