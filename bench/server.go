@@ -1,35 +1,32 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
-	"github.com/haraqa/haraqa/broker"
-	"github.com/haraqa/haraqa/storage"
+	"github.com/haraqa/haraqa/broker/server"
 )
 
-// embedded is an in-process server on fresh temporary volumes. It is the
-// only part of the package that touches the broker and storage packages;
-// the load itself goes through the client like any other.
+// embedded is an in-process server on fresh temporary volumes, assembled
+// as the haraqa binary's is (package broker/server). The load itself goes
+// through the client like any other.
 type embedded struct {
-	dir     string
-	store   *storage.Store
-	broker  *broker.Broker
-	ballast []byte
+	dir string
+	srv *server.Server
 
 	fsyncMu   sync.Mutex
 	fsyncHist *hdrhistogram.Histogram // fsync durations since resetFsyncs
@@ -38,10 +35,6 @@ type embedded struct {
 // startEmbedded opens a store on volumes fresh directories under dir and
 // serves it on 127.0.0.1:0, as the haraqa binary does with the same flags.
 func startEmbedded(cfg *Config, log *slog.Logger) (*embedded, error) {
-	policy, err := storage.ParseFsyncPolicy(cfg.Fsync)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
-	}
 	dir, err := os.MkdirTemp(cfg.Dir, "haraqa-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrServer, err)
@@ -50,44 +43,42 @@ func startEmbedded(cfg *Config, log *slog.Logger) (*embedded, error) {
 	for i := range vols {
 		vols[i] = filepath.Join(dir, fmt.Sprintf("vol%d", i+1))
 	}
-	so := storage.DefaultOptions(vols...)
-	so.Fsync = policy
-	so.Entries = cfg.Entries
-	so.Logger = log
+	sc := server.DefaultConfig(vols...)
+	if err := sc.Storage.Fsync.UnmarshalText([]byte(cfg.Fsync)); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	sc.Storage.Entries = cfg.Entries
+	sc.Broker.Addr = "127.0.0.1:0"
+	sc.HTTPAddr = "" // the load reads the broker's counters directly
+	// The haraqa binary's GC ballast (see its -ballast flag): address
+	// space, never touched, so the GC paces itself as in the real server.
+	sc.Ballast = cfg.Ballast
+	sc.Logger = log
 	e := &embedded{dir: dir, fsyncHist: newHist()}
-	so.OnFsync = func(d time.Duration) {
+	sc.Storage.OnFsync = func(d time.Duration) {
 		e.fsyncMu.Lock()
 		record(e.fsyncHist, d)
 		e.fsyncMu.Unlock()
 	}
-	store, err := storage.Open(so)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("%w: %w", ErrServer, err)
-	}
-	bc := broker.DefaultConfig()
-	bc.Addr = "127.0.0.1:0"
-	bc.Logger = log
-	b, err := broker.New(store, bc, policy == storage.FsyncAlways)
-	if err == nil {
-		err = b.Start()
+	if e.srv, err = server.New(sc); err == nil {
+		err = e.srv.Start()
 	}
 	if err != nil {
-		err = errors.Join(err, store.Close())
 		os.RemoveAll(dir)
+		if errors.Is(err, server.ErrInvalidConfig) {
+			return nil, fmt.Errorf("%w: %w", ErrUsage, err)
+		}
 		return nil, fmt.Errorf("%w: %w", ErrServer, err)
 	}
-	// The haraqa binary's GC ballast (see its -ballast flag): address
-	// space, never touched, so the GC paces itself as in the real server.
-	e.store, e.broker, e.ballast = store, b, make([]byte, cfg.Ballast)
 	return e, nil
 }
 
-func (e *embedded) addr() string { return e.broker.Addr().String() }
+func (e *embedded) addr() string { return e.srv.Addr().String() }
 
 // consumed returns the broker's zero-copy and copied consume bytes.
 func (e *embedded) consumed(context.Context) (zeroCopy, copied int64, err error) {
-	st := e.broker.Stats()
+	st := e.srv.Broker().Stats()
 	return st.ZeroCopyBytes, st.CopiedBytes, nil
 }
 
@@ -95,7 +86,7 @@ func (e *embedded) consumed(context.Context) (zeroCopy, copied int64, err error)
 // their removal neither takes CPU from a timed phase nor leaves the page
 // cache it frees still in use.
 func (e *embedded) settle(ctx context.Context) error {
-	if err := e.store.WaitDeleted(ctx); err != nil {
+	if err := e.srv.Store().WaitDeleted(ctx); err != nil {
 		return fmt.Errorf("%w: %w", ErrServer, err)
 	}
 	return nil
@@ -120,10 +111,7 @@ func (e *embedded) fsyncs() (int64, Latency) {
 func (e *embedded) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := errors.Join(e.broker.Shutdown(ctx), e.store.Close(), os.RemoveAll(e.dir))
-	runtime.KeepAlive(e.ballast)
-	e.ballast = nil
-	if err != nil {
+	if err := errors.Join(e.srv.Shutdown(ctx), os.RemoveAll(e.dir)); err != nil {
 		return fmt.Errorf("%w: %w", ErrServer, err)
 	}
 	return nil
@@ -146,7 +134,7 @@ func scrapeConsumed(ctx context.Context, addr string) (zeroCopy, copied int64, e
 	if resp.StatusCode != http.StatusOK {
 		return 0, 0, fmt.Errorf("metrics: %s", resp.Status)
 	}
-	return parseConsumedMetrics(bufio.NewScanner(resp.Body))
+	return parseConsumedMetrics(resp.Body)
 }
 
 // consumedMetrics are the names, newest first, under which servers have
@@ -155,45 +143,40 @@ var consumedMetrics = []string{"haraqa_consume_sent_bytes_total", "haraqa_consum
 
 // parseConsumedMetrics finds the zero-copy and copied consume bytes in
 // Prometheus text format.
-func parseConsumedMetrics(sc *bufio.Scanner) (zeroCopy, copied int64, err error) {
-	type pair struct {
-		z, c   int64
-		zf, cf bool
+func parseConsumedMetrics(r io.Reader) (zeroCopy, copied int64, err error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return 0, 0, fmt.Errorf("metrics: %w", err)
 	}
-	found := make([]pair, len(consumedMetrics))
-	for sc.Scan() {
-		line := sc.Text()
-		name, rest, ok := strings.Cut(line, "{")
-		if !ok {
-			continue
+	for _, name := range consumedMetrics {
+		var z, c *float64
+		for _, m := range families[name].GetMetric() {
+			v := metricValue(m)
+			for _, l := range m.GetLabel() {
+				switch {
+				case l.GetName() != "path":
+				case l.GetValue() == "zero_copy":
+					z = &v
+				case l.GetValue() == "copied":
+					c = &v
+				}
+			}
 		}
-		i := slices.Index(consumedMetrics, name)
-		end := strings.IndexByte(rest, '}')
-		if i < 0 || end < 0 {
-			continue
-		}
-		fields := strings.Fields(rest[end+1:])
-		if len(fields) == 0 {
-			continue
-		}
-		v, perr := strconv.ParseFloat(fields[0], 64)
-		if perr != nil {
-			continue
-		}
-		switch labels := rest[:end]; {
-		case strings.Contains(labels, `path="zero_copy"`):
-			found[i].z, found[i].zf = int64(v), true
-		case strings.Contains(labels, `path="copied"`):
-			found[i].c, found[i].cf = int64(v), true
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, 0, err
-	}
-	for _, f := range found {
-		if f.zf && f.cf {
-			return f.z, f.c, nil
+		if z != nil && c != nil {
+			return int64(*z), int64(*c), nil
 		}
 	}
 	return 0, 0, fmt.Errorf("metrics: none of %s by path", strings.Join(consumedMetrics, ", "))
+}
+
+// metricValue is the value of a counter, gauge or untyped sample.
+func metricValue(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	}
+	return m.GetUntyped().GetValue()
 }
