@@ -34,7 +34,9 @@ const maxKeptOut = 1 << 20
 
 // OnOpen sets up a connection's state.
 func (b *Broker) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	c.SetContext(&connState{})
+	cs := &connState{}
+	cs.w.b, cs.w.conn = b, c
+	c.SetContext(cs)
 	b.stats.connections.Add(1)
 	return nil, gnet.None
 }
@@ -69,6 +71,7 @@ func (b *Broker) OnClose(c gnet.Conn, err error) gnet.Action {
 // frames, as long as the connection's output is not backed up.
 func (b *Broker) OnTraffic(c gnet.Conn) gnet.Action {
 	cs := c.Context().(*connState)
+	cs.w.woken.Store(false) // answers filed from here on wake the loop again
 	b.advance(c, cs)
 	action := gnet.None
 	if cs.fatal == nil {

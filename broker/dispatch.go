@@ -69,12 +69,22 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 		b.respondError(cs, h.Op, h.CorrID, err)
 		return h.Op, false
 	}
-	if !cs.w.busy() && !b.offLoop(h.Op) {
+	jb.start = start
+	switch {
+	case cs.w.busy():
+		// Behind the storage requests the connection's goroutine runs.
+	case h.Op == protocol.OpProduce && b.fsync:
+		b.produceAsync(c, cs, jb)
+		return h.Op, true
+	case cs.w.inStore.Load() > 0:
+		// Produces are being stored: the goroutine runs it once they are,
+		// so that it sees them.
+	case !b.offLoop(h.Op):
 		// Nothing runs before it: run it here, on the loop.
 		cs.end(b.runJobs(cs.begin(), []*job{jb}))
 		return h.Op, false
 	}
-	jb.start = start
+	b.take(cs, jb)
 	b.queueJob(c, cs, jb)
 	return h.Op, true
 }

@@ -14,10 +14,16 @@ import (
 
 // slot is one request waiting for its turn to be answered.
 type slot struct {
-	done    bool     // connState.mu
-	resp    []byte   // connState.mu: the response frame, once done
+	done    bool     // worker.mu
+	resp    []byte   // worker.mu: the response frame, once done
 	async   bool     // answered by a goroutine (counted in stats.pending)
 	consume *consume // a consume, served when it reaches the head; loop-owned
+
+	// An asynchronous produce (worker.appendAsync): its outcome, set under
+	// worker.mu with done, from which the loop writes the response.
+	produce *job
+	base    int64
+	err     error
 }
 
 // advance sends the responses at the head of the queue that are ready.
@@ -41,7 +47,13 @@ func (b *Broker) advance(c gnet.Conn, cs *connState) {
 			if !done {
 				return
 			}
-			cs.out = append(cs.out, resp...)
+			if j := s.produce; j != nil {
+				cs.out = b.appendProduceResponse(cs.out, j, s.base, s.err)
+				b.observe(j.op, false, j.start)
+				b.release(&cs.w, j)
+			} else {
+				cs.out = append(cs.out, resp...)
+			}
 			if s.async {
 				b.stats.pending.Add(-1)
 			}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/valyala/bytebufferpool"
@@ -13,31 +12,36 @@ import (
 	"github.com/haraqa/haraqa/storage"
 )
 
-// This file: the connection's worker, a goroutine that runs the storage
-// requests that may wait on the disk, in request order, while the event
-// loop goes on serving other connections.
+// This file: the connection's worker, a goroutine that runs, in request
+// order, the storage requests that may wait on the disk, while the event
+// loop goes on serving other connections; and, with fsync on, the produces
+// handed to storage's group commit without waiting (Store.AppendAsync).
 
-// worker is the part of a connection's state shared between its event loop
-// and its goroutine.
+// worker is the part of a connection's state shared between its event
+// loop, its goroutine and storage's commit goroutine.
 type worker struct {
-	mu      sync.Mutex    // guards jobs, working and more, and the done and resp fields of slots
-	jobs    []*job        // requests waiting for the goroutine
-	working bool          // the goroutine is running
-	more    chan struct{} // closed by queueJob while gather waits
-	queued  atomic.Int64  // bytes of produce batches copied for the goroutine
+	b       *Broker
+	conn    gnet.Conn    // the connection, to wake its loop
+	mu      sync.Mutex   // guards jobs and working, and the outcome fields of slots
+	jobs    []*job       // requests waiting for the goroutine
+	working bool         // the goroutine is running
+	queued  atomic.Int64 // bytes of produce batches copied and not yet stored
+	woken   atomic.Bool  // a Wake is on its way to the loop (cleared by OnTraffic)
 
-	// Owned by the goroutine.
-	lastGroup  int           // produces in the last group
-	lastCommit time.Duration // how long that group took
+	// appending counts the produces handed to storage and not yet
+	// acknowledged. Added to by the loop while the goroutine does not run,
+	// and by the goroutine; waited for by the goroutine only.
+	appending sync.WaitGroup
+	inStore   atomic.Int64 // the same count, for the loop to read
 }
 
 // maxGroupBytes bounds the batch bytes of the produces one connection hands
 // to storage at once.
 const maxGroupBytes = 16 << 20
 
-// queueJob queues j behind the connection's running jobs, starting the
-// goroutine that runs them if none is. Runs on the loop.
-func (b *Broker) queueJob(c gnet.Conn, cs *connState, j *job) {
+// take copies j's batch, which borrows from the frame, into a pooled buffer
+// and gives j a slot in the connection's queue. Runs on the loop.
+func (b *Broker) take(cs *connState, j *job) {
 	if j.raw != nil {
 		j.batch = bytebufferpool.Get()
 		j.batch.B = append(j.batch.B[:0], j.raw...)
@@ -47,6 +51,89 @@ func (b *Broker) queueJob(c gnet.Conn, cs *connState, j *job) {
 	j.slot = &slot{async: true}
 	cs.slots = append(cs.slots, j.slot)
 	b.stats.pending.Add(1)
+}
+
+// produceAsync hands j, a produce that nothing queued on the connection
+// precedes, straight to storage's group commit from the loop: with fsync
+// on, every produce a pipelining connection has sent, and those of every
+// other connection, join the same commit. A produce to a missing topic
+// that asks for its creation goes to the goroutine, which may wait for the
+// directory syncs. Runs on the loop.
+func (b *Broker) produceAsync(c gnet.Conn, cs *connState, j *job) {
+	b.take(cs, j)
+	if !b.appendAsync(&cs.w, j, false) {
+		b.queueJob(c, cs, j)
+	}
+}
+
+// appendAsync hands j to storage's group commit; storage tells the worker
+// (Appended, Flush) once the batch is on every volume. A produce storage
+// refuses at once is answered at once, except a missing topic to be
+// created, for which appendAsync returns false unless create is set, when
+// it creates the topic and tries again.
+func (b *Broker) appendAsync(w *worker, j *job, create bool) bool {
+	// inflight.Add must not race Shutdown's Wait: both go through stopMu.
+	b.stopMu.RLock()
+	if b.stopping.Load() {
+		b.stopMu.RUnlock()
+		w.file(j, 0, errShuttingDown)
+		w.Flush()
+		return true
+	}
+	b.inflight.Add(1)
+	b.stopMu.RUnlock()
+	w.appending.Add(1)
+	w.inStore.Add(1)
+	err := b.store.AppendAsync(j.topic, j.raw, w, j)
+	if errors.Is(err, storage.ErrTopicNotFound) && j.flags&protocol.ProduceCreateTopic != 0 {
+		if !create {
+			w.done()
+			return false
+		}
+		if cerr := b.store.CreateTopic(j.topic); cerr == nil || errors.Is(cerr, storage.ErrTopicExists) {
+			err = b.store.AppendAsync(j.topic, j.raw, w, j)
+		}
+	}
+	if err != nil {
+		w.Appended(j, 0, err)
+		w.Flush()
+	}
+	return true
+}
+
+var _ storage.AppendCallback = (*worker)(nil)
+
+// Appended files the outcome of the produce arg (a *job) in its slot; the
+// loop writes the response (advance). Storage calls it on its commit
+// goroutine for each produce of a commit before Flush wakes the loop, so a
+// commit's answers are all filed before the loop looks at them, and leave
+// together.
+func (w *worker) Appended(arg any, base int64, err error) {
+	w.file(arg.(*job), base, err)
+	w.done()
+}
+
+// file files the outcome of the produce j.
+func (w *worker) file(j *job, base int64, err error) {
+	w.mu.Lock()
+	j.slot.produce = j
+	j.slot.base, j.slot.err, j.slot.done = base, err, true
+	w.mu.Unlock()
+}
+
+// done counts a produce handed to storage as answered.
+func (w *worker) done() {
+	w.inStore.Add(-1)
+	w.appending.Done()
+	w.b.inflight.Done()
+}
+
+// Flush wakes the loop to send what Appended filed.
+func (w *worker) Flush() { w.wake() }
+
+// queueJob queues j, already taken (take), behind the connection's running
+// jobs, starting the goroutine that runs them if none is. Runs on the loop.
+func (b *Broker) queueJob(c gnet.Conn, cs *connState, j *job) {
 	cs.w.mu.Lock()
 	defer cs.w.mu.Unlock()
 	if !cs.w.working {
@@ -56,20 +143,14 @@ func (b *Broker) queueJob(c gnet.Conn, cs *connState, j *job) {
 		if b.stopping.Load() {
 			j.slot.resp, j.slot.done = b.appendError(nil, j.op, j.corrID, errShuttingDown), true
 			b.observe(j.op, false, j.start)
-			if j.batch != nil {
-				bytebufferpool.Put(j.batch)
-			}
+			b.release(&cs.w, j)
 			return
 		}
 		b.inflight.Add(1)
 		cs.w.working = true
-		go b.work(c, &cs.w)
+		go b.work(&cs.w)
 	}
 	cs.w.jobs = append(cs.w.jobs, j)
-	if cs.w.more != nil {
-		close(cs.w.more)
-		cs.w.more = nil
-	}
 }
 
 // busy reports whether the goroutine is running jobs: a job queued now
@@ -80,87 +161,85 @@ func (w *worker) busy() bool {
 	return w.working
 }
 
-// work runs a connection's queued jobs in order until none is left.
-func (b *Broker) work(c gnet.Conn, w *worker) {
+// work runs a connection's queued jobs in order until none is left. With
+// fsync on, a produce is handed to storage's group commit and the
+// goroutine goes on at once; any other job first waits until the produces
+// before it are acknowledged, so it sees their effect.
+func (b *Broker) work(w *worker) {
 	defer b.inflight.Done()
 	for {
 		w.mu.Lock()
 		jobs := w.jobs
 		w.jobs = nil
 		if len(jobs) == 0 {
-			w.working = false
 			w.mu.Unlock()
-			return
+			w.appending.Wait() // answer every produce before the goroutine ends
+			w.mu.Lock()
+			if len(w.jobs) == 0 {
+				w.working = false
+				w.mu.Unlock()
+				return
+			}
+			w.mu.Unlock()
+			continue
 		}
 		w.mu.Unlock()
-		jobs = b.gather(w, jobs)
-		for len(jobs) > 0 {
-			// Consecutive produces to one topic go to storage together.
-			n, size := 1, len(jobs[0].raw)
-			for n < len(jobs) && jobs[0].op == protocol.OpProduce && jobs[n].op == protocol.OpProduce &&
-				jobs[n].topic == jobs[0].topic && size+len(jobs[n].raw) <= maxGroupBytes {
-				size += len(jobs[n].raw)
-				n++
-			}
-			group := jobs[:n]
-			jobs = jobs[n:]
-			start := time.Now()
-			resps := b.runJobsEach(group)
-			if group[0].op == protocol.OpProduce {
-				w.lastGroup, w.lastCommit = n, time.Since(start)
-			}
-			w.mu.Lock()
-			for i, j := range group {
-				j.slot.resp, j.slot.done = resps[i], true
-			}
-			w.mu.Unlock()
-			for _, j := range group {
-				b.observe(j.op, false, j.start)
-			}
-			for _, j := range group {
-				if j.batch != nil {
-					w.queued.Add(-int64(len(j.raw)))
-					bytebufferpool.Put(j.batch)
-					j.batch = nil
-				}
-			}
-			_ = c.Wake(nil)
+		b.runQueued(w, jobs)
+	}
+}
+
+// runQueued runs jobs in order on the connection's goroutine.
+func (b *Broker) runQueued(w *worker, jobs []*job) {
+	for len(jobs) > 0 {
+		if jobs[0].op == protocol.OpProduce && b.fsync {
+			b.appendAsync(w, jobs[0], true)
+			jobs = jobs[1:]
+			continue
+		}
+		w.appending.Wait()
+		// Consecutive produces to one topic go to storage together.
+		n, size := 1, len(jobs[0].raw)
+		for n < len(jobs) && jobs[0].op == protocol.OpProduce && jobs[n].op == protocol.OpProduce &&
+			jobs[n].topic == jobs[0].topic && size+len(jobs[n].raw) <= maxGroupBytes {
+			size += len(jobs[n].raw)
+			n++
+		}
+		group := jobs[:n]
+		jobs = jobs[n:]
+		resps := b.runJobsEach(group)
+		for i, j := range group {
+			b.complete(w, j, resps[i])
 		}
 	}
 }
 
-// gather waits, with fsync on, while fewer produces are queued than the
-// connection's last group held, up to half that group's commit time: the
-// clients just answered are sending again, and one fsync for all of them
-// costs what one for half of them does. Only the connection's goroutine
-// calls it.
-func (b *Broker) gather(w *worker, jobs []*job) []*job {
-	if !b.fsync || w.lastGroup <= 1 || len(jobs) >= w.lastGroup || jobs[0].op != protocol.OpProduce {
-		return jobs
+// complete files resp as j's answer, releases j's batch and wakes the loop
+// to send it.
+func (b *Broker) complete(w *worker, j *job, resp []byte) {
+	w.mu.Lock()
+	j.slot.resp, j.slot.done = resp, true
+	w.mu.Unlock()
+	b.observe(j.op, false, j.start)
+	b.release(w, j)
+	w.wake()
+}
+
+// release returns j's batch copy to the pool.
+func (b *Broker) release(w *worker, j *job) {
+	if j.batch != nil {
+		w.queued.Add(-int64(len(j.raw)))
+		bytebufferpool.Put(j.batch)
+		j.batch = nil
 	}
-	timer := time.NewTimer(w.lastCommit / 2)
-	defer timer.Stop()
-	for len(jobs) < w.lastGroup {
-		w.mu.Lock()
-		if len(w.jobs) > 0 {
-			jobs = append(jobs, w.jobs...)
-			w.jobs = nil
-			w.mu.Unlock()
-			continue
-		}
-		more := make(chan struct{})
-		w.more = more
-		w.mu.Unlock()
-		select {
-		case <-more:
-		case <-timer.C:
-			w.mu.Lock()
-			w.more = nil
-			w.mu.Unlock()
-			return jobs
-		}
+}
+
+// wake wakes the loop to send what was filed. One Wake serves every answer
+// filed before the loop runs: OnTraffic clears woken before it looks at
+// the slots.
+func (w *worker) wake() {
+	if !w.woken.Swap(true) {
+		_ = w.conn.Wake(nil)
 	}
-	return jobs
 }
 
 // produce appends the batches of jobs, produces to one topic, together,
@@ -191,13 +270,18 @@ func (b *Broker) produce(jobs []*job, resps [][]byte) {
 		}
 	}
 	for i, j := range jobs {
-		if errs[i] != nil {
-			resps[i] = b.appendError(nil, protocol.OpProduce, j.corrID, errs[i])
-			continue
-		}
-		bt, _, _ := protocol.ParseBatch(batches[i]) // valid: storage accepted it
-		b.stats.producedMsgs.Add(int64(bt.Count))
-		b.stats.producedBytes.Add(int64(len(batches[i])))
-		resps[i] = protocol.AppendProduceResponse(nil, j.corrID, bases[i], uint32(bt.Count))
+		resps[i] = b.appendProduceResponse(nil, j, bases[i], errs[i])
 	}
+}
+
+// appendProduceResponse appends the answer to the produce j: its base
+// offset and message count, or err.
+func (b *Broker) appendProduceResponse(dst []byte, j *job, base int64, err error) []byte {
+	if err != nil {
+		return b.appendError(dst, protocol.OpProduce, j.corrID, err)
+	}
+	bt, _, _ := protocol.ParseBatch(j.raw) // valid: storage accepted it
+	b.stats.producedMsgs.Add(int64(bt.Count))
+	b.stats.producedBytes.Add(int64(len(j.raw)))
+	return protocol.AppendProduceResponse(dst, j.corrID, base, uint32(bt.Count))
 }

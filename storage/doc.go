@@ -89,8 +89,10 @@
 // waits, up to half the last commit's duration, until as many appenders
 // are queued as the last commit held: those just acknowledged are on their
 // way back, and one fsync for all of them costs what one for half does.
-// Appends
-// to different topics run in parallel. A batch is acknowledged only once
+// AppendAsync queues a batch without waiting: a goroutine leads its commit
+// and an AppendCallback hears the outcome, so one caller (a connection
+// pipelining produces) can have many batches in one commit. Appends to
+// different topics run in parallel. A batch is acknowledged only once
 // every volume has it, so killing the process never loses an acknowledged
 // append: it is in the page cache. With FsyncAlways it is on disk too (and
 // a new segment's directory entry is fsynced before anything in it is

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -45,10 +46,11 @@ type topic struct {
 
 	qmu        sync.Mutex
 	queue      []*appendReq
-	committing bool          // a leader is committing (appendReqs)
-	arrived    chan struct{} // closed by the next enqueue, when a leader gathers
-	lastGroup  int           // appenders in the last commit (the leader's)
-	lastCommit time.Duration // how long the last commit took (the leader's)
+	committing bool             // a leader is committing (appendReqs)
+	arrived    chan struct{}    // closed by the next enqueue, when a leader gathers
+	lastGroup  int              // appenders in the last commit (the leader's)
+	flush      []AppendCallback // the leader's: callbacks to flush after a commit
+	lastCommit time.Duration    // how long the last commit took (the leader's)
 
 	mu       sync.RWMutex
 	segs     []*segment // ordered by base; never modified in place, only replaced
@@ -82,6 +84,11 @@ type appendReq struct {
 	// committed; true: lead the next commit.
 	head  bool
 	ready chan bool
+	// cb, when set, makes the request asynchronous (AppendAsync): the
+	// leader tells cb once the request is committed, and nobody waits on
+	// ready. An asynchronous request always heads a group of its own.
+	cb  AppendCallback
+	arg any
 }
 
 var reqPool = sync.Pool{New: func() any { return &appendReq{ready: make(chan bool, 1)} }}
@@ -123,6 +130,44 @@ func (t *topic) append(batch []byte, count int) (int64, error) {
 	return base, err
 }
 
+// AppendCallback is told the outcomes of asynchronous appends
+// (Store.AppendAsync). After each commit, storage calls Appended for each
+// of the callback's appends that the commit held, in the order they were
+// queued, then Flush once: a caller that answers clients can send all the
+// answers of a commit together. Both run on a storage goroutine and must be
+// quick; neither may call Append or AppendMany.
+type AppendCallback interface {
+	// Appended reports the outcome of the append queued with arg: what
+	// Append would have returned.
+	Appended(arg any, base int64, err error)
+	// Flush follows the Appended calls of one commit.
+	Flush()
+}
+
+// AppendAsync is Append without the wait, for a caller that has more to
+// send before the answer comes back (a connection pipelining produces): it
+// validates batch and queues it for the topic's next commit, and returns.
+// Batches queued by one goroutine get offsets in the order queued, and
+// share commits (one write and fsync per volume) with each other and with
+// every other append to the topic.
+//
+// An error returned (a bad batch, a missing topic) means batch was not
+// queued and cb hears nothing of it. Otherwise cb.Appended(arg, ...) is
+// called once, after every volume has the batch (and has fsynced it, with
+// FsyncAlways). batch must not be used by the caller until then.
+func (s *Store) AppendAsync(name string, batch []byte, cb AppendCallback, arg any) error {
+	count, err := s.validate(name, batch)
+	if err != nil {
+		return err
+	}
+	t, err := s.lookup(name)
+	if err != nil {
+		return err
+	}
+	t.appendAsync(&appendReq{batch: batch, count: count, cb: cb, arg: arg})
+	return nil
+}
+
 // appendReqs queues reqs together, in order, and returns once they are
 // committed. Being queued under one lock, they are committed by one commit.
 //
@@ -142,52 +187,100 @@ func (t *topic) appendReqs(reqs []*appendReq) {
 		head.ready = make(chan bool, 1)
 	}
 	head.head = true
+	if !t.enqueue(reqs) && !<-head.ready {
+		return // committed by another leader
+	}
+	t.lead(head)
+}
+
+// appendAsync queues req, which has cb set, and returns at once; a
+// leader commits it and tells cb. With no commit in progress, a new
+// goroutine leads.
+func (t *topic) appendAsync(req *appendReq) {
+	req.head = true
+	if t.enqueue([]*appendReq{req}) {
+		go t.lead(nil)
+	}
+}
+
+// enqueue adds reqs to the queue and reports whether the caller must lead,
+// no commit being in progress.
+func (t *topic) enqueue(reqs []*appendReq) (lead bool) {
 	t.qmu.Lock()
+	defer t.qmu.Unlock()
 	t.queue = append(t.queue, reqs...)
 	if t.arrived != nil {
 		close(t.arrived)
 		t.arrived = nil
 	}
-	lead := !t.committing
+	lead = !t.committing
 	t.committing = true
-	t.qmu.Unlock()
-	if !lead && !<-head.ready {
-		return // committed by another leader
-	}
+	return lead
+}
 
-	queued := t.gather()
-	start := time.Now()
-	t.wmu.Lock()
-	t.commit(queued)
-	t.wmu.Unlock()
-	t.lastCommit = time.Since(start)
-	t.lastGroup = 0
-	for _, r := range queued {
-		if r.head {
+// lead commits what is queued, acknowledges every request it held (self,
+// the leader's own, needs no telling), and hands the lead on: to the
+// appender heading the queue, or to a new goroutine when the queue's head
+// is asynchronous, so that the leader's own appender returns now rather
+// than after another commit. A goroutine started for asynchronous requests
+// goes on leading while the queue's head is asynchronous.
+func (t *topic) lead(self *appendReq) {
+	for {
+		queued := t.gather()
+		start := time.Now()
+		t.wmu.Lock()
+		t.commit(queued)
+		t.wmu.Unlock()
+		t.lastCommit = time.Since(start)
+		t.lastGroup = 0
+		flush := t.flush[:0]
+		for _, r := range queued {
+			if !r.head {
+				continue
+			}
 			t.lastGroup++
-			if r != head {
+			switch {
+			case r.cb != nil:
+				r.cb.Appended(r.arg, r.base, r.err)
+				if !slices.Contains(flush, r.cb) {
+					flush = append(flush, r.cb)
+				}
+			case r != self:
 				r.ready <- false
 			}
 		}
-	}
-	clear(queued)
-	t.spare = queued[:0]
+		for _, cb := range flush {
+			cb.Flush()
+		}
+		clear(flush)
+		t.flush = flush[:0]
+		clear(queued)
+		t.spare = queued[:0]
 
-	t.qmu.Lock()
-	var next *appendReq
-	if len(t.queue) > 0 {
-		next = t.queue[0] // groups are queued whole, so this heads one
-	} else {
-		t.committing = false
-	}
-	t.qmu.Unlock()
-	if next != nil {
-		next.ready <- true
+		t.qmu.Lock()
+		var next *appendReq
+		if len(t.queue) > 0 {
+			next = t.queue[0] // groups are queued whole, so this heads one
+		} else {
+			t.committing = false
+		}
+		t.qmu.Unlock()
+		switch {
+		case next == nil:
+			return
+		case next.cb == nil:
+			next.ready <- true
+			return
+		case self != nil:
+			go t.lead(nil)
+			return
+		}
 	}
 }
 
 // gather takes the queue for the next commit. With FsyncAlways, while
-// fewer appenders are queued than the last commit held, it waits for them,
+// fewer appenders are queued than the last commit held (each asynchronous
+// request counts as one), it waits for them,
 // up to half the last commit's duration: the appenders just acknowledged
 // are on their way back, and an fsync shared by all of them costs what one
 // shared by half of them does. Without it, two halves alternate, each
