@@ -101,6 +101,47 @@ func (lb *loopback) wait() error {
 	return nil
 }
 
+// drive runs each of conns on its own goroutine, closing it after: warm
+// (if not nil) untimed, then, once every connection is warm, run, timed.
+// started (if not nil) is called as the clock starts. It returns the
+// seconds the timed part took, or the first error of any connection or of
+// the listener's handlers (wait), or ErrInterrupted if ctx ended.
+func (lb *loopback) drive(ctx context.Context, conns []*net.TCPConn, warm, run func(i int, c *net.TCPConn) error, started func()) (float64, error) {
+	errs := make([]error, len(conns))
+	var ready, wg sync.WaitGroup
+	begin := make(chan struct{})
+	for i, c := range conns {
+		ready.Add(1)
+		wg.Go(func() {
+			defer c.Close()
+			if warm != nil {
+				if errs[i] = warm(i, c); errs[i] != nil {
+					ready.Done()
+					return
+				}
+			}
+			ready.Done()
+			<-begin
+			errs[i] = run(i, c)
+		})
+	}
+	ready.Wait()
+	start := time.Now()
+	if started != nil {
+		started()
+	}
+	close(begin)
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	if err := errors.Join(errors.Join(errs...), lb.wait()); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrCeiling, err)
+	}
+	if ctx.Err() != nil {
+		return 0, ErrInterrupted
+	}
+	return secs, nil
+}
+
 // dialAll opens n connections to addr.
 func dialAll(ctx context.Context, addr string, n int) ([]*net.TCPConn, error) {
 	var d net.Dialer
@@ -146,67 +187,13 @@ func appendCeiling(ctx context.Context, dir string, volumes, topics, streams, ch
 // messages) and computes its CRC32C, the receiver computes the CRC32C of
 // what it read and compares.
 func appendPass(ctx context.Context, dir string, volumes, topics, streams, chunk int, total int64, checked bool) (ceilingResult, error) {
-	type topicFiles struct {
-		mu    sync.Mutex
-		files []*os.File
+	tf, err := openTopicFiles(dir, volumes, topics)
+	defer tf.close()
+	if err != nil {
+		return ceilingResult{}, err
 	}
-	tf := make([]*topicFiles, topics)
-	defer func() {
-		for _, t := range tf {
-			if t != nil {
-				for _, f := range t.files {
-					f.Close()
-				}
-			}
-		}
-	}()
-	for t := range tf {
-		tf[t] = &topicFiles{}
-		for v := range volumes {
-			vdir := filepath.Join(dir, fmt.Sprintf("vol%d", v+1))
-			if err := os.MkdirAll(vdir, 0o755); err != nil {
-				return ceilingResult{}, fmt.Errorf("%w: %w", ErrCeiling, err)
-			}
-			f, err := os.OpenFile(filepath.Join(vdir, fmt.Sprintf("topic%d.log", t)), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-			if err != nil {
-				return ceilingResult{}, fmt.Errorf("%w: %w", ErrCeiling, err)
-			}
-			tf[t].files = append(tf[t].files, f)
-		}
-	}
-	// Each chunk travels as a 4-byte length, a 4-byte CRC32C (0 unless
-	// checked) and the bytes; the answer is 8 bytes.
-	const hdr = 8
 	lb, err := listenLoopback(streams, func(i int, c *net.TCPConn) error {
-		t := tf[i%topics]
-		buf := make([]byte, hdr+chunk)
-		var ack [8]byte
-		for {
-			if _, err := io.ReadFull(c, buf[:hdr]); err != nil {
-				return err
-			}
-			n := int(binary.LittleEndian.Uint32(buf))
-			if n > chunk {
-				return fmt.Errorf("chunk of %d bytes, max %d", n, chunk)
-			}
-			if _, err := io.ReadFull(c, buf[hdr:hdr+n]); err != nil {
-				return err
-			}
-			if checked && crc32.Checksum(buf[hdr:hdr+n], castagnoli) != binary.LittleEndian.Uint32(buf[4:]) {
-				return errors.New("chunk checksum mismatch")
-			}
-			t.mu.Lock()
-			for _, f := range t.files {
-				if _, err := f.Write(buf[hdr : hdr+n]); err != nil {
-					t.mu.Unlock()
-					return err
-				}
-			}
-			t.mu.Unlock()
-			if _, err := c.Write(ack[:]); err != nil {
-				return err
-			}
-		}
+		return receiveChunks(c, tf[i%topics], chunk, checked)
 	})
 	if err != nil {
 		return ceilingResult{}, err
@@ -217,48 +204,123 @@ func appendPass(ctx context.Context, dir string, volumes, topics, streams, chunk
 		return ceilingResult{}, err
 	}
 	hists := make([]*hdrhistogram.Histogram, streams)
-	errs := make([]error, streams)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i, c := range conns {
+	for i := range hists {
 		hists[i] = newHist()
-		quota := bound{messages: total}.share(i, streams)
-		wg.Go(func() {
-			defer c.Close()
-			buf := make([]byte, hdr+chunk)
-			src := poolBytes(chunk)
-			copy(buf[hdr:], src)
-			var ack [8]byte
-			for left := quota; left > 0 && ctx.Err() == nil; {
-				n := int(min(int64(chunk), left))
-				binary.LittleEndian.PutUint32(buf, uint32(n))
-				t0 := time.Now()
-				if checked {
-					copy(buf[hdr:hdr+n], src)
-					binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(buf[hdr:hdr+n], castagnoli))
-				}
-				if _, err := c.Write(buf[:hdr+n]); err != nil {
-					errs[i] = err
-					return
-				}
-				if _, err := io.ReadFull(c, ack[:]); err != nil {
-					errs[i] = err
-					return
-				}
-				record(hists[i], time.Since(t0))
-				left -= int64(n)
-			}
-		})
 	}
-	wg.Wait()
-	secs := time.Since(start).Seconds()
-	if err := errors.Join(errors.Join(errs...), lb.wait()); err != nil {
-		return ceilingResult{}, fmt.Errorf("%w: %w", ErrCeiling, err)
-	}
-	if ctx.Err() != nil {
-		return ceilingResult{}, ErrInterrupted
+	secs, err := lb.drive(ctx, conns, nil, func(i int, c *net.TCPConn) error {
+		return sendChunks(ctx, c, chunk, bound{messages: total}.share(i, streams), checked, hists[i])
+	}, nil)
+	if err != nil {
+		return ceilingResult{}, err
 	}
 	return ceilingResult{kind: CeilingAppend, bytes: total, seconds: secs, hist: mergeHists(hists...)}, nil
+}
+
+// chunkHeader is what precedes each chunk the append ceiling sends: a
+// 4-byte length and a 4-byte CRC32C (0 unless checked). The answer is 8
+// bytes.
+const chunkHeader = 8
+
+// topicFiles are the plain files of one topic, one per volume, that the
+// append ceiling's receivers write.
+type topicFiles struct {
+	mu    sync.Mutex
+	files []*os.File
+}
+
+type allTopicFiles []*topicFiles
+
+// openTopicFiles creates, under dir, the files of topics topics on each of
+// volumes directories. The files opened are in the result even on error,
+// to be closed.
+func openTopicFiles(dir string, volumes, topics int) (allTopicFiles, error) {
+	tf := make(allTopicFiles, topics)
+	for t := range tf {
+		tf[t] = &topicFiles{}
+		for v := range volumes {
+			vdir := filepath.Join(dir, fmt.Sprintf("vol%d", v+1))
+			if err := os.MkdirAll(vdir, 0o755); err != nil {
+				return tf, fmt.Errorf("%w: %w", ErrCeiling, err)
+			}
+			f, err := os.OpenFile(filepath.Join(vdir, fmt.Sprintf("topic%d.log", t)), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+			if err != nil {
+				return tf, fmt.Errorf("%w: %w", ErrCeiling, err)
+			}
+			tf[t].files = append(tf[t].files, f)
+		}
+	}
+	return tf, nil
+}
+
+func (tf allTopicFiles) close() {
+	for _, t := range tf {
+		if t != nil {
+			for _, f := range t.files {
+				f.Close()
+			}
+		}
+	}
+}
+
+// receiveChunks reads chunks of at most chunk bytes from c until it fails
+// (EOF included), writes each to every file of t and acknowledges it.
+func receiveChunks(c *net.TCPConn, t *topicFiles, chunk int, checked bool) error {
+	buf := make([]byte, chunkHeader+chunk)
+	var ack [8]byte
+	for {
+		if _, err := io.ReadFull(c, buf[:chunkHeader]); err != nil {
+			return err
+		}
+		n := int(binary.LittleEndian.Uint32(buf))
+		if n > chunk {
+			return fmt.Errorf("chunk of %d bytes, max %d", n, chunk)
+		}
+		body := buf[chunkHeader : chunkHeader+n]
+		if _, err := io.ReadFull(c, body); err != nil {
+			return err
+		}
+		if checked && crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(buf[4:]) {
+			return errors.New("chunk checksum mismatch")
+		}
+		t.mu.Lock()
+		for _, f := range t.files {
+			if _, err := f.Write(body); err != nil {
+				t.mu.Unlock()
+				return err
+			}
+		}
+		t.mu.Unlock()
+		if _, err := c.Write(ack[:]); err != nil {
+			return err
+		}
+	}
+}
+
+// sendChunks sends quota bytes on c in chunks of at most chunk bytes, each
+// waiting for its acknowledgement, and records each round trip in hist.
+func sendChunks(ctx context.Context, c *net.TCPConn, chunk int, quota int64, checked bool, hist *hdrhistogram.Histogram) error {
+	buf := make([]byte, chunkHeader+chunk)
+	src := poolBytes(chunk)
+	copy(buf[chunkHeader:], src)
+	var ack [8]byte
+	for left := quota; left > 0 && ctx.Err() == nil; {
+		n := int(min(int64(chunk), left))
+		binary.LittleEndian.PutUint32(buf, uint32(n))
+		t0 := time.Now()
+		if checked {
+			copy(buf[chunkHeader:chunkHeader+n], src)
+			binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(buf[chunkHeader:chunkHeader+n], castagnoli))
+		}
+		if _, err := c.Write(buf[:chunkHeader+n]); err != nil {
+			return err
+		}
+		if _, err := io.ReadFull(c, ack[:]); err != nil {
+			return err
+		}
+		record(hist, time.Since(t0))
+		left -= int64(n)
+	}
+	return nil
 }
 
 // sendfileCeiling measures CeilingSendfile for a file of fileBytes
@@ -312,7 +374,6 @@ func sendfileCeiling(ctx context.Context, dir string, streams int, fileBytes int
 		return ceilingResult{}, err
 	}
 	got := make([]int64, streams)
-	errs := make([]error, streams)
 	bufs := make([][]byte, streams)
 	for i := range bufs {
 		bufs[i] = make([]byte, 1<<20)
@@ -320,29 +381,20 @@ func sendfileCeiling(ctx context.Context, dir string, streams int, fileBytes int
 			bufs[i][j] = 1
 		}
 	}
-	var wg sync.WaitGroup
-	start := time.Now()
-	close(begin)
-	for i, c := range conns {
-		wg.Go(func() {
-			defer c.Close()
-			for {
-				n, err := c.Read(bufs[i])
-				got[i] += int64(n)
-				if err == io.EOF {
-					return
-				}
-				if err != nil {
-					errs[i] = err
-					return
-				}
+	secs, err := lb.drive(ctx, conns, nil, func(i int, c *net.TCPConn) error {
+		for {
+			n, err := c.Read(bufs[i])
+			got[i] += int64(n)
+			if err == io.EOF {
+				return nil
 			}
-		})
-	}
-	wg.Wait()
-	secs := time.Since(start).Seconds()
-	if err := errors.Join(errors.Join(errs...), lb.wait()); err != nil {
-		return ceilingResult{}, fmt.Errorf("%w: %w", ErrCeiling, err)
+			if err != nil {
+				return err
+			}
+		}
+	}, func() { close(begin) })
+	if err != nil {
+		return ceilingResult{}, err
 	}
 	var sum int64
 	for _, n := range got {
@@ -381,53 +433,40 @@ func pingPongCeiling(ctx context.Context, pairs, size int, count int64) (ceiling
 		return ceilingResult{}, err
 	}
 	hists := make([]*hdrhistogram.Histogram, pairs)
-	errs := make([]error, pairs)
-	var ready, wg sync.WaitGroup
-	begin := make(chan struct{})
-	var start time.Time
-	for i, c := range conns {
+	msgs := make([][]byte, pairs)
+	for i := range hists {
 		hists[i] = newHist()
-		quota := bound{messages: count}.share(i, pairs)
-		ready.Add(1)
-		wg.Go(func() {
-			defer c.Close()
-			msg := make([]byte, size)
-			copy(msg, poolBytes(size))
-			var ack [8]byte
-			trip := func() error {
-				if _, err := c.Write(msg); err != nil {
-					return err
-				}
-				_, err := io.ReadFull(c, ack[:])
+		msgs[i] = make([]byte, size)
+		copy(msgs[i], poolBytes(size))
+	}
+	acks := make([][8]byte, pairs)
+	trip := func(i int, c *net.TCPConn) error {
+		if _, err := c.Write(msgs[i]); err != nil {
+			return err
+		}
+		_, err := io.ReadFull(c, acks[i][:])
+		return err
+	}
+	secs, err := lb.drive(ctx, conns, func(i int, c *net.TCPConn) error {
+		for range pingPongWarm {
+			if err := trip(i, c); err != nil {
 				return err
 			}
-			for range pingPongWarm {
-				if errs[i] = trip(); errs[i] != nil {
-					ready.Done()
-					return
-				}
+		}
+		return nil
+	}, func(i int, c *net.TCPConn) error {
+		quota := bound{messages: count}.share(i, pairs)
+		for k := int64(0); k < quota && ctx.Err() == nil; k++ {
+			t0 := time.Now()
+			if err := trip(i, c); err != nil {
+				return err
 			}
-			ready.Done()
-			<-begin
-			for k := int64(0); k < quota && ctx.Err() == nil; k++ {
-				t0 := time.Now()
-				if errs[i] = trip(); errs[i] != nil {
-					return
-				}
-				record(hists[i], time.Since(t0))
-			}
-		})
-	}
-	ready.Wait()
-	start = time.Now()
-	close(begin)
-	wg.Wait()
-	secs := time.Since(start).Seconds()
-	if err := errors.Join(errors.Join(errs...), lb.wait()); err != nil {
-		return ceilingResult{}, fmt.Errorf("%w: %w", ErrCeiling, err)
-	}
-	if ctx.Err() != nil {
-		return ceilingResult{}, ErrInterrupted
+			record(hists[i], time.Since(t0))
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		return ceilingResult{}, err
 	}
 	return ceilingResult{kind: CeilingPingPong, bytes: count * int64(size), seconds: secs, hist: mergeHists(hists...)}, nil
 }

@@ -58,7 +58,6 @@ func Run(ctx context.Context, cfg Config, ui UI) (res *Result, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var consumed func(context.Context) (int64, int64, error)
 	var srv *embedded
 	if cfg.Embedded {
 		if srv, err = startEmbedded(&cfg, log); err != nil {
@@ -70,11 +69,7 @@ func Run(ctx context.Context, cfg Config, ui UI) (res *Result, err error) {
 			}
 		}()
 		r.addr = srv.addr()
-		consumed = srv.consumed
-	} else if cfg.HTTPAddr != "" {
-		consumed = func(ctx context.Context) (int64, int64, error) { return scrapeConsumed(ctx, cfg.HTTPAddr) }
 	}
-
 	admin, err := r.dial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("bench: server at %s: %w", r.addr, err)
@@ -98,7 +93,15 @@ func Run(ctx context.Context, cfg Config, ui UI) (res *Result, err error) {
 			}
 		}()
 	}
+	if res, err = r.measure(ctx, srv, admin, topics, prefix); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
 
+// measure warms up, runs the timed phase on topics and, with Ceiling, the
+// raw baseline, and gathers what the server counted meanwhile.
+func (r *runner) measure(ctx context.Context, srv *embedded, admin *client.Client, topics []string, prefix string) (*Result, error) {
 	warmBytes, err := r.warmup(ctx, admin, prefix+"-warm")
 	if err != nil {
 		return nil, err
@@ -112,59 +115,15 @@ func Run(ctx context.Context, cfg Config, ui UI) (res *Result, err error) {
 			return nil, err
 		}
 	}
-	res = r.newResult()
+	res := r.newResult()
 	res.WarmupBytes = warmBytes
-
-	var z0, c0 int64
-	zeroCopyKnown := consumed != nil && cfg.Mode != ModeProduce
-	if zeroCopyKnown {
-		if z0, c0, err = consumed(ctx); err != nil {
-			zeroCopyKnown = false
-		}
-	}
+	zeroCopy := r.zeroCopyShare(ctx, srv)
 	if srv != nil {
 		srv.resetFsyncs()
 	}
-	var ceilingFileBytes int64
-	switch cfg.Mode {
-	case ModeProduce:
-		w := r.watch("produce", orUnknown(cfg.Messages), producedCount)
-		pres, perr := r.produce(ctx, topics, r.bound(), 0, true)
-		res.Series = w.end()
-		if perr != nil {
-			return nil, perr
-		}
-		res.fromProduce(pres)
-	case ModeConsume:
-		fill, ferr := r.fill(ctx, topics)
-		if ferr != nil {
-			return nil, ferr
-		}
-		ends := make([]int64, len(topics))
-		for i, t := range topics {
-			info, err := admin.TopicInfo(ctx, t)
-			if err != nil {
-				return nil, fmt.Errorf("bench: topic %s: %w", t, err)
-			}
-			ends[i] = info.Next
-			ceilingFileBytes += info.Bytes
-		}
-		r.live.produced.Store(0)
-		w := r.watch("consume", fill.acked(), consumedCount)
-		cres, cerr := r.consume(ctx, topics, splitRanges(ends, cfg.Consumers))
-		res.Series = w.end()
-		if cerr != nil {
-			return nil, cerr
-		}
-		res.fromConsume(cres, fill)
-	case ModeBoth:
-		w := r.watch("both", -1, consumedCount)
-		pres, cres, berr := r.both(ctx, topics, r.bound(), 0, true)
-		res.Series = w.end()
-		if berr != nil {
-			return nil, berr
-		}
-		res.fromBoth(pres, cres)
+	fileBytes, err := r.timed(ctx, admin, topics, res)
+	if err != nil {
+		return nil, err
 	}
 	if srv != nil {
 		if n, l := srv.fsyncs(); n > 0 {
@@ -175,20 +134,91 @@ func Run(ctx context.Context, cfg Config, ui UI) (res *Result, err error) {
 	if e := r.errs.firstErr(); e != nil {
 		res.FirstError = e.Error()
 	}
-	if zeroCopyKnown {
-		if z1, c1, err := consumed(ctx); err == nil {
-			if dz, dc := z1-z0, c1-c0; dz+dc > 0 {
-				share := float64(dz) / float64(dz+dc)
-				res.ZeroCopyShare = &share
-			}
-		}
-	}
-	if cfg.Ceiling && res.Messages > 0 {
-		if err := r.ceiling(ctx, res, warmBytes, ceilingFileBytes); err != nil {
+	res.ZeroCopyShare = zeroCopy()
+	if r.cfg.Ceiling && res.Messages > 0 {
+		if err := r.ceiling(ctx, res, warmBytes, fileBytes); err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
+}
+
+// zeroCopyShare reads the server's consume counters now and returns a
+// function that tells, from a second reading, the share of bytes consumed
+// since that went by sendfile (nil when unknown: a produce run, or no
+// counters to read).
+func (r *runner) zeroCopyShare(ctx context.Context, srv *embedded) func() *float64 {
+	var consumed func(context.Context) (int64, int64, error)
+	switch {
+	case r.cfg.Mode == ModeProduce:
+	case srv != nil:
+		consumed = srv.consumed
+	case r.cfg.HTTPAddr != "":
+		consumed = func(ctx context.Context) (int64, int64, error) { return scrapeConsumed(ctx, r.cfg.HTTPAddr) }
+	}
+	none := func() *float64 { return nil }
+	if consumed == nil {
+		return none
+	}
+	z0, c0, err := consumed(ctx)
+	if err != nil {
+		return none
+	}
+	return func() *float64 {
+		z1, c1, err := consumed(ctx)
+		if dz, dc := z1-z0, c1-c0; err == nil && dz+dc > 0 {
+			share := float64(dz) / float64(dz+dc)
+			return &share
+		}
+		return nil
+	}
+}
+
+// timed runs the timed phase of the run's mode on topics into res and
+// returns, for a consume, the bytes the topics hold (the ceiling reads as
+// many).
+func (r *runner) timed(ctx context.Context, admin *client.Client, topics []string, res *Result) (fileBytes int64, err error) {
+	switch r.cfg.Mode {
+	case ModeProduce:
+		w := r.watch("produce", orUnknown(r.cfg.Messages), producedCount)
+		pres, perr := r.produce(ctx, topics, r.bound(), 0, true)
+		res.Series = w.end()
+		if perr != nil {
+			return 0, perr
+		}
+		res.fromProduce(pres)
+	case ModeConsume:
+		fill, ferr := r.fill(ctx, topics)
+		if ferr != nil {
+			return 0, ferr
+		}
+		ends := make([]int64, len(topics))
+		for i, t := range topics {
+			info, err := admin.TopicInfo(ctx, t)
+			if err != nil {
+				return 0, fmt.Errorf("bench: topic %s: %w", t, err)
+			}
+			ends[i] = info.Next
+			fileBytes += info.Bytes
+		}
+		r.live.produced.Store(0)
+		w := r.watch("consume", fill.acked(), consumedCount)
+		cres, cerr := r.consume(ctx, topics, splitRanges(ends, r.cfg.Consumers))
+		res.Series = w.end()
+		if cerr != nil {
+			return 0, cerr
+		}
+		res.fromConsume(cres, fill)
+	case ModeBoth:
+		w := r.watch("both", -1, consumedCount)
+		pres, cres, berr := r.both(ctx, topics, r.bound(), 0, true)
+		res.Series = w.end()
+		if berr != nil {
+			return 0, berr
+		}
+		res.fromBoth(pres, cres)
+	}
+	return fileBytes, nil
 }
 
 // orUnknown is n, or -1 (unknown, to the progress bar) when n is 0.

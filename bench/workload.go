@@ -410,43 +410,7 @@ func (r *runner) consume(ctx context.Context, topics []string, ranges [][]consum
 					chk = newChecker(r.cfg.Size, false)
 					st.checkers[rg.topic] = chk
 				}
-				rd, err := c.NewReader(topics[rg.topic], rg.from)
-				if err != nil {
-					st.errors++
-					r.errs.add(err)
-					continue
-				}
-				failures := 0
-				for off := rg.from; off < rg.to && ctx.Err() == nil; {
-					t0 := time.Now()
-					msgs, err := rd.Next(ctx)
-					t1 := time.Now()
-					if err != nil {
-						if ctx.Err() != nil {
-							break
-						}
-						st.errors++
-						r.errs.add(err)
-						if failures++; failures >= maxConsecutiveErrors {
-							break
-						}
-						continue
-					}
-					failures = 0
-					record(st.hist, t1.Sub(t0))
-					got := int64(0)
-					for _, m := range msgs {
-						if m.Offset >= rg.to {
-							break
-						}
-						chk.add(m.Value)
-						got++
-					}
-					st.received += got
-					r.live.consumed.Add(got)
-					off = rd.Offset()
-				}
-				rd.Close()
+				r.consumeRange(ctx, c, topics[rg.topic], rg, st, chk)
 			}
 			st.last = time.Now()
 		})
@@ -461,6 +425,49 @@ func (r *runner) consume(ctx context.Context, topics []string, ranges [][]consum
 		return res, ErrInterrupted
 	}
 	return res, nil
+}
+
+// consumeRange reads rg of topic with one Reader on c, checking each
+// message with chk and counting in st, until the range is read, ctx ends
+// or maxConsecutiveErrors reads in a row fail.
+func (r *runner) consumeRange(ctx context.Context, c *client.Client, topic string, rg consumeRange, st *consumerStats, chk *checker) {
+	rd, err := c.NewReader(topic, rg.from)
+	if err != nil {
+		st.errors++
+		r.errs.add(err)
+		return
+	}
+	defer rd.Close()
+	failures := 0
+	for off := rg.from; off < rg.to && ctx.Err() == nil; {
+		t0 := time.Now()
+		msgs, err := rd.Next(ctx)
+		t1 := time.Now()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			st.errors++
+			r.errs.add(err)
+			if failures++; failures >= maxConsecutiveErrors {
+				return
+			}
+			continue
+		}
+		failures = 0
+		record(st.hist, t1.Sub(t0))
+		got := int64(0)
+		for _, m := range msgs {
+			if m.Offset >= rg.to {
+				break
+			}
+			chk.add(m.Value)
+			got++
+		}
+		st.received += got
+		r.live.consumed.Add(got)
+		off = rd.Offset()
+	}
 }
 
 // follower is a consumer of both mode: it follows one topic from offset 0

@@ -55,6 +55,26 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{cfg: bench.DefaultConfig(), mcfg: bench.DefaultMatrixConfig()}
 	c := &o.cfg
 	var mode, single string
+	fs := o.flagSet(&mode, &single, stderr)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected argument %q", bench.ErrUsage, fs.Arg(0))
+	}
+	c.Mode, c.Single = bench.Mode(mode), bench.Single(single)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.matrix {
+		return o, o.matrixFlags(set)
+	}
+	return o, o.runFlags(set)
+}
+
+// flagSet declares the flags, into o and, for the mode and the single
+// produce kind, into mode and single.
+func (o *options) flagSet(mode, single *string, stderr io.Writer) *flag.FlagSet {
+	c := &o.cfg
 	fs := flag.NewFlagSet("haraqa-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", c.Addr, "server's binary protocol address")
@@ -65,13 +85,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&c.Entries, "entries", c.Entries, "messages per segment of the embedded server")
 	fs.Int64Var(&c.Ballast, "ballast", c.Ballast, "GC ballast of the embedded server in bytes, as the haraqa binary's -ballast; it defers the client's collections too (this process is both)")
 	fs.StringVar(&c.Dir, "dir", c.Dir, "where the embedded server's volumes and the ceiling's files go")
-	fs.StringVar(&mode, "mode", string(c.Mode), "produce, consume (fill untimed, then read it all, timed) or both (at once, end-to-end latency)")
+	fs.StringVar(mode, "mode", string(c.Mode), "produce, consume (fill untimed, then read it all, timed) or both (at once, end-to-end latency)")
 	fs.IntVar(&c.Topics, "topics", c.Topics, "topics; producer i writes topic i mod topics")
 	fs.IntVar(&c.Producers, "producers", c.Producers, "concurrent producers")
 	fs.IntVar(&c.Consumers, "consumers", c.Consumers, "concurrent consumers (consume: they split the topics' offsets; both: consumer j follows topic j mod topics)")
 	fs.IntVar(&c.Size, "size", c.Size, fmt.Sprintf("message size in bytes, at least %d (the header)", bench.HeaderSize))
 	fs.IntVar(&c.Batch, "batch", c.Batch, "messages per produce request")
-	fs.StringVar(&single, "single", string(c.Single), "with -batch 1: produce (Client.Produce, waiting for each ack) or producer (client.Producer and futures)")
+	fs.StringVar(single, "single", string(c.Single), "with -batch 1: produce (Client.Produce, waiting for each ack) or producer (client.Producer and futures)")
 	fs.Int64Var(&c.Messages, "messages", 0, "messages to produce in all (or give -duration)")
 	fs.DurationVar(&c.Duration, "duration", 0, fmt.Sprintf("how long to produce (or give -messages; default %s)", defaultDuration))
 	fs.StringVar(&c.Compress, "compress", c.Compress, "batch compression: none, s2 or zstd")
@@ -96,56 +116,57 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			"  haraqa-bench -matrix -matrix-out docs/benchmarks.md\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
+	return fs
+}
+
+// matrixFlags checks that only flags -matrix takes were given, and takes
+// them into the matrix configuration.
+func (o *options) matrixFlags(set map[string]bool) error {
+	for name := range set {
+		switch name {
+		case "duration":
+			o.mcfg.Duration = o.cfg.Duration
+		case "warmup":
+			o.mcfg.Warmup = o.cfg.Warmup
+		case "dir":
+			o.mcfg.Dir = o.cfg.Dir
+		case "matrix", "matrix-out", "reps", "cpuprofile":
+		default:
+			return fmt.Errorf("%w: -%s does not apply to -matrix (it takes -reps, -matrix-out, -duration, -warmup, -dir)", bench.ErrUsage, name)
+		}
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("%w: unexpected argument %q", bench.ErrUsage, fs.Arg(0))
-	}
-	c.Mode, c.Single = bench.Mode(mode), bench.Single(single)
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if o.matrix {
-		for name := range set {
-			switch name {
-			case "duration":
-				o.mcfg.Duration = c.Duration
-			case "warmup":
-				o.mcfg.Warmup = c.Warmup
-			case "dir":
-				o.mcfg.Dir = c.Dir
-			case "matrix", "matrix-out", "reps", "cpuprofile":
-			default:
-				return nil, fmt.Errorf("%w: -%s does not apply to -matrix (it takes -reps, -matrix-out, -duration, -warmup, -dir)", bench.ErrUsage, name)
+	return o.mcfg.Validate()
+}
+
+// runFlags checks the flags of one run against each other and validates
+// its configuration.
+func (o *options) runFlags(set map[string]bool) error {
+	c := &o.cfg
+	only := func(names []string, why string) error {
+		for _, name := range names {
+			if set[name] {
+				return fmt.Errorf("%w: -%s %s", bench.ErrUsage, name, why)
 			}
 		}
-		return o, o.mcfg.Validate()
+		return nil
 	}
-	for _, name := range []string{"matrix-out", "reps"} {
-		if set[name] {
-			return nil, fmt.Errorf("%w: -%s applies to -matrix only", bench.ErrUsage, name)
-		}
+	if err := only([]string{"matrix-out", "reps"}, "applies to -matrix only"); err != nil {
+		return err
 	}
 	if !c.Embedded {
-		for _, name := range []string{"volumes", "fsync", "entries", "ballast"} {
-			if set[name] {
-				return nil, fmt.Errorf("%w: -%s applies to -embedded only", bench.ErrUsage, name)
-			}
+		if err := only([]string{"volumes", "fsync", "entries", "ballast"}, "applies to -embedded only"); err != nil {
+			return err
 		}
-	} else {
-		for _, name := range []string{"addr", "http-addr", "keep"} {
-			if set[name] {
-				return nil, fmt.Errorf("%w: -%s does not apply to -embedded", bench.ErrUsage, name)
-			}
-		}
+	} else if err := only([]string{"addr", "http-addr", "keep"}, "does not apply to -embedded"); err != nil {
+		return err
 	}
 	if set["single"] && c.Batch != 1 {
-		return nil, fmt.Errorf("%w: -single applies to -batch 1 only", bench.ErrUsage)
+		return fmt.Errorf("%w: -single applies to -batch 1 only", bench.ErrUsage)
 	}
 	if !set["messages"] && !set["duration"] {
 		c.Duration = defaultDuration
 	}
-	return o, c.Validate()
+	return c.Validate()
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool) int {
