@@ -111,7 +111,7 @@ func TestBrowser(t *testing.T) {
 		t.Skip("chromium is not installed; .ci/chromium installs it")
 	}
 
-	routes, err := docs.Routes()
+	routes, err := specRoutes(docs.OpenAPI())
 	if err != nil {
 		t.Fatal(err)
 	}

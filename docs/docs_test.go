@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -298,91 +297,6 @@ func TestOpenAPI(t *testing.T) {
 	}
 }
 
-func TestRoutes(t *testing.T) {
-	got, err := Routes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The HTTP port's contract (everything but /docs, which is not in the spec).
-	want := []string{
-		"DELETE /topics/{topic}",
-		"GET /healthz",
-		"GET /metrics",
-		"GET /readyz",
-		"GET /topics",
-		"GET /topics/{topic}",
-		"GET /topics/{topic}/info",
-		"PATCH /topics/{topic}",
-		"POST /topics/{topic}",
-		"PUT /topics/{topic}",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("Routes() = %q\nwant %q", got, want)
-	}
-	// One operationId per route, the names the contract gives.
-	spec := string(OpenAPI())
-	if n := strings.Count(spec, "\n      operationId: "); n != len(got) {
-		t.Errorf("%d operationIds for %d routes", n, len(got))
-	}
-	for _, id := range []string{"listTopics", "createTopic", "deleteTopic", "topicInfo", "truncateTopic", "produce", "consume", "healthz", "readyz", "metrics"} {
-		if !strings.Contains(spec, "\n      operationId: "+id+"\n") {
-			t.Errorf("no operationId %s", id)
-		}
-	}
-}
-
-func TestParseRoutes(t *testing.T) {
-	good := "openapi: 3.0.3\r\n" +
-		"paths:\r\n" +
-		"  # a comment\r\n" +
-		"  /b/{id}:\r\n" +
-		"    get:\r\n" +
-		"      summary: x\r\n" +
-		"\r\n" +
-		"    delete:\r\n" +
-		"      responses: {}\r\n" +
-		"  /a:\r\n" +
-		"    post:\r\n" +
-		"components:\r\n" +
-		"  /c:\r\n" +
-		"    get:\r\n"
-	got, err := parseRoutes([]byte(good))
-	if want := []string{"DELETE /b/{id}", "GET /b/{id}", "POST /a"}; err != nil || !slices.Equal(got, want) {
-		t.Errorf("parseRoutes(good) = %q, %v; want %q", got, err, want)
-	}
-	// The section may end the file.
-	if got, err := parseRoutes([]byte("paths:\n  /x:\n    head:\n")); err != nil || !slices.Equal(got, []string{"HEAD /x"}) {
-		t.Errorf("paths at the end: %q, %v", got, err)
-	}
-
-	bad := map[string]string{
-		"no paths":              "openapi: 3.0.3\ninfo:\n  title: x\n",
-		"flow-style paths":      "paths: {}\n",
-		"no operations at all":  "paths:\ncomponents:\n",
-		"path-level parameters": "paths:\n  /a:\n    parameters:\n      - $ref: x\n    get:\n",
-		"uppercase method":      "paths:\n  /a:\n    GET:\n",
-		"not a method":          "paths:\n  /a:\n    fetch:\n",
-		"method before path":    "paths:\n    get:\n",
-		"path without slash":    "paths:\n  a:\n    get:\n",
-		"quoted path":           "paths:\n  \"/a\":\n    get:\n",
-		"path without colon":    "paths:\n  /a\n    get:\n",
-		"path with no methods":  "paths:\n  /a:\n  /b:\n    get:\n",
-		"last path no methods":  "paths:\n  /b:\n    get:\n  /a:\n",
-		"repeated path":         "paths:\n  /a:\n    get:\n  /a:\n    put:\n",
-		"repeated method":       "paths:\n  /a:\n    get:\n    get:\n",
-		"3-space indent":        "paths:\n  /a:\n   get:\n",
-		"1-space indent":        "paths:\n /a:\n    get:\n",
-		"tab indent":            "paths:\n\t/a:\n    get:\n",
-		"deep line before path": "paths:\n      summary: x\n  /a:\n    get:\n",
-		"method with value":     "paths:\n  /a:\n    get: {}\n",
-	}
-	for name, spec := range bad {
-		if got, err := parseRoutes([]byte(spec)); !errors.Is(err, ErrBadSpec) {
-			t.Errorf("%s: parseRoutes = %q, %v; want ErrBadSpec", name, got, err)
-		}
-	}
-}
-
 // The READMEs of the vendored packages list each file with its sha256: the
 // files are the packages' own, unmodified, and nothing unlisted is shipped.
 func TestAssetChecksums(t *testing.T) {
@@ -409,30 +323,4 @@ func TestAssetChecksums(t *testing.T) {
 			t.Errorf("%s is shipped but not listed in its README", name)
 		}
 	}
-}
-
-func FuzzParseRoutes(f *testing.F) {
-	f.Add(OpenAPI())
-	f.Add([]byte("paths:\n  /a:\n    get:\n    put:\n  /b/{x}:\n    delete:\ncomponents:\n"))
-	f.Add([]byte("paths:\n  /a:\n   get:\n"))
-	f.Add([]byte("paths:\r\n  /a:\r\n    post:\r\n"))
-	f.Fuzz(func(t *testing.T, spec []byte) {
-		routes, err := parseRoutes(spec)
-		if err != nil {
-			if !errors.Is(err, ErrBadSpec) || routes != nil {
-				t.Fatalf("error %v not ErrBadSpec, or routes %q with it", err, routes)
-			}
-			return
-		}
-		if len(routes) == 0 || !slices.IsSorted(routes) {
-			t.Fatalf("routes %q: empty or unsorted", routes)
-		}
-		for i, r := range routes {
-			m, p, ok := strings.Cut(r, " ")
-			if !ok || !slices.Contains(httpMethods, strings.ToLower(m)) || m != strings.ToUpper(m) ||
-				!strings.HasPrefix(p, "/") || strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r == 0x7f || strings.ContainsRune(`"'#`, r) }) || (i > 0 && routes[i-1] == r) {
-				t.Fatalf("bad route %q in %q", r, routes)
-			}
-		}
-	})
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/haraqa/haraqa/broker/brokertest"
 	"github.com/haraqa/haraqa/broker/httpapi"
 	"github.com/haraqa/haraqa/client"
-	"github.com/haraqa/haraqa/docs"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
@@ -362,19 +361,4 @@ func TestOptionalRoutes(t *testing.T) {
 		do(t, "GET", off.url+p, "").want(t, p+" when off", 404)
 	}
 	do(t, "GET", off.url+"/healthz", "").want(t, "/healthz", 200)
-}
-
-// TestRoutesMatchOpenAPI checks that the router serves exactly the routes
-// docs/openapi.yaml documents.
-func TestRoutesMatchOpenAPI(t *testing.T) {
-	spec, err := docs.Routes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	routes := httpapi.New(httpapi.DefaultConfig()).Routes()
-	slices.Sort(routes)
-	slices.Sort(spec)
-	if !slices.Equal(routes, spec) {
-		t.Fatalf("router and openapi.yaml differ:\nrouter: %q\nspec:   %q", routes, spec)
-	}
 }
