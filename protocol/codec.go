@@ -58,12 +58,15 @@ func (bt *Batch) DecodeBody() ([]byte, error) {
 		return bt.Body, nil
 	case CodecS2:
 		n, err := s2.DecodedLen(bt.Body)
-		if err != nil || n != bt.RawSize {
-			return nil, fmt.Errorf("%w: s2 body decodes to %d bytes, header says %d: %v", ErrBadBody, n, bt.RawSize, err)
+		if err != nil {
+			return nil, fmt.Errorf("%w: s2: %w", ErrBadBody, err)
+		}
+		if n != bt.RawSize {
+			return nil, fmt.Errorf("%w: s2 body decodes to %d bytes, header says %d", ErrBadBody, n, bt.RawSize)
 		}
 		raw, err := s2.Decode(make([]byte, n), bt.Body)
 		if err != nil {
-			return nil, fmt.Errorf("%w: s2: %v", ErrBadBody, err)
+			return nil, fmt.Errorf("%w: s2: %w", ErrBadBody, err)
 		}
 		return raw, nil
 	case CodecZstd:
@@ -71,8 +74,11 @@ func (bt *Batch) DecodeBody() ([]byte, error) {
 			return nil, fmt.Errorf("%w: zstd body of %d bytes is over the limit", ErrBadBody, bt.RawSize)
 		}
 		raw, err := zstdDec().DecodeAll(bt.Body, make([]byte, 0, bt.RawSize))
-		if err != nil || len(raw) != bt.RawSize {
-			return nil, fmt.Errorf("%w: zstd body decodes to %d bytes, header says %d: %v", ErrBadBody, len(raw), bt.RawSize, err)
+		if err != nil {
+			return nil, fmt.Errorf("%w: zstd: %w", ErrBadBody, err)
+		}
+		if len(raw) != bt.RawSize {
+			return nil, fmt.Errorf("%w: zstd body decodes to %d bytes, header says %d", ErrBadBody, len(raw), bt.RawSize)
 		}
 		return raw, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -210,6 +211,13 @@ func (a *API) writeInfo(w http.ResponseWriter, s *storage.Store, name string, er
 	writeJSON(w, http.StatusOK, topicInfo{name, info.Oldest, info.Next, info.Bytes, info.Segments})
 }
 
+// minTime and maxTime bound the times a message can carry: its append
+// time is stored in nanoseconds since 1970 in an int64.
+var (
+	minTime = time.Unix(0, math.MinInt64).UTC()
+	maxTime = time.Unix(0, math.MaxInt64).UTC()
+)
+
 // PATCH /topics/{topic}?before=OFFSET|RFC3339
 func (a *API) truncate(w http.ResponseWriter, r *http.Request, s *storage.Store, name string) {
 	var err error
@@ -221,6 +229,10 @@ func (a *API) truncate(w http.ResponseWriter, r *http.Request, s *storage.Store,
 		}
 		err = s.Truncate(name, off)
 	} else if t, terr := time.Parse(time.RFC3339Nano, before); terr == nil {
+		if t.Before(minTime) || t.After(maxTime) {
+			a.fail(w, badRequest("before %q is out of range: times from %s to %s can be stored", before, minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339)))
+			return
+		}
 		err = s.TruncateTime(name, t)
 	} else {
 		a.fail(w, badRequest("before must be an offset or an RFC 3339 time, got %q", before))
@@ -429,7 +441,7 @@ func (a *API) messages(out *bytebufferpool.ByteBuffer, res *storage.ReadResult, 
 			body, err = bt.DecodeBody()
 		}
 		if err != nil {
-			return "", fmt.Errorf("%w: batch at offset %d: %v", ErrDecode, bt.BaseOffset, err)
+			return "", fmt.Errorf("%w: batch at offset %d: %w", ErrDecode, bt.BaseOffset, err)
 		}
 		b = b[n:]
 		err = protocol.Messages(body, bt.Count, bt.BaseOffset, func(off int64, m []byte) error {
@@ -444,7 +456,7 @@ func (a *API) messages(out *bytebufferpool.ByteBuffer, res *storage.ReadResult, 
 			return nil
 		})
 		if err != nil {
-			return "", fmt.Errorf("%w: batch at offset %d: %v", ErrDecode, bt.BaseOffset, err)
+			return "", fmt.Errorf("%w: batch at offset %d: %w", ErrDecode, bt.BaseOffset, err)
 		}
 	}
 	return string(sizes), nil

@@ -165,6 +165,15 @@ func TestRESTRoundTrip(t *testing.T) {
 	if r.h.Get("X-Oldest") != "2" {
 		t.Fatalf("416 X-Oldest %q, want 2", r.h.Get("X-Oldest"))
 	}
+	// Times whose nanoseconds do not fit an int64 are refused, not wrapped
+	// around into a time that deletes everything.
+	for _, bad := range []string{"1600-01-01T00:00:00Z", "1677-09-21T00:00:00Z", "2262-04-12T00:00:00Z", "9999-12-31T23:59:59Z"} {
+		do(t, "PATCH", u+"/web?before="+bad, "").want(t, "truncate before "+bad, 400)
+	}
+	r = do(t, "GET", u+"/web/info", "").want(t, "info after refused truncates", 200)
+	if err := json.Unmarshal([]byte(r.body), &info); err != nil || info.Oldest != 2 || info.Next != 5 {
+		t.Fatalf("after out-of-range truncates %q %v", r.body, err)
+	}
 	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	r = do(t, "PATCH", u+"/web?before="+future, "").want(t, "truncate by time", 200)
 	if err := json.Unmarshal([]byte(r.body), &info); err != nil || info.Oldest != 5 {
