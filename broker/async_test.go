@@ -1,6 +1,9 @@
 package broker_test
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -101,5 +104,30 @@ func TestProduceManyConnsFsync(t *testing.T) {
 	}
 	if info := setup.info("t"); info.NextOffset != conns*each {
 		t.Fatalf("next offset %d, want %d", info.NextOffset, conns*each)
+	}
+}
+
+// TestProduceCreateFails: a produce that asks for its topic's creation,
+// where the creation fails for a reason other than the topic existing, is
+// answered with that failure (an internal error, with no server path), not
+// with "topic not found".
+func TestProduceCreateFails(t *testing.T) {
+	for _, p := range []storage.FsyncPolicy{storage.FsyncNever, storage.FsyncAlways} {
+		t.Run(p.String(), func(t *testing.T) {
+			s := brokertest.Start(t, 1, withFsync(p))
+			// A file where the topic's directory would go: mkdir fails.
+			if err := os.WriteFile(filepath.Join(s.Volumes[0], "topics", "blocked"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c := dialRaw(t, s.Addr)
+			c.write(protocol.AppendProduceRequest(nil, c.id(), "blocked", protocol.ProduceCreateTopic, batchOf("m")))
+			r := c.read()
+			if r.Code != protocol.CodeUnknown {
+				t.Fatalf("produce with create: code %v (%s), want %v", r.Code, r.errMsg(), protocol.CodeUnknown)
+			}
+			if strings.Contains(r.errMsg(), s.Volumes[0]) {
+				t.Fatalf("error names a server path: %s", r.errMsg())
+			}
+		})
 	}
 }

@@ -92,6 +92,8 @@ func (b *Broker) appendAsync(w *worker, j *job, create bool) bool {
 		}
 		if cerr := b.store.CreateTopic(j.topic); cerr == nil || errors.Is(cerr, storage.ErrTopicExists) {
 			err = b.store.AppendAsync(j.topic, j.raw, w, j)
+		} else {
+			err = cerr // why the topic could not be created, not that it is missing
 		}
 	}
 	if err != nil {
@@ -266,6 +268,10 @@ func (b *Broker) produce(jobs []*job, resps [][]byte) {
 			rb, re := b.store.AppendMany(topic, again)
 			for k, i := range retry {
 				bases[i], errs[i] = rb[k], re[k]
+			}
+		} else {
+			for _, i := range retry {
+				errs[i] = cerr // why the topic could not be created, not that it is missing
 			}
 		}
 	}
