@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"golang.org/x/sys/unix"
 
 	"github.com/haraqa/haraqa/storage"
 )
@@ -25,13 +26,21 @@ type Broker struct {
 	store *storage.Store
 	fsync bool // appends fsync before returning: run them off the event loops
 
-	eng      gnet.Engine
-	addr     net.Addr
-	started  chan struct{}
-	runErr   chan error
-	stopping atomic.Bool
-	stopMu   sync.RWMutex   // orders inflight.Add against Shutdown's Wait
-	inflight sync.WaitGroup // produce goroutines
+	eng        gnet.Engine
+	ctx        context.Context // of Register calls; ends with the broker
+	cancel     context.CancelFunc
+	ln         net.Listener
+	ready      chan struct{} // closed when an event loop opened the probe (Start)
+	addr       net.Addr
+	acceptDone chan struct{} // closed when accept returns
+	conns      atomic.Int64  // connections accepted and not yet closed
+	started    chan struct{}
+	runErr     chan error
+	dead       chan struct{} // closed when the engine has stopped
+	deadErr    error         // why, once dead is closed
+	stopping   atomic.Bool
+	stopMu     sync.RWMutex   // orders inflight.Add against Shutdown's Wait
+	inflight   sync.WaitGroup // produce goroutines
 
 	stalledMu sync.Mutex
 	stalled   map[gnet.Conn]struct{} // connections waiting for their output to drain
@@ -45,13 +54,19 @@ func New(store *storage.Store, cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &Broker{
-		cfg:     cfg,
-		store:   store,
-		fsync:   store.FsyncPolicy() == storage.FsyncAlways,
-		started: make(chan struct{}),
-		runErr:  make(chan error, 1),
-		stalled: make(map[gnet.Conn]struct{}),
+		cfg:        cfg,
+		store:      store,
+		fsync:      store.FsyncPolicy() == storage.FsyncAlways,
+		ctx:        ctx,
+		cancel:     cancel,
+		acceptDone: make(chan struct{}),
+		started:    make(chan struct{}),
+		ready:      make(chan struct{}),
+		runErr:     make(chan error, 1),
+		dead:       make(chan struct{}),
+		stalled:    make(map[gnet.Conn]struct{}),
 	}, nil
 }
 
@@ -61,12 +76,15 @@ const readBufferCap = 1 << 20
 // Start listens and serves in the background. It returns once the listener
 // is up, or with the error that prevented it (a port in use, say).
 func (b *Broker) Start() error {
+	ln, err := net.Listen("tcp", b.cfg.Addr) // SO_REUSEADDR: a restart may bind while old connections sit in TIME_WAIT
+	if err != nil {
+		return fmt.Errorf("broker: listen on %s: %w", b.cfg.Addr, err)
+	}
+	b.ln, b.addr = ln, ln.Addr()
 	opts := []gnet.Option{
 		gnet.WithMulticore(true),
 		gnet.WithNumEventLoop(b.cfg.EventLoops),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithReusePort(false),
-		gnet.WithReuseAddr(true), // a restart may bind while old connections sit in TIME_WAIT
 		gnet.WithTicker(true),
 		gnet.WithLogger(gnetLogger{b.cfg.Logger}),
 		// One read buffer per event loop (not per connection): a large one
@@ -75,15 +93,62 @@ func (b *Broker) Start() error {
 		// inbound buffer.
 		gnet.WithReadBufferCap(readBufferCap),
 	}
-	go func() { b.runErr <- gnet.Run(b, "tcp://"+b.cfg.Addr, opts...) }()
+	// accept (accept.go) hands the engine its connections. gnet wants a
+	// listener of its own all the same (Engine.Validate): it gets a Unix
+	// socket in a private directory, removed once the engine is known to
+	// run (probe), so that nothing else can ever connect to it.
+	dir, err := os.MkdirTemp("", "haraqa-gnet-")
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("broker: start event loops: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "s")
+	go func() {
+		err := gnet.Rotate(b, []string{"unix://" + sock}, opts...)
+		b.runErr <- err
+		if !b.stopping.Load() {
+			b.deadErr = fmt.Errorf("%w: %v", ErrEngineStopped, err)
+			close(b.dead)
+		}
+	}()
 	select {
 	case <-b.started:
-		return nil
 	case err := <-b.runErr:
+		ln.Close()
 		if err == nil {
 			err = errors.New("broker: stopped before it started")
 		}
-		return fmt.Errorf("broker: listen on %s: %w", b.cfg.Addr, err)
+		return fmt.Errorf("broker: start event loops: %w", err)
+	}
+	if err := b.probe(sock); err != nil {
+		ln.Close()
+		b.stopping.Store(true)
+		_ = b.eng.Stop(context.Background())
+		<-b.runErr
+		return fmt.Errorf("broker: start event loops: %w", err)
+	}
+	go b.accept(ln)
+	return nil
+}
+
+// probeTimeout bounds the wait for the event loops to serve at start.
+const probeTimeout = 10 * time.Second
+
+// probe connects to the engine's own socket and waits for an event loop to
+// open the connection (OnOpen closes ready): gnet calls OnBoot before it
+// starts its event loops, and Register must not run before they are.
+func (b *Broker) probe(sock string) error {
+	c, err := net.DialTimeout("unix", sock, probeTimeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	select {
+	case <-b.ready:
+		return nil
+	case <-time.After(probeTimeout):
+		return errors.New("event loops did not start")
 	}
 }
 
@@ -91,30 +156,25 @@ func (b *Broker) Start() error {
 // Config.Addr asked for port 0.
 func (b *Broker) Addr() net.Addr { return b.addr }
 
-// OnBoot records the engine and the listening address.
-func (b *Broker) OnBoot(eng gnet.Engine) gnet.Action {
-	b.eng = eng
-	b.addr = listenAddr(eng, b.cfg.Addr)
-	close(b.started)
-	return gnet.None
+// Dead is closed if the event loops stop while the broker was not shutting
+// down; Err then says why. A server should exit so that it is restarted.
+func (b *Broker) Dead() <-chan struct{} { return b.dead }
+
+// Err is why the broker died (Dead), or nil.
+func (b *Broker) Err() error {
+	select {
+	case <-b.dead:
+		return b.deadErr
+	default:
+		return nil
+	}
 }
 
-// listenAddr reads the bound address from a duplicate of the listener.
-func listenAddr(eng gnet.Engine, fallback string) net.Addr {
-	fd, err := eng.Dup()
-	if err == nil {
-		defer unix.Close(fd)
-		if sa, err := unix.Getsockname(fd); err == nil {
-			switch sa := sa.(type) {
-			case *unix.SockaddrInet4:
-				return &net.TCPAddr{IP: net.IP(sa.Addr[:]), Port: sa.Port}
-			case *unix.SockaddrInet6:
-				return &net.TCPAddr{IP: net.IP(sa.Addr[:]), Port: sa.Port}
-			}
-		}
-	}
-	a, _ := net.ResolveTCPAddr("tcp", fallback)
-	return a
+// OnBoot records the engine.
+func (b *Broker) OnBoot(eng gnet.Engine) gnet.Action {
+	b.eng = eng
+	close(b.started)
+	return gnet.None
 }
 
 // Shutdown stops the broker gracefully: new requests are refused with
@@ -144,6 +204,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	for time.Now().Before(deadline) && b.stats.pending.Load() > 0 {
 		time.Sleep(time.Millisecond)
 	}
+	b.ln.Close()
+	<-b.acceptDone
+	b.cancel()
 	err := b.eng.Stop(ctx)
 	if rerr := <-b.runErr; err == nil {
 		err = rerr

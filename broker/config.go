@@ -32,6 +32,12 @@ type Config struct {
 	// MaxPending bounds the requests of one connection waiting for their
 	// turn to be answered (default 4096); past it, reading stops too.
 	MaxPending int
+	// MaxConns bounds the open connections of the binary port (default
+	// DefaultMaxConns(): half the process's descriptor limit less 64, at
+	// most 65536, so that segment files and the HTTP port keep descriptors).
+	// A connection over it is sent one CodeLimitReached frame naming the
+	// limit and closed.
+	MaxConns int
 	// EventLoops is the number of gnet event loops (default 0: one per CPU).
 	EventLoops int
 	// Logger receives connection and request errors (default slog.Default()).
@@ -53,6 +59,7 @@ func DefaultConfig() Config {
 		MaxWait:          time.Minute,
 		MaxOutboundBytes: 16 << 20,
 		MaxPending:       4096,
+		MaxConns:         DefaultMaxConns(),
 	}
 }
 
@@ -71,6 +78,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: max wait %s", ErrInvalidConfig, c.MaxWait)
 	case c.MaxOutboundBytes < 1 || c.MaxPending < 1:
 		return fmt.Errorf("%w: max outbound bytes and max pending must be positive", ErrInvalidConfig)
+	case c.MaxConns < 1:
+		return fmt.Errorf("%w: max conns %d: want 1 or more", ErrInvalidConfig, c.MaxConns)
 	case c.EventLoops < 0:
 		return fmt.Errorf("%w: event loops %d", ErrInvalidConfig, c.EventLoops)
 	}

@@ -34,6 +34,10 @@ const maxKeptOut = 1 << 20
 
 // OnOpen sets up a connection's state.
 func (b *Broker) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if isProbe(c) {
+		close(b.ready)
+		return nil, gnet.Close
+	}
 	cs := &connState{}
 	cs.w.b, cs.w.conn = b, c
 	c.SetContext(cs)
@@ -41,9 +45,20 @@ func (b *Broker) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	return nil, gnet.None
 }
 
+// isProbe reports whether c came through the engine's own Unix socket:
+// Start's probe, the only connection that socket ever takes.
+func isProbe(c gnet.Conn) bool {
+	a := c.LocalAddr()
+	return a != nil && a.Network() == "unix"
+}
+
 // OnClose releases what a connection still holds.
 func (b *Broker) OnClose(c gnet.Conn, err error) gnet.Action {
+	if isProbe(c) {
+		return gnet.None
+	}
 	b.stats.connections.Add(-1)
+	b.conns.Add(-1)
 	cs, _ := c.Context().(*connState)
 	if cs == nil {
 		return gnet.None

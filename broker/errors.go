@@ -12,6 +12,9 @@ var (
 	ErrInvalidConfig = errors.New("broker: invalid config")
 	// ErrNotStarted: Addr or Shutdown before Start succeeded.
 	ErrNotStarted = errors.New("broker: not started")
+	// ErrEngineStopped: the event loops stopped while the broker was not
+	// shutting down (Broker.Dead).
+	ErrEngineStopped = errors.New("broker: event loops stopped")
 )
 
 // codeOf maps an error to its wire code: storage's errors first, then the

@@ -19,12 +19,15 @@ type Stats struct {
 	CopiedBytes     int64 // of ConsumedBytes, copied through a buffer
 	ParkedPolls     int64 // consumes waiting for data right now
 	ClosedForFrames int64 // connections closed for an oversized or malformed frame
+	AcceptErrors    int64 // failed accepts (EMFILE and the like), each retried
+	RefusedConns    int64 // connections refused at the connection limit (Config.MaxConns)
 }
 
 type counters struct {
 	connections, requests, errors                atomic.Int64
 	producedMsgs, producedBytes, consumedBytes   atomic.Int64
 	zeroCopyBytes, copiedBytes, parked, badFrame atomic.Int64
+	acceptErrors, refusedConns                   atomic.Int64
 	pending                                      atomic.Int64 // responses owed
 }
 
@@ -42,6 +45,8 @@ func (b *Broker) Stats() Stats {
 		CopiedBytes:     s.copiedBytes.Load(),
 		ParkedPolls:     s.parked.Load(),
 		ClosedForFrames: s.badFrame.Load(),
+		AcceptErrors:    s.acceptErrors.Load(),
+		RefusedConns:    s.refusedConns.Load(),
 	}
 }
 

@@ -26,8 +26,9 @@ const (
 	CodeTopicReadOnly      Code = 12 // an earlier storage I/O error made the topic read-only
 	CodeShuttingDown       Code = 13 // the server is stopping; retry on another connection
 	CodeInvalidArgument    Code = 14 // a well-formed field is out of range (e.g. a bad regex)
+	CodeLimitReached       Code = 15 // a server limit is reached; the message names it
 
-	codeMax = CodeInvalidArgument
+	codeMax = CodeLimitReached
 )
 
 var codeNames = [...]string{
@@ -46,6 +47,7 @@ var codeNames = [...]string{
 	CodeTopicReadOnly:      "topic read-only",
 	CodeShuttingDown:       "shutting down",
 	CodeInvalidArgument:    "invalid argument",
+	CodeLimitReached:       "limit reached",
 }
 
 func (c Code) String() string {

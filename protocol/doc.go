@@ -116,6 +116,10 @@
 //	12   topic read-only      a storage I/O error made the topic read-only
 //	13   shutting down        the server is stopping; retry elsewhere/later
 //	14   invalid argument     a well-formed field is out of range (bad regex)
+//	15   limit reached        a server limit is reached; the message names it
+//	                          (connections: sent with op 0 and correlation
+//	                          id 0 before the server closes a connection it
+//	                          will not serve)
 //
 // # Operations
 //

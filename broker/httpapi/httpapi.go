@@ -67,7 +67,7 @@ func DefaultConfig() Config {
 // API is the HTTP port's handler. Its routes, besides the REST API:
 //
 //	GET /healthz        200 while the process serves (liveness)
-//	GET /readyz         503 while the volumes are recovered, 200 once the broker listens
+//	GET /readyz         503 while the volumes are recovered or if the binary port died, 200 once the broker listens
 //	GET /metrics        Prometheus metrics, with Go and process metrics (Config.Prometheus)
 //	GET /docs/...       API docs: index, Redoc, Swagger UI, openapi.yaml (Config.Docs)
 //	    /debug/pprof/   runtime profiles (Config.Pprof)
@@ -125,9 +125,15 @@ func New(cfg Config) *API {
 	})
 	a.route("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if a.state.Load() == nil {
+		st := a.state.Load()
+		if st == nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("recovering\n"))
+			return
+		}
+		if st.broker.Err() != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("binary port down\n"))
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))

@@ -113,6 +113,8 @@ var (
 	descErrors        = prometheus.NewDesc("haraqa_request_errors_total", "Binary protocol error responses sent.", nil, nil)
 	descBadFrames     = prometheus.NewDesc("haraqa_bad_frames_total", "Connections closed for an oversized or malformed frame.", nil, nil)
 	descConnections   = prometheus.NewDesc("haraqa_connections", "Open binary protocol connections.", nil, nil)
+	descAcceptErrors  = prometheus.NewDesc("haraqa_accept_errors_total", "Failed accepts on the binary port (out of descriptors and the like), each retried after a back-off.", nil, nil)
+	descRefusedConns  = prometheus.NewDesc("haraqa_refused_connections_total", "Binary protocol connections refused at the connection limit (-max-conns).", nil, nil)
 	descParked        = prometheus.NewDesc("haraqa_long_polls_parked", "Binary protocol consumes waiting for data.", nil, nil)
 	descRepairs       = prometheus.NewDesc("haraqa_repairs_total", "Repairs made when the volumes were opened.", nil, nil)
 	descRepairedBytes = prometheus.NewDesc("haraqa_repaired_bytes_total", "Bytes copied between volumes when they were opened.", nil, nil)
@@ -125,7 +127,7 @@ var (
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descProduced, descProducedBytes, descConsumed, descConsumedBytes,
 		descTopicBytes, descTopicOldest, descTopicNext, descVolumeBytes, descVolumeSegs, descSent, descRequests,
-		descErrors, descBadFrames, descConnections, descParked, descRepairs, descRepairedBytes, descTruncated,
+		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descParked, descRepairs, descRepairedBytes, descTruncated,
 		descUnreadable, descOpenFiles, descTopics} {
 		ch <- d
 	}
@@ -170,6 +172,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descErrors, b.Errors)
 	counter(descBadFrames, b.ClosedForFrames)
 	gauge(descConnections, b.Connections)
+	counter(descAcceptErrors, b.AcceptErrors)
+	counter(descRefusedConns, b.RefusedConns)
 	gauge(descParked, b.ParkedPolls)
 	counter(descRepairs, s.Repairs)
 	counter(descRepairedBytes, s.RepairedBytes)

@@ -225,15 +225,23 @@ func (s *Server) listenHTTP() error {
 }
 
 // Run starts the server, serves until ctx is done, then shuts it down,
-// giving the requests in flight up to timeout to finish.
+// giving the requests in flight up to timeout to finish. If the binary
+// port dies first (broker.ErrEngineStopped), Run shuts down too and
+// returns that error, so that the process exits non-zero and is restarted.
 func (s *Server) Run(ctx context.Context, timeout time.Duration) error {
 	if err := s.Start(); err != nil {
 		return err
 	}
-	<-ctx.Done()
+	var dead error
+	select {
+	case <-ctx.Done():
+	case <-s.Broker().Dead():
+		dead = s.Broker().Err()
+		s.log.Error("the binary port stopped; shutting down so that the server is restarted", "err", dead)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return s.Shutdown(sctx)
+	return errors.Join(dead, s.Shutdown(sctx))
 }
 
 // Addr is the binary protocol's address, with the real port when

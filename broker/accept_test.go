@@ -1,0 +1,53 @@
+package broker_test
+
+import (
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/haraqa/haraqa/broker"
+	"github.com/haraqa/haraqa/broker/brokertest"
+	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
+)
+
+// TestMaxConns: past Config.MaxConns a new connection is sent one
+// limit-reached frame naming the limit and closed; the connections within
+// the limit keep working, and once one closes a new one is served.
+func TestMaxConns(t *testing.T) {
+	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) { c.MaxConns = 3 })
+	conns := make([]*rawConn, 3)
+	for i := range conns {
+		conns[i] = dialRaw(t, s.Addr)
+		conns[i].ok(protocol.AppendPingRequest(nil, conns[i].id()))
+	}
+	over, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	_ = over.SetReadDeadline(time.Now().Add(ioTimeout))
+	b, err := io.ReadAll(over) // the frame, then EOF: the server closed it
+	if err != nil {
+		t.Fatalf("connection over the limit: %v", err)
+	}
+	h, payload, err := protocol.ParseResponseHeader(b)
+	if err != nil || h.Code != protocol.CodeLimitReached || h.CorrID != 0 {
+		t.Fatalf("over the limit: %+v %v, want code %v", h, err, protocol.CodeLimitReached)
+	}
+	if m, _ := protocol.ParseErrorResponse(payload); !strings.Contains(string(m), "-max-conns") || !strings.Contains(string(m), " 3 ") {
+		t.Fatalf("message %q does not name the limit", m)
+	}
+	if st := s.Broker.Stats(); st.RefusedConns != 1 {
+		t.Fatalf("refused %d connections, want 1", st.RefusedConns)
+	}
+	for _, c := range conns {
+		c.ok(protocol.AppendPingRequest(nil, c.id()))
+	}
+	conns[0].conn.Close()
+	waitFor(t, "the closed connection to be counted", func() bool { return s.Broker.Stats().Connections == 2 })
+	c := dialRaw(t, s.Addr)
+	c.ok(protocol.AppendPingRequest(nil, c.id()))
+}
