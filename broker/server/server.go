@@ -56,6 +56,14 @@ type Config struct {
 	// HTTPReadHeaderTimeout bounds how long a client may take to send a
 	// request's headers on the HTTP port (default 10 s).
 	HTTPReadHeaderTimeout time.Duration
+	// HTTPReadTimeout bounds how long a client may take to send a whole
+	// request, body included (default 1 minute).
+	HTTPReadTimeout time.Duration
+	// HTTPIdleTimeout closes a keep-alive HTTP connection idle this long
+	// (default 2 minutes).
+	HTTPIdleTimeout time.Duration
+	// HTTPMaxHeaderBytes bounds a request's headers (default 64 KiB).
+	HTTPMaxHeaderBytes int
 	// Ballast is the size in bytes of a GC ballast: an allocation never
 	// touched, which costs address space, not memory, and raises the heap
 	// size the GC paces itself against, so small heaps are collected less
@@ -77,6 +85,9 @@ func DefaultConfig(volumes ...string) Config {
 		HTTP:                  httpapi.DefaultConfig(),
 		HTTPAddr:              "127.0.0.1:4353",
 		HTTPReadHeaderTimeout: 10 * time.Second,
+		HTTPReadTimeout:       time.Minute,
+		HTTPIdleTimeout:       2 * time.Minute,
+		HTTPMaxHeaderBytes:    64 << 10,
 	}
 }
 
@@ -101,6 +112,15 @@ func (c *Config) Validate() error {
 	if c.HTTPReadHeaderTimeout <= 0 {
 		c.HTTPReadHeaderTimeout = 10 * time.Second
 	}
+	if c.HTTPReadTimeout <= 0 {
+		c.HTTPReadTimeout = time.Minute
+	}
+	if c.HTTPIdleTimeout <= 0 {
+		c.HTTPIdleTimeout = 2 * time.Minute
+	}
+	if c.HTTPMaxHeaderBytes <= 0 {
+		c.HTTPMaxHeaderBytes = 64 << 10
+	}
 	if err := c.Storage.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
@@ -122,7 +142,8 @@ type Server struct {
 	stopped  bool
 	hl       net.Listener
 	hs       *http.Server
-	httpDone chan error // the HTTP server's Serve result
+	httpDone chan error         // the HTTP server's Serve result
+	httpStop context.CancelFunc // ends every HTTP request's context (long polls) at shutdown
 	store    *storage.Store
 	broker   *broker.Broker
 	ballast  []byte
@@ -212,7 +233,16 @@ func (s *Server) listenHTTP() error {
 		return fmt.Errorf("server: http port: %w", err)
 	}
 	s.hl = hl
-	s.hs = &http.Server{Handler: s.api, ReadHeaderTimeout: s.cfg.HTTPReadHeaderTimeout}
+	base, stop := context.WithCancel(context.Background())
+	s.httpStop = stop
+	s.hs = &http.Server{
+		Handler:           s.api,
+		ReadHeaderTimeout: s.cfg.HTTPReadHeaderTimeout,
+		ReadTimeout:       s.cfg.HTTPReadTimeout,
+		IdleTimeout:       s.cfg.HTTPIdleTimeout,
+		MaxHeaderBytes:    s.cfg.HTTPMaxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
 	s.httpDone = make(chan error, 1)
 	go func() {
 		err := s.hs.Serve(hl)
@@ -310,6 +340,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // closeLocked stops whatever runs, in order. mu must be held.
 func (s *Server) closeLocked(ctx context.Context) error {
 	var errs []error
+	if s.httpStop != nil {
+		s.httpStop() // long polls answer now instead of holding the shutdown
+	}
 	if s.broker != nil {
 		errs = append(errs, s.broker.Shutdown(ctx))
 	}

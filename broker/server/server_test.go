@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -217,5 +218,44 @@ func TestShutdownNeverStarted(t *testing.T) {
 	}
 	if srv.Addr() != nil || srv.Store() != nil {
 		t.Fatal("a server never started has an address or a store")
+	}
+}
+
+// TestShutdownEndsLongPolls: an HTTP consume waiting up to a minute for
+// data does not hold the shutdown: it is answered (204) at once.
+func TestShutdownEndsLongPolls(t *testing.T) {
+	srv := start(t, testConfig(t, 1))
+	base := "http://" + srv.HTTPAddr().String()
+	req, _ := http.NewRequest(http.MethodPut, base+"/topics/events", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %v %v", resp, err)
+	}
+	wrote := make(chan struct{})
+	status := make(chan int, 1)
+	go func() {
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { close(wrote) },
+		})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/topics/events?id=0&wait=60s", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			status <- -1
+			return
+		}
+		resp.Body.Close()
+		status <- resp.StatusCode
+	}()
+	<-wrote
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown during a long poll: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("shutdown took %s with a long poll open", took)
+	}
+	if code := <-status; code != http.StatusNoContent && code != -1 {
+		t.Fatalf("long poll answered %d at shutdown, want 204", code)
 	}
 }
