@@ -2,7 +2,6 @@ package broker
 
 import (
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -79,7 +78,7 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 	case cs.w.inStore.Load() > 0:
 		// Produces are being stored: the goroutine runs it once they are,
 		// so that it sees them.
-	case !b.offLoop(h.Op):
+	case !b.offLoop(jb):
 		// Nothing runs before it: run it here, on the loop.
 		cs.end(b.runJobs(cs.begin(), []*job{jb}))
 		return h.Op, false
@@ -89,14 +88,17 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 	return h.Op, true
 }
 
-// offLoop reports whether op may wait on the disk and so runs on the
-// connection's goroutine: create, delete and truncate (directory syncs,
-// file removals), and produce when appends fsync. Info, list and produce
-// without fsync are memory and page-cache work.
-func (b *Broker) offLoop(op protocol.Op) bool {
-	switch op {
+// offLoop reports whether j may wait on the disk or spend CPU and so runs
+// on the connection's goroutine: create, delete and truncate (directory
+// syncs, file removals), produce when appends fsync, and a list filtered by
+// a regex. Info, a plain list and produce without fsync are memory and
+// page-cache work.
+func (b *Broker) offLoop(j *job) bool {
+	switch j.op {
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate:
 		return true
+	case protocol.OpListTopics:
+		return j.regex != "" // compiling and matching: CPU no event loop may spend
 	case protocol.OpProduce:
 		return b.fsync
 	}
@@ -117,7 +119,7 @@ type job struct {
 	raw   []byte                     // the batch bytes
 	// list
 	prefix string
-	regex  *regexp.Regexp
+	regex  string // list: the filter, compiled where the job runs
 	// truncate
 	by     protocol.TruncateBy
 	before int64
@@ -139,13 +141,7 @@ func (b *Broker) listJob(h protocol.RequestHeader, payload []byte) (*job, error)
 	if err != nil {
 		return nil, err
 	}
-	j := &job{op: h.Op, corrID: h.CorrID, prefix: string(req.Prefix)}
-	if len(req.Regex) > 0 {
-		if j.regex, err = regexp.Compile(string(req.Regex)); err != nil {
-			return nil, fmt.Errorf("%w: regex: %w", protocol.ErrInvalidArgument, err)
-		}
-	}
-	return j, nil
+	return &job{op: h.Op, corrID: h.CorrID, prefix: string(req.Prefix), regex: string(req.Regex)}, nil
 }
 
 func (b *Broker) truncateJob(h protocol.RequestHeader, payload []byte) (*job, error) {
@@ -203,10 +199,14 @@ func (b *Broker) runJob(dst []byte, j *job) []byte {
 		}
 	case protocol.OpListTopics:
 		names := b.store.ListTopics(j.prefix)
-		if j.regex != nil {
+		if j.regex != "" {
+			re, rerr := protocol.CompileTopicFilter(j.regex)
+			if rerr != nil {
+				return b.appendError(dst, j.op, j.corrID, rerr)
+			}
 			kept := names[:0]
 			for _, n := range names {
-				if j.regex.MatchString(n) {
+				if re.MatchString(n) {
 					kept = append(kept, n)
 				}
 			}

@@ -481,6 +481,8 @@ func TestOps(t *testing.T) {
 		}
 		c.fail(protocol.AppendListTopicsRequest(nil, id(), "", "("), protocol.CodeInvalidArgument)
 		c.fail(protocol.AppendListTopicsRequest(nil, id(), "", strings.Repeat("a", protocol.MaxRegexLen+1)), protocol.CodeInvalidArgument)
+		// 3.6 KB that would compile to seconds of work: refused unexpanded.
+		c.fail(protocol.AppendListTopicsRequest(nil, id(), "", strings.Repeat("(?:a?){1000}", 300)+"z"), protocol.CodeInvalidArgument)
 		c.ping()
 	})
 	t.Run("info", func(t *testing.T) {

@@ -133,7 +133,8 @@
 //
 // List topics (op 4) returns the names that start with prefix and, when
 // regex is not empty, match it (RE2 syntax, unanchored, at most
-// MaxRegexLen = 4096 bytes), in ascending byte order:
+// MaxRegexLen = 4096 bytes and MaxRegexInsts = 5000 instructions with its
+// repetitions counted out), in ascending byte order:
 //
 //	request             response
 //	0  2  prefix len    0  4  count    uint32, number of names

@@ -126,9 +126,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// maxRegexLen bounds a ?regex= filter, like the binary protocol's.
-const maxRegexLen = 4096
-
 // GET /topics[?prefix=P][&regex=R]
 func (a *API) listTopics(w http.ResponseWriter, r *http.Request) {
 	s := a.store(w)
@@ -138,13 +135,9 @@ func (a *API) listTopics(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var re *regexp.Regexp
 	if expr := q.Get("regex"); expr != "" {
-		if len(expr) > maxRegexLen {
-			a.fail(w, badRequest("regex is longer than %d bytes", maxRegexLen))
-			return
-		}
 		var err error
-		if re, err = regexp.Compile(expr); err != nil {
-			a.fail(w, badRequest("regex: %v", err))
+		if re, err = protocol.CompileTopicFilter(expr); err != nil {
+			a.fail(w, badRequest("%s", strings.TrimPrefix(err.Error(), protocol.ErrInvalidArgument.Error()+": ")))
 			return
 		}
 	}

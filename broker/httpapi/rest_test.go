@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -244,6 +245,7 @@ func TestRESTBadInput(t *testing.T) {
 	}
 	do(t, "GET", u+"?regex=(", "").want(t, "bad regex", 400)
 	do(t, "GET", u+"?regex="+strings.Repeat("a", 5000), "").want(t, "long regex", 400)
+	do(t, "GET", u+"?regex="+url.QueryEscape(strings.Repeat("(?:a?){1000}", 300)+"z"), "").want(t, "costly regex", 400)
 	for _, q := range []string{"", "before=", "before=-1", "before=yesterday"} {
 		do(t, "PATCH", u+"/t?"+q, "").want(t, "truncate "+q, 400)
 	}
