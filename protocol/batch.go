@@ -32,6 +32,10 @@ const (
 	// MaxBatchSize bounds the length field of any batch (1 GiB). Callers apply
 	// their own, usually much smaller, limit with ParseBatchLimit.
 	MaxBatchSize = 1 << 30
+	// MaxRawSize bounds what any compressed batch's body may decode to
+	// (1 GiB); whoever decodes batches from others bounds RawSize more
+	// tightly (ValidateBody).
+	MaxRawSize = 1 << 30
 )
 
 // Codec says how a batch body is encoded. Storage treats every codec's body

@@ -8,9 +8,12 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// maxDecodedBody bounds what a zstd body may claim to decode to; a batch's
-// RawSize is checked against the decoded length as well.
-const maxDecodedBody = 1 << 30
+// maxDecodedBody bounds what a compressed body may claim to decode to. A
+// body decodes into exactly RawSize bytes, allocated once: the zstd decoder
+// is held to the capacity it is given (WithDecodeAllCapLimit), so a small
+// body that expands past what its batch declares fails at RawSize instead
+// of growing its output (or allocating what its frame header claims).
+const maxDecodedBody = MaxRawSize
 
 var (
 	zstdEnc = sync.OnceValue(func() *zstd.Encoder {
@@ -18,7 +21,7 @@ var (
 		return e
 	})
 	zstdDec = sync.OnceValue(func() *zstd.Decoder {
-		d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxDecodedBody))
+		d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxDecodedBody), zstd.WithDecodeAllCapLimit(true))
 		return d
 	})
 )
@@ -51,8 +54,19 @@ func AppendBatchRaw(dst []byte, codec Codec, count int, raw []byte) []byte {
 
 // DecodeBody returns the uncompressed body of a verified batch: Body itself
 // for CodecNone, a new slice otherwise. A body that does not decode to
-// exactly RawSize bytes returns ErrBadBody.
-func (bt *Batch) DecodeBody() ([]byte, error) {
+// exactly RawSize bytes returns ErrBadBody. RawSize is what it allocates:
+// a caller that takes batches from others bounds it first (ValidateBody).
+func (bt *Batch) DecodeBody() ([]byte, error) { return bt.DecodeBodyInto(nil) }
+
+// DecodeBodyInto is DecodeBody decoding into dst's memory when it is large
+// enough (a compressed body only; CodecNone returns Body).
+func (bt *Batch) DecodeBodyInto(dst []byte) ([]byte, error) {
+	if bt.Codec != CodecNone && bt.RawSize > maxDecodedBody {
+		return nil, fmt.Errorf("%w: body decodes to %d bytes, over the limit of %d", ErrBadBody, bt.RawSize, maxDecodedBody)
+	}
+	if bt.Codec != CodecNone && cap(dst) < bt.RawSize {
+		dst = make([]byte, 0, bt.RawSize)
+	}
 	switch bt.Codec {
 	case CodecNone:
 		return bt.Body, nil
@@ -64,18 +78,15 @@ func (bt *Batch) DecodeBody() ([]byte, error) {
 		if n != bt.RawSize {
 			return nil, fmt.Errorf("%w: s2 body decodes to %d bytes, header says %d", ErrBadBody, n, bt.RawSize)
 		}
-		raw, err := s2.Decode(make([]byte, n), bt.Body)
+		raw, err := s2.Decode(dst[:n], bt.Body)
 		if err != nil {
 			return nil, fmt.Errorf("%w: s2: %w", ErrBadBody, err)
 		}
 		return raw, nil
 	case CodecZstd:
-		if bt.RawSize > maxDecodedBody {
-			return nil, fmt.Errorf("%w: zstd body of %d bytes is over the limit", ErrBadBody, bt.RawSize)
-		}
-		raw, err := zstdDec().DecodeAll(bt.Body, make([]byte, 0, bt.RawSize))
+		raw, err := zstdDec().DecodeAll(bt.Body, dst[:0:bt.RawSize])
 		if err != nil {
-			return nil, fmt.Errorf("%w: zstd: %w", ErrBadBody, err)
+			return nil, fmt.Errorf("%w: zstd (the body must decode to the %d bytes its batch declares): %w", ErrBadBody, bt.RawSize, err)
 		}
 		if len(raw) != bt.RawSize {
 			return nil, fmt.Errorf("%w: zstd body decodes to %d bytes, header says %d", ErrBadBody, len(raw), bt.RawSize)
@@ -83,4 +94,26 @@ func (bt *Batch) DecodeBody() ([]byte, error) {
 		return raw, nil
 	}
 	return nil, fmt.Errorf("%w: %d", ErrBadCodec, bt.Codec)
+}
+
+// ValidateBody is Validate for a batch from an untrusted producer, whose
+// compressed body is not opaque: it must declare at most maxRaw decoded
+// bytes, decode to exactly that, and hold exactly Count well-formed
+// messages. The body is decoded into scratch's memory when it is large
+// enough; ValidateBody returns that memory for reuse.
+func (bt *Batch) ValidateBody(maxRaw int, scratch []byte) ([]byte, error) {
+	if err := bt.Verify(); err != nil {
+		return scratch, err
+	}
+	if bt.Codec == CodecNone {
+		return scratch, ValidateMessages(bt.Body, bt.Count)
+	}
+	if bt.RawSize > maxRaw {
+		return scratch, fmt.Errorf("%w: body decodes to %d bytes, over the limit of %d", ErrBadBody, bt.RawSize, maxRaw)
+	}
+	raw, err := bt.DecodeBodyInto(scratch)
+	if err != nil {
+		return scratch, err
+	}
+	return raw[:0], ValidateMessages(raw, bt.Count)
 }

@@ -39,7 +39,9 @@ type Config struct {
 	// -1 (the default) means no limit beyond the byte bound.
 	DefaultLimit int
 	// MaxConsumeBytes bounds the batch bytes one consume reads (default
-	// 4 MiB); the first batch is read whole even when larger.
+	// 4 MiB), and the decoded message bytes of its response: no batch is
+	// added once they reach it. The first batch is read whole even when
+	// larger, up to 64 MiB decoded.
 	MaxConsumeBytes int64
 	// MaxMessages bounds the messages of one consume response, which keeps
 	// its X-Sizes header short (default 10000).

@@ -413,8 +413,9 @@ const maxDecodedBatch = 64 << 20
 // messages appends the messages [res.Offset, res.Offset+limit) of res to out
 // and returns their X-Sizes.
 func (a *API) messages(out *bytebufferpool.ByteBuffer, res *storage.ReadResult, limit int) (string, error) {
-	raw := bytebufferpool.Get()
+	raw, dec := bytebufferpool.Get(), bytebufferpool.Get()
 	defer bytebufferpool.Put(raw)
+	defer bytebufferpool.Put(dec)
 	var err error
 	if raw.B, err = res.AppendTo(raw.B[:0]); err != nil {
 		return "", err
@@ -431,7 +432,10 @@ func (a *API) messages(out *bytebufferpool.ByteBuffer, res *storage.ReadResult, 
 		}
 		var body []byte
 		if err == nil {
-			body, err = bt.DecodeBody()
+			body, err = bt.DecodeBodyInto(dec.B[:0])
+			if bt.Codec != protocol.CodecNone && err == nil {
+				dec.B = body[:0] // keep the larger buffer for the next batch
+			}
 		}
 		if err != nil {
 			return "", fmt.Errorf("%w: batch at offset %d: %w", ErrDecode, bt.BaseOffset, err)
@@ -450,6 +454,9 @@ func (a *API) messages(out *bytebufferpool.ByteBuffer, res *storage.ReadResult, 
 		})
 		if err != nil {
 			return "", fmt.Errorf("%w: batch at offset %d: %w", ErrDecode, bt.BaseOffset, err)
+		}
+		if int64(out.Len()) >= a.cfg.MaxConsumeBytes {
+			break // decoded bytes are bounded too; the client asks again from X-Id plus the count
 		}
 	}
 	return string(sizes), nil

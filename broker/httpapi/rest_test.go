@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -372,4 +373,35 @@ func TestOptionalRoutes(t *testing.T) {
 		do(t, "GET", off.url+p, "").want(t, p+" when off", 404)
 	}
 	do(t, "GET", off.url+"/healthz", "").want(t, "/healthz", 200)
+}
+
+// TestRESTDecodedBytesBounded: batches that compress well are read a few
+// KB at a time from storage, but a response stops adding them once its
+// decoded messages reach MaxConsumeBytes, so that a read of small stored
+// batches cannot build a body many times that size.
+func TestRESTDecodedBytesBounded(t *testing.T) {
+	cfg := httpapi.DefaultConfig()
+	cfg.MaxConsumeBytes = 64 << 10
+	s := startREST(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, s.Addr, client.WithCompression(protocol.CodecZstd), client.WithAutoCreate(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	msg := bytes.Repeat([]byte("z"), 100<<10) // 100 KiB, a few hundred bytes compressed
+	for range 20 {
+		if _, err := c.Produce(ctx, "packed", msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := do(t, "GET", s.url+"/topics/packed?id=0&limit=20", "").want(t, "consume", 200)
+	if len(r.body) != len(msg) || r.h.Get("X-Sizes") != strconv.Itoa(len(msg)) {
+		t.Fatalf("one response holds %d bytes (X-Sizes %q): want the first message only", len(r.body), r.h.Get("X-Sizes"))
+	}
+	r = do(t, "GET", s.url+"/topics/packed?id=19", "").want(t, "consume the last", 200)
+	if len(r.body) != len(msg) {
+		t.Fatalf("last message: %d bytes", len(r.body))
+	}
 }
