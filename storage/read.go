@@ -102,12 +102,9 @@ func (s *Store) Read(name string, offset int64, limit int, maxBytes int64) (*Rea
 	return t.read(offset, limit, maxBytes)
 }
 
+// read is Read on t. The whole lookup, and the opening of the files, is
+// done under mu (read), so the spans match the files.
 func (t *topic) read(offset int64, limit int, maxBytes int64) (*ReadResult, error) {
-	type span struct {
-		seg      *segment
-		pos, len int64
-	}
-	var spans []span
 	r := &ReadResult{cache: t.s.cache}
 
 	t.mu.RLock()
@@ -129,11 +126,53 @@ func (t *topic) read(offset int64, limit int, maxBytes int64) (*ReadResult, erro
 		t.mu.RUnlock()
 		return r, nil
 	}
-	segs := t.segs
 	want := int64(-1)
 	if limit > 0 {
 		want = offset + int64(limit)
 	}
+	spans, cur := t.spansLocked(r, offset, want, maxBytes)
+	if r.Batches == 0 {
+		t.mu.RUnlock()
+		return nil, fmt.Errorf("%w: topic %q: offset %d", ErrUnreadable, t.name, offset)
+	}
+	r.Next = cur
+	// Open the files before letting go of t.mu: a deletion renames the
+	// topic's directories under it, and truncation's file removals follow
+	// its segment list update, so the files opened here are the ones the
+	// spans describe.
+	if err := t.openSpansLocked(r, spans); err != nil {
+		t.mu.RUnlock()
+		r.Release()
+		return nil, err
+	}
+	t.mu.RUnlock()
+	got := r.Next - r.Offset
+	if want >= 0 {
+		got = min(r.Next, want) - r.Offset
+	}
+	t.consumed.Add(got)
+	t.consumedBytes.Add(r.Bytes)
+	return r, nil
+}
+
+// segSpan is a run of whole batches in one segment, found under t.mu
+// before its file is opened.
+type segSpan struct {
+	seg      *segment
+	pos, len int64
+}
+
+// spansLocked finds the batches a read from offset returns: whole batches
+// from the one holding offset, contiguous in offsets, before want (< 0: no
+// count limit) and within maxBytes (<= 0: no byte limit) but at least one.
+// It stops at a gap (a range corrupted on every volume), within a segment
+// or between two. It sets r.First, r.Batches and r.Bytes, and returns the
+// spans, adjacent batches of a segment merged, and the offset after the
+// last batch. No batch found (r.Batches == 0) means offset is in a gap.
+// mu must be held (read).
+func (t *topic) spansLocked(r *ReadResult, offset, want, maxBytes int64) ([]segSpan, int64) {
+	var spans []segSpan
+	segs := t.segs
 	// The segment holding offset: the last one whose base is <= offset.
 	si := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
 	cur := offset
@@ -163,7 +202,7 @@ func (t *topic) read(offset int64, limit int, maxBytes int64) (*ReadResult, erro
 			if n := len(spans); n > 0 && spans[n-1].seg == seg && spans[n-1].pos+spans[n-1].len == int64(e.pos) {
 				spans[n-1].len += int64(e.size)
 			} else {
-				spans = append(spans, span{seg, int64(e.pos), int64(e.size)})
+				spans = append(spans, segSpan{seg, int64(e.pos), int64(e.size)})
 			}
 			r.Bytes += int64(e.size)
 			r.Batches++
@@ -176,34 +215,24 @@ func (t *topic) read(offset int64, limit int, maxBytes int64) (*ReadResult, erro
 			break // a gap between segments
 		}
 	}
-	if r.Batches == 0 {
-		t.mu.RUnlock()
-		return nil, fmt.Errorf("%w: topic %q: offset %d", ErrUnreadable, t.name, offset)
-	}
-	r.Next = cur
-	// Open the files before letting go of t.mu: a deletion renames the
-	// topic's directories under it, and truncation's file removals follow
-	// its segment list update, so the files opened here are the ones the
-	// spans describe.
+	return spans, cur
+}
+
+// openSpansLocked opens, through the file cache, the last volume's segment
+// file of each span and fills r.Spans and r.files. On error the files
+// opened so far stay in r.files for the caller to release. mu must be held
+// (read), so that the files opened are the ones the spans describe.
+func (t *topic) openSpansLocked(r *ReadResult, spans []segSpan) error {
 	last := len(t.s.opts.Volumes) - 1
 	dir := t.s.topicDir(last, t.name)
 	r.Spans = make([]Span, 0, len(spans))
 	for _, sp := range spans {
 		cf, err := t.s.cache.acquire(filepath.Join(dir, segmentName(sp.seg.base, logSuffix)))
 		if err != nil {
-			t.mu.RUnlock()
-			r.Release()
-			return nil, fmt.Errorf("storage: topic %q: open segment %d: %w", t.name, sp.seg.base, err)
+			return fmt.Errorf("storage: topic %q: open segment %d: %w", t.name, sp.seg.base, err)
 		}
 		r.files = append(r.files, cf)
 		r.Spans = append(r.Spans, Span{File: cf.f, Pos: sp.pos, Len: sp.len})
 	}
-	t.mu.RUnlock()
-	got := r.Next - r.Offset
-	if want >= 0 {
-		got = min(r.Next, want) - r.Offset
-	}
-	t.consumed.Add(got)
-	t.consumedBytes.Add(r.Bytes)
-	return r, nil
+	return nil
 }

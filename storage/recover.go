@@ -77,63 +77,20 @@ func (r *recovery) repaired(volume int, what string, bytes int64, args ...any) {
 	r.logger().Warn("repaired "+what, append([]any{"topic", r.name, "volume", r.s.opts.Volumes[volume], "bytes", bytes}, args...)...)
 }
 
+// topic recovers topic name from every volume: it lists the segments any
+// volume holds, recovers them in order, and takes the start offset from the
+// meta files.
 func (r *recovery) topic(name string) (*topic, error) {
-	s := r.s
 	r.name = name
-	n := len(s.opts.Volumes)
-	dirs := make([]string, n)
-	bases := make(map[int64]bool)
-	for v := range n {
-		dirs[v] = s.topicDir(v, name)
-		ents, err := s.fs.ReadDir(dirs[v])
-		if errors.Is(err, fs.ErrNotExist) {
-			if err := s.fs.MkdirAll(dirs[v], 0o755); err != nil {
-				return nil, fmt.Errorf("storage: topic %q: recreate directory on %s: %w", name, s.opts.Volumes[v], err)
-			}
-			if err := s.fs.SyncDir(filepath.Dir(dirs[v])); err != nil {
-				return nil, fmt.Errorf("storage: topic %q: %w", name, err)
-			}
-			r.repaired(v, "missing topic directory", 0)
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("storage: topic %q: %w", name, err)
-		}
-		for _, e := range ents {
-			if base, ok := parseSegmentName(e.Name()); ok {
-				bases[base] = true
-			} else if strings.HasSuffix(e.Name(), tmpSuffix) {
-				// An interrupted durable write; the file it replaces is intact.
-				if err := s.fs.Remove(filepath.Join(dirs[v], e.Name())); err != nil {
-					return nil, fmt.Errorf("storage: topic %q: %w", name, err)
-				}
-			}
-		}
+	dirs := make([]string, len(r.s.opts.Volumes))
+	bases, err := r.bases(dirs)
+	if err != nil {
+		return nil, err
 	}
-	sorted := make([]int64, 0, len(bases))
-	for b := range bases {
-		sorted = append(sorted, b)
-	}
-	slices.Sort(sorted)
-
-	t := newTopic(s, name)
-	off := int64(-1)
-	for i, base := range sorted {
-		if off >= 0 && base < off {
-			return nil, fmt.Errorf("%w: topic %q: segment %d starts before the previous one ends (%d)", ErrCorruptLayout, name, base, off)
-		}
-		if off >= 0 && base > off {
-			t.bad = append(t.bad, offRange{off, base})
-			s.stats.unreadable.Add(1)
-			s.opts.Logger.Error("offsets unreadable: corrupted on every volume", "topic", name, "from", off, "to", base)
-		}
-		seg, bad, err := r.segment(dirs, base, i == len(sorted)-1)
-		if err != nil {
-			return nil, err
-		}
-		t.bad = append(t.bad, bad...)
-		t.segs = append(t.segs, seg)
-		off = seg.next
+	t := newTopic(r.s, name)
+	off, err := r.segments(t, dirs, bases)
+	if err != nil {
+		return nil, err
 	}
 	start, err := r.meta(dirs)
 	if err != nil {
@@ -147,6 +104,85 @@ func (r *recovery) topic(name string) (*topic, error) {
 	}
 	t.start = min(start, t.next)
 	return t, nil
+}
+
+// bases fills dirs with the topic's directory on each volume and returns
+// the base offsets of the segments found on any of them, sorted: a segment
+// missing from some volumes is recreated there from the others.
+func (r *recovery) bases(dirs []string) ([]int64, error) {
+	bases := make(map[int64]bool)
+	for v := range dirs {
+		dirs[v] = r.s.topicDir(v, r.name)
+		if err := r.listDir(v, dirs[v], bases); err != nil {
+			return nil, err
+		}
+	}
+	sorted := make([]int64, 0, len(bases))
+	for b := range bases {
+		sorted = append(sorted, b)
+	}
+	slices.Sort(sorted)
+	return sorted, nil
+}
+
+// listDir adds the segment bases in dir, the topic's directory on volume v,
+// to bases. A missing directory is recreated (and its parent fsynced) so the
+// segments of the other volumes can be copied into it; leftover temporary
+// files are removed.
+func (r *recovery) listDir(v int, dir string, bases map[int64]bool) error {
+	s := r.s
+	ents, err := s.fs.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := s.fs.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("storage: topic %q: recreate directory on %s: %w", r.name, s.opts.Volumes[v], err)
+		}
+		if err := s.fs.SyncDir(filepath.Dir(dir)); err != nil {
+			return fmt.Errorf("storage: topic %q: %w", r.name, err)
+		}
+		r.repaired(v, "missing topic directory", 0)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("storage: topic %q: %w", r.name, err)
+	}
+	for _, e := range ents {
+		if base, ok := parseSegmentName(e.Name()); ok {
+			bases[base] = true
+		} else if strings.HasSuffix(e.Name(), tmpSuffix) {
+			// An interrupted durable write; the file it replaces is intact.
+			if err := s.fs.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("storage: topic %q: %w", r.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// segments recovers the segments at bases, in order, into t.segs, and
+// returns the offset after the last one (-1 if there is none). A hole
+// between two segments (a whole segment lost on every volume) becomes an
+// unreadable range; segments that overlap are a layout no crash makes.
+func (r *recovery) segments(t *topic, dirs []string, bases []int64) (int64, error) {
+	s := r.s
+	off := int64(-1)
+	for i, base := range bases {
+		if off >= 0 && base < off {
+			return 0, fmt.Errorf("%w: topic %q: segment %d starts before the previous one ends (%d)", ErrCorruptLayout, r.name, base, off)
+		}
+		if off >= 0 && base > off {
+			t.bad = append(t.bad, offRange{off, base})
+			s.stats.unreadable.Add(1)
+			s.opts.Logger.Error("offsets unreadable: corrupted on every volume", "topic", r.name, "from", off, "to", base)
+		}
+		seg, bad, err := r.segment(dirs, base, i == len(bases)-1)
+		if err != nil {
+			return 0, err
+		}
+		t.bad = append(t.bad, bad...)
+		t.segs = append(t.segs, seg)
+		off = seg.next
+	}
+	return off, nil
 }
 
 // meta reads the start offset from the meta files, taking the largest
@@ -214,12 +250,10 @@ func (r *recovery) readSmall(path string, max int64) ([]byte, error) {
 // unreadable ranges; a tail that is invalid everywhere is cut (only in the
 // last segment, the only one a crash can tear).
 func (r *recovery) segment(dirs []string, base int64, last bool) (seg *segment, bad []offRange, err error) {
-	s := r.s
 	n := len(dirs)
 	r.files = make([]File, n)
 	r.sizes = make([]int64, n)
 	r.dirty = make([]bool, n)
-	created := make([]bool, n)
 	defer func() {
 		if err != nil || !last {
 			for _, f := range r.files {
@@ -229,6 +263,36 @@ func (r *recovery) segment(dirs []string, base int64, last bool) (seg *segment, 
 			}
 		}
 	}()
+	created, err := r.openSegment(dirs, base)
+	if err != nil {
+		return nil, nil, err
+	}
+	copied := make([]int64, n)
+	seg, bad, err = r.scan(base, copied)
+	if err != nil {
+		return nil, nil, err
+	}
+	for v := range n {
+		if err := r.settle(v, dirs[v], seg, last, created[v], copied[v]); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := r.index(dirs, seg, last); err != nil {
+		return nil, nil, err
+	}
+	if last {
+		seg.logs = r.files
+	}
+	return seg, bad, nil
+}
+
+// openSegment opens (creating where missing) the log of segment base on
+// every volume into r.files, with its size in r.sizes, and reports which
+// volumes had to create it: those need their directory fsynced once
+// repaired. Files opened before an error are left in r.files to be closed.
+func (r *recovery) openSegment(dirs []string, base int64) (created []bool, err error) {
+	s := r.s
+	created = make([]bool, len(dirs))
 	for v, dir := range dirs {
 		path := filepath.Join(dir, segmentName(base, logSuffix))
 		if _, err := s.fs.Stat(path); errors.Is(err, fs.ErrNotExist) {
@@ -236,30 +300,34 @@ func (r *recovery) segment(dirs []string, base int64, last bool) (seg *segment, 
 		}
 		f, err := s.fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
-			return nil, nil, fmt.Errorf("storage: topic %q: open segment on %s: %w", r.name, s.opts.Volumes[v], err)
+			return nil, fmt.Errorf("storage: topic %q: open segment on %s: %w", r.name, s.opts.Volumes[v], err)
 		}
 		r.files[v] = f
 		fi, err := f.Stat()
 		if err != nil {
-			return nil, nil, fmt.Errorf("storage: topic %q: %w", r.name, err)
+			return nil, fmt.Errorf("storage: topic %q: %w", r.name, err)
 		}
 		r.sizes[v] = fi.Size()
 	}
-	copied := make([]int64, n)
+	return created, nil
+}
+
+// scan walks the open segment base batch by batch up to the end of its
+// longest copy, copying each reference batch to the volumes that lack it
+// (counting the bytes written per volume in copied) and skipping runs no
+// volume holds a valid copy of, which it returns as unreadable ranges. It
+// stops at the first position nothing valid follows on any volume: the
+// returned segment's size and next offset end there.
+func (r *recovery) scan(base int64, copied []int64) (seg *segment, bad []offRange, err error) {
+	s := r.s
 	seg = &segment{base: base, next: base}
 	maxSize := slices.Max(r.sizes)
 	p, off := int64(0), base
 	for p < maxSize {
 		if src, bt := r.find(p, off, off); src >= 0 {
 			raw := r.bufs[src][:len(bt.Raw)]
-			for v := range n {
-				if v != src {
-					c, err := r.ensure(v, p, raw)
-					if err != nil {
-						return nil, nil, err
-					}
-					copied[v] += c
-				}
+			if err := r.replicate(src, p, raw, copied); err != nil {
+				return nil, nil, err
 			}
 			seg.entries = append(seg.entries, entry{off: off, pos: uint32(p), size: uint32(len(raw)), count: uint32(bt.Count)})
 			off += int64(bt.Count)
@@ -281,42 +349,61 @@ func (r *recovery) segment(dirs []string, base int64, last bool) (seg *segment, 
 			"segment", base, "position", p, "bytes", q-p, "from", off, "to", nb)
 		off, p = nb, q
 	}
-	for v := range n {
-		if r.sizes[v] > p && last {
-			if err := r.files[v].Truncate(p); err != nil {
-				return nil, nil, fmt.Errorf("storage: topic %q: truncate torn tail on %s: %w", r.name, s.opts.Volumes[v], err)
-			}
-			s.stats.truncatedBytes.Add(r.sizes[v] - p)
-			r.repaired(v, "torn tail cut", 0, "segment", base, "cut", r.sizes[v]-p)
-			r.sizes[v] = p
-			r.dirty[v] = true
-		} else if r.sizes[v] > p {
-			s.opts.Logger.Error("invalid bytes at the end of a sealed segment left in place", "topic", r.name,
-				"volume", s.opts.Volumes[v], "segment", base, "position", p, "bytes", r.sizes[v]-p)
-		}
-		if copied[v] > 0 || (created[v] && p > 0) {
-			r.repaired(v, "segment data", copied[v], "segment", base, "created", created[v])
-		}
-		if r.dirty[v] || created[v] {
-			if err := r.files[v].Sync(); err != nil {
-				return nil, nil, fmt.Errorf("storage: topic %q: fsync repaired segment on %s: %w", r.name, s.opts.Volumes[v], err)
-			}
-		}
-		if created[v] {
-			if err := s.fs.SyncDir(dirs[v]); err != nil {
-				return nil, nil, fmt.Errorf("storage: topic %q: %w", r.name, err)
-			}
-		}
-	}
 	seg.size = p
 	seg.next = off
-	if err := r.index(dirs, seg, last); err != nil {
-		return nil, nil, err
-	}
-	if last {
-		seg.logs = r.files
-	}
 	return seg, bad, nil
+}
+
+// replicate makes every volume but src hold raw, src's batch, at p, adding
+// the bytes written to each volume to copied.
+func (r *recovery) replicate(src int, p int64, raw []byte, copied []int64) error {
+	for v := range r.files {
+		if v != src {
+			c, err := r.ensure(v, p, raw)
+			if err != nil {
+				return err
+			}
+			copied[v] += c
+		}
+	}
+	return nil
+}
+
+// settle finishes volume v's copy of the scanned segment seg, whose
+// directory is dir: it cuts the invalid tail past seg.size in the last
+// segment (a sealed segment's is logged and left alone, no crash tears
+// one), reports the repairs, and fsyncs the log if it was written to or
+// created, then the directory if it was created, so the repair is durable
+// before the topic opens.
+func (r *recovery) settle(v int, dir string, seg *segment, last, created bool, copied int64) error {
+	s := r.s
+	p := seg.size
+	if r.sizes[v] > p && last {
+		if err := r.files[v].Truncate(p); err != nil {
+			return fmt.Errorf("storage: topic %q: truncate torn tail on %s: %w", r.name, s.opts.Volumes[v], err)
+		}
+		s.stats.truncatedBytes.Add(r.sizes[v] - p)
+		r.repaired(v, "torn tail cut", 0, "segment", seg.base, "cut", r.sizes[v]-p)
+		r.sizes[v] = p
+		r.dirty[v] = true
+	} else if r.sizes[v] > p {
+		s.opts.Logger.Error("invalid bytes at the end of a sealed segment left in place", "topic", r.name,
+			"volume", s.opts.Volumes[v], "segment", seg.base, "position", p, "bytes", r.sizes[v]-p)
+	}
+	if copied > 0 || (created && p > 0) {
+		r.repaired(v, "segment data", copied, "segment", seg.base, "created", created)
+	}
+	if r.dirty[v] || created {
+		if err := r.files[v].Sync(); err != nil {
+			return fmt.Errorf("storage: topic %q: fsync repaired segment on %s: %w", r.name, s.opts.Volumes[v], err)
+		}
+	}
+	if created {
+		if err := s.fs.SyncDir(dir); err != nil {
+			return fmt.Errorf("storage: topic %q: %w", r.name, err)
+		}
+	}
+	return nil
 }
 
 // index makes every volume's index file of seg match its log; the active

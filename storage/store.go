@@ -256,28 +256,85 @@ func (s *Store) DeleteTopic(name string) error {
 	if err := validTopic(name); err != nil {
 		return err
 	}
-	if err := s.claim(name); err != nil {
+	t, done, err := s.takeTopic(name)
+	if err != nil {
 		return err
+	}
+	graves, err := s.buryTopic(t, name, done)
+	if err != nil {
+		return err
+	}
+	// Every read of the old topic opened its files under t.mu, before the
+	// renames: drop them from the cache before the name is free again.
+	s.cache.invalidateDirs(t.dirs())
+	s.mu.Lock()
+	delete(s.busy, name)
+	close(done)
+	s.mu.Unlock()
+	if err := s.syncTopicsDirs(); err != nil {
+		return fmt.Errorf("storage: delete topic %q: %w", name, err)
+	}
+	s.removeLater(name, graves)
+	return nil
+}
+
+// takeTopic takes topic name out of the map and marks the name busy, with
+// done to close once the deletion is over or undone.
+func (s *Store) takeTopic(name string) (t *topic, done chan struct{}, err error) {
+	if err := s.claim(name); err != nil {
+		return nil, nil, err
 	}
 	t, ok := s.topics[name]
 	if !ok {
 		s.mu.Unlock()
-		return fmt.Errorf("%w: %q", ErrTopicNotFound, name)
+		return nil, nil, fmt.Errorf("%w: %q", ErrTopicNotFound, name)
 	}
 	// Out of the map, under busy: new lookups miss it and no topic of the
 	// same name can be created until the directories are renamed away and
 	// the cache forgets its files. s.mu is not held while waiting for the
 	// topic's committer, so other topics go on.
 	delete(s.topics, name)
-	done := make(chan struct{})
+	done = make(chan struct{})
 	s.busy[name] = done
 	s.mu.Unlock()
+	return t, done, nil
+}
 
+// buryTopic renames the directories of t, taken out by takeTopic, away on
+// every volume and marks t deleted, returning the new names. If a rename
+// fails, it puts the topic back as it was (directories, map entry) and
+// frees the name.
+func (s *Store) buryTopic(t *topic, name string, done chan struct{}) ([]string, error) {
 	// Rename under t.mu so no read is opening files meanwhile, and under
 	// t.idxMu so no queued index is being written into the directories.
 	t.wmu.Lock()
 	t.idxMu.Lock()
 	t.mu.Lock()
+	graves, err := s.renameAway(name)
+	if err != nil {
+		t.mu.Unlock()
+		t.idxMu.Unlock()
+		t.wmu.Unlock()
+		s.mu.Lock()
+		s.topics[name] = t
+		delete(s.busy, name)
+		close(done)
+		s.mu.Unlock()
+		return nil, fmt.Errorf("storage: delete topic %q: %w", name, err)
+	}
+	t.idxDone = true // the directories are gone: no index is written again
+	t.mu.Unlock()
+	t.idxMu.Unlock()
+	t.markDeleted()
+	t.wmu.Unlock()
+	return graves, nil
+}
+
+// renameAway renames the directory of topic name on every volume to a
+// unique deleted-topic name (recovery removes those it finds) and returns
+// the new names; a volume without the directory is skipped. If a rename
+// fails, it renames back what it renamed, so the topic stays as it was.
+func (s *Store) renameAway(name string) ([]string, error) {
 	var graves []string
 	var err error
 	for v := range s.opts.Volumes {
@@ -296,48 +353,30 @@ func (s *Store) DeleteTopic(name string) error {
 				err = errors.Join(err, rerr)
 			}
 		}
-		t.mu.Unlock()
-		t.idxMu.Unlock()
-		t.wmu.Unlock()
-		s.mu.Lock()
-		s.topics[name] = t
-		delete(s.busy, name)
-		close(done)
-		s.mu.Unlock()
-		return fmt.Errorf("storage: delete topic %q: %w", name, err)
+		return nil, err
 	}
-	t.idxDone = true // the directories are gone: no index is written again
-	t.mu.Unlock()
-	t.idxMu.Unlock()
-	t.markDeleted()
-	t.wmu.Unlock()
-	// Every read of the old topic opened its files under t.mu, before the
-	// renames: drop them from the cache before the name is free again.
-	s.cache.invalidateDirs(t.dirs())
-	s.mu.Lock()
-	delete(s.busy, name)
-	close(done)
-	s.mu.Unlock()
+	return graves, nil
+}
+
+// syncTopicsDirs fsyncs the topics directory of every volume, making
+// renames in them durable.
+func (s *Store) syncTopicsDirs() error {
 	var errs []error
 	for v := range s.opts.Volumes {
 		errs = append(errs, s.fs.SyncDir(filepath.Join(s.opts.Volumes[v], topicsDir)))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("storage: delete topic %q: %w", name, err)
-	}
-	remove := func() {
-		for _, g := range graves {
-			if err := s.fs.RemoveAll(g); err != nil {
-				// Renamed away already; recovery removes what is left.
-				s.opts.Logger.Warn("removing a deleted topic", "topic", name, "err", err)
-			}
-		}
-	}
+	return errors.Join(errs...)
+}
+
+// removeLater removes graves, the renamed directories of deleted topic
+// name, in the background, counted in pendingRemovals for WaitDeleted; at
+// once if the store is closing, since Close may be waiting already.
+func (s *Store) removeLater(name string, graves []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		remove()
-		return nil
+		s.removeGraves(name, graves)
+		return
 	}
 	// Under s.mu, and only while open, so never after Close began waiting.
 	if s.pendingRemovals == 0 {
@@ -345,7 +384,7 @@ func (s *Store) DeleteTopic(name string) error {
 	}
 	s.pendingRemovals++
 	go func() {
-		remove()
+		s.removeGraves(name, graves)
 		s.mu.Lock()
 		if s.pendingRemovals--; s.pendingRemovals == 0 {
 			close(s.removing)
@@ -353,7 +392,17 @@ func (s *Store) DeleteTopic(name string) error {
 		}
 		s.mu.Unlock()
 	}()
-	return nil
+}
+
+// removeGraves removes the renamed directories of deleted topic name; a
+// failure is only logged.
+func (s *Store) removeGraves(name string, graves []string) {
+	for _, g := range graves {
+		if err := s.fs.RemoveAll(g); err != nil {
+			// Renamed away already; recovery removes what is left.
+			s.opts.Logger.Warn("removing a deleted topic", "topic", name, "err", err)
+		}
+	}
 }
 
 // WaitDeleted returns once the files of every topic deleted so far are

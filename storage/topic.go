@@ -596,43 +596,22 @@ func (t *topic) truncate(before int64) error {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
 	t.bg.Wait() // no index write may race with the deletion of its segment
-	t.mu.RLock()
-	if t.err != nil && !errors.Is(t.err, ErrReadOnly) {
-		err := t.err
-		t.mu.RUnlock()
+	start, next, segs, err := t.truncateView()
+	if err != nil {
 		return err
 	}
-	start, next := t.start, t.next
-	segs := t.segs
-	t.mu.RUnlock()
 	before = min(before, next)
 	if before <= start {
 		return nil
 	}
-	// Segments [0, k) end at or before `before` and go.
-	k := 0
-	for k < len(segs)-1 && segs[k+1].base <= before {
-		k++
-	}
+	k := segmentsBefore(segs, before)
 	if len(segs) == 0 || before > segs[k].base {
 		// The start falls inside a kept segment: persist it.
-		for v := range t.s.opts.Volumes {
-			if err := t.s.writeFileDurable(filepath.Join(t.s.topicDir(v, t.name), metaName), encodeMeta(before)); err != nil {
-				return fmt.Errorf("storage: topic %q: truncate: %w", t.name, err)
-			}
+		if err := t.persistStart(before); err != nil {
+			return err
 		}
 	}
-	t.mu.Lock()
-	t.start = before
-	t.segs = append([]*segment(nil), segs[k:]...)
-	bad := t.bad[:0:0]
-	for _, r := range t.bad {
-		if r.to > before {
-			bad = append(bad, offRange{max(r.from, before), r.to})
-		}
-	}
-	t.bad = bad
-	t.mu.Unlock()
+	t.moveStart(before, segs[k:])
 	t.forgetIndexes(segs[:k])
 	var paths []string
 	var errs []error
