@@ -78,8 +78,9 @@
 //
 // # Appends and durability
 //
-// Append validates the batch (header, CRC, and for uncompressed bodies the
-// message count), then queues it. One appender at a time leads: it commits
+// Append validates the batch (header, CRC, and the message count: for a
+// compressed body after decoding it, into at most MaxBatchBytes), then
+// queues it. One appender at a time leads: it commits
 // everything queued (one pwritev(2) per volume in volume order and, with
 // FsyncAlways, one fsync per volume, the volumes in parallel), makes the
 // batches visible to readers, wakes the appenders whose batches it

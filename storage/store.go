@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // Store is a set of topics kept on one or more volumes. It is safe for
@@ -520,11 +522,31 @@ func (s *Store) validate(name string, batch []byte) (int, error) {
 	if n != len(batch) {
 		return 0, fmt.Errorf("%w: topic %q: %d bytes after the batch", ErrInvalidBatch, name, len(batch)-n)
 	}
-	if err := bt.Validate(); err != nil {
+	if bt.Codec == protocol.CodecNone {
+		err = bt.Validate()
+	} else {
+		// A compressed batch is decoded once and its messages counted, so
+		// that a body that does not hold what its header claims is refused
+		// here rather than failing every consumer. It may decode to at most
+		// MaxBatchBytes, what an uncompressed batch may hold.
+		p := decodeScratch.Get().(*[]byte)
+		*p, err = bt.ValidateBody(s.opts.MaxBatchBytes, *p)
+		if cap(*p) > maxKeptScratch {
+			*p = nil
+		}
+		decodeScratch.Put(p)
+	}
+	if err != nil {
 		return 0, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
 	}
 	return bt.Count, nil
 }
+
+// decodeScratch holds buffers that validate decodes compressed batches
+// into; buffers over maxKeptScratch are not kept.
+var decodeScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxKeptScratch = 4 << 20
 
 // Truncate makes offsets before `before` unreadable and deletes the segments
 // that hold only such offsets. The newest segment is always kept, so the
