@@ -92,7 +92,7 @@ func (c *Client) connect(ctx context.Context, s *connSlot) (*conn, error) {
 		return s.conn, nil
 	}
 	reconnect := s.conn != nil
-	cn, err := dial(ctx, c.addr, c.opts.dialTimeout, c.opts.maxFrameSize)
+	cn, err := dial(ctx, c.addr, c.opts.dialTimeout, c.opts.responseLimit())
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (c *Client) doOn(ctx context.Context, s *connSlot, op protocol.Op, extraWai
 		ctx, cancel = context.WithTimeout(ctx, c.opts.requestTimeout+extraWait)
 		defer cancel()
 	}
-	backoff := c.opts.backoff
+	bo := c.newBackoff()
 	for attempt := 0; ; attempt++ {
 		var resp response
 		sent := false
@@ -152,9 +152,8 @@ func (c *Client) doOn(ctx context.Context, s *connSlot, op protocol.Op, extraWai
 		}
 		if err == nil {
 			if resp.hdr.Code != protocol.CodeOK {
-				msg, _ := protocol.ParseErrorResponse(resp.payload)
 				c.stats.errors.Add(1)
-				return nil, &Error{Op: op, Code: resp.hdr.Code, Message: string(msg)}
+				return nil, serverError(op, resp)
 			}
 			return resp.payload, nil
 		}
@@ -165,14 +164,9 @@ func (c *Client) doOn(ctx context.Context, s *connSlot, op protocol.Op, extraWai
 			c.stats.errors.Add(1)
 			return nil, err
 		}
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-c.done:
-			return nil, ErrClosed
+		if err := bo.wait(ctx); err != nil {
+			return nil, err
 		}
-		backoff *= 2
 	}
 }
 

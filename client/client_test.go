@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -34,6 +35,30 @@ func testCtx(t testing.TB) context.Context {
 }
 
 // dial connects to addr and closes the client when the test ends.
+// ioTimeout bounds every wait of these tests.
+const ioTimeout = 10 * time.Second
+
+// until polls cond every millisecond until it holds (true) or ioTimeout
+// passes (false).
+func until(cond func() bool) bool {
+	deadline := time.Now().Add(ioTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
+// waitFor fails the test unless cond holds within ioTimeout.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	if !until(cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
 func dial(t testing.TB, addr string, opts ...client.Option) *client.Client {
 	t.Helper()
 	c, err := client.Dial(testCtx(t), addr, opts...)
@@ -105,6 +130,7 @@ type proxy struct {
 	flipProduce atomic.Int32 // produce requests whose batch to corrupt
 	flipConsume atomic.Int32 // consume responses whose batches to corrupt
 	drop        atomic.Bool  // swallow requests: they are never answered
+	dropped     atomic.Int64 // requests swallowed
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -213,6 +239,7 @@ func (p *proxy) pipe(dst, src net.Conn, requests bool) {
 		op := protocol.Op(frame[5])
 		if requests {
 			if p.drop.Load() {
+				p.dropped.Add(1)
 				continue
 			}
 			// The last byte is in the batch body, which the CRC covers.
@@ -998,7 +1025,7 @@ func TestMessagesFollow(t *testing.T) {
 			}
 			i += k
 			if r.IntN(8) == 0 {
-				time.Sleep(time.Duration(r.IntN(3)) * time.Millisecond) // let the follower catch up and park
+				runtime.Gosched() // now and then, let the follower catch up
 			}
 		}
 		produced <- nil
@@ -1023,7 +1050,7 @@ func TestMessagesFollow(t *testing.T) {
 			}
 			cancelledAt = time.Now()
 			go func() {
-				time.Sleep(50 * time.Millisecond) // the follower parks in a long poll
+				until(func() bool { return srv.Broker.Stats().ParkedPolls > 0 }) // the follower parks in a long poll
 				cancel()
 				close(ended)
 			}()
@@ -1088,9 +1115,9 @@ func TestMessagesIdleNoBusyLoop(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "the follower to park", func() bool { return srv.Broker.Stats().ParkedPolls == 1 })
 	before := srv.Broker.Stats().Requests
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // the idle interval measured, not a wait for an event
 	if n := srv.Broker.Stats().Requests - before; n > 1 {
 		t.Errorf("an idle follower made %d requests in 500ms", n)
 	}
@@ -1122,10 +1149,7 @@ func TestMessagesDoesNotBlockOtherCalls(t *testing.T) {
 		for range c.Messages(ctx, "quiet", 0) {
 		}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Broker.Stats().ParkedPolls == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "a parked poll", func() bool { return srv.Broker.Stats().ParkedPolls > 0 })
 	call := func(name string, f func(ctx context.Context) error) {
 		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
 		defer ccancel()
@@ -1193,10 +1217,7 @@ func TestCloseEndsMessages(t *testing.T) {
 			_ = m
 		}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Broker.Stats().ParkedPolls == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "a parked poll", func() bool { return srv.Broker.Stats().ParkedPolls > 0 })
 	c.Close()
 	select {
 	case <-done:
@@ -1232,11 +1253,7 @@ func TestCloseUnblocksPendingCalls(t *testing.T) {
 			errs <- fmt.Errorf("%s: %w", name, err)
 		}()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for c.Stats().InFlight == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(20 * time.Millisecond) // let the other calls reach their wait too
+	waitFor(t, "every call to be sent and swallowed", func() bool { return p.dropped.Load() >= int64(len(calls)) })
 	if st := c.Stats(); st.InFlight != 1 {
 		t.Errorf("InFlight %d while a produce waits, want 1", st.InFlight)
 	}
@@ -1343,10 +1360,7 @@ func testRestart(t *testing.T, srv *brokertest.Server, addr string, restart func
 		}
 		followed <- got
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Broker.Stats().ParkedPolls == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "a parked poll", func() bool { return srv.Broker.Stats().ParkedPolls > 0 })
 
 	restart()
 
@@ -1502,7 +1516,7 @@ func TestCloseRacesCalls(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, "calls to be under way", func() bool { return srv.Broker.Stats().Requests >= 8 })
 	c.Close()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

@@ -77,7 +77,7 @@ func (c *conn) readLoop(maxFrame int) {
 			return
 		}
 		n := int(binary.LittleEndian.Uint32(head[:]))
-		if n > maxFrame || n < protocol.HeaderSize-protocol.FrameLengthSize {
+		if n < protocol.HeaderSize-protocol.FrameLengthSize {
 			c.fail(fmt.Errorf("response frame of %d bytes: %w", n, protocol.ErrMalformed))
 			return
 		}
@@ -86,6 +86,18 @@ func (c *conn) readLoop(maxFrame int) {
 		w, ok := c.pending[id]
 		delete(c.pending, id)
 		c.mu.Unlock()
+		if size := protocol.FrameLengthSize + n; size > maxFrame {
+			// Skip it: the stream stays in step, the request fails.
+			if _, err := io.CopyN(io.Discard, r, int64(size-protocol.HeaderSize)); err != nil {
+				c.fail(err)
+				return
+			}
+			if ok {
+				w.ch <- response{err: fmt.Errorf("%w: a response of %d bytes is over the client's limit of %d bytes; raise it with WithMaxResponseBytes",
+					ErrResponseTooLarge, size, maxFrame)}
+			}
+			continue
+		}
 		size := protocol.FrameLengthSize + n
 		frame := w.buf[:0]
 		if cap(frame) < size {
@@ -110,6 +122,11 @@ func (c *conn) readLoop(maxFrame int) {
 		}
 		if ok {
 			w.ch <- response{hdr: hdr, payload: payload, frame: frame}
+		} else if id == 0 && hdr.Code != protocol.CodeOK {
+			// An answer to no request: the server refuses the connection
+			// (a limit reached) or could not read a request's header.
+			c.fail(serverError(hdr.Op, response{hdr: hdr, payload: payload}))
+			return
 		}
 	}
 }
@@ -164,6 +181,9 @@ func (c *conn) sendInto(deadline time.Time, build func(dst []byte, corrID uint32
 		return 0, nil, err
 	}
 	c.nextID++
+	if c.nextID == 0 { // 0 answers no request (see readLoop)
+		c.nextID = 1
+	}
 	id := c.nextID
 	c.pending[id] = waiter{ch: ch, buf: buf}
 	c.mu.Unlock()

@@ -143,6 +143,7 @@ func (c *Client) Messages(ctx context.Context, topic string, from int64) iter.Se
 		}
 		defer release()
 		var buf []Message
+		bo := c.newBackoff()
 		for ctx.Err() == nil {
 			var err error
 			var next int64
@@ -158,14 +159,12 @@ func (c *Client) Messages(ctx context.Context, topic string, from int64) iter.Se
 				if !yield(Message{}, err) {
 					return
 				}
-				select {
-				case <-time.After(c.opts.backoff):
-				case <-ctx.Done():
+				if err := bo.wait(ctx); err != nil && ctx.Err() != nil {
 					return
-				case <-c.done:
-				}
+				} // closed: the next attempt reports ErrClosed
 				continue
 			}
+			bo = c.newBackoff()
 			for _, m := range buf {
 				if !yield(m, nil) {
 					return

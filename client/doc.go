@@ -38,9 +38,20 @@
 // A server's error arrives as an *Error (operation, protocol code, message)
 // that matches the package's sentinels with errors.Is: ErrTopicNotFound,
 // ErrTopicExists, ErrInvalidTopic, ErrOffsetOutOfRange, ErrFrameTooLarge,
-// ErrBadBatch, ErrUnreadable, ErrReadOnly, ErrShuttingDown. ErrConnection
-// wraps network failures, ErrClosed follows Close, ErrCorrupt marks a
-// received batch that failed its CRC or decoding.
+// ErrBadBatch, ErrUnreadable, ErrReadOnly, ErrShuttingDown,
+// ErrInvalidArgument, ErrLimitReached; its Code is one of the package's
+// Code constants (CodeTopicNotFound, ...), so ordinary use needs no import
+// of the wire package, protocol (nor does compression: CompressionS2,
+// CompressionZstd). ErrConnection wraps network failures, ErrClosed
+// follows Close, ErrCorrupt marks a received batch that failed its CRC or
+// decoding. A server over its connection limit answers a new connection
+// with a limit-reached error before closing it: requests on it fail with
+// ErrConnection wrapping that *Error, whose message names the limit.
+//
+// ErrResponseTooLarge fails a request whose response is larger than
+// WithMaxResponseBytes allows (by default what the client may produce, so
+// that it can always read back its own batches); the response is skipped
+// and the connection stays usable. Its message gives both sizes.
 //
 // # Reconnects and retries
 //

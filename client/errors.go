@@ -20,11 +20,15 @@ var (
 	ErrReadOnly         = errors.New("client: topic is read-only on the server")
 	ErrShuttingDown     = errors.New("client: server is shutting down")
 	ErrInvalidArgument  = errors.New("client: invalid argument")
+	ErrLimitReached     = errors.New("client: server limit reached")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrConnection: the connection failed; the request may or may not have
 	// reached the server.
 	ErrConnection = errors.New("client: connection failed")
+	// ErrResponseTooLarge: a response is larger than WithMaxResponseBytes
+	// allows; it was skipped and the connection stays usable.
+	ErrResponseTooLarge = errors.New("client: response too large")
 	// ErrCorrupt: a batch received failed its CRC or could not be decoded.
 	ErrCorrupt = errors.New("client: corrupt batch received")
 )
@@ -40,17 +44,21 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeTopicReadOnly:    ErrReadOnly,
 	protocol.CodeShuttingDown:     ErrShuttingDown,
 	protocol.CodeInvalidArgument:  ErrInvalidArgument,
+	protocol.CodeLimitReached:     ErrLimitReached,
 }
 
 // Error is an error answered by the server: the operation, the protocol's
 // code and the server's message.
 type Error struct {
-	Op      protocol.Op
-	Code    protocol.Code
+	Op      Op
+	Code    Code
 	Message string
 }
 
 func (e *Error) Error() string {
+	if e.Op == 0 { // an answer to no request: about the connection
+		return fmt.Sprintf("haraqa: %s: %s", e.Code, e.Message)
+	}
 	return fmt.Sprintf("haraqa: %s: %s: %s", e.Op, e.Code, e.Message)
 }
 
@@ -60,3 +68,43 @@ func (e *Error) Is(target error) bool {
 	s, ok := codeErrors[e.Code]
 	return ok && s == target
 }
+
+// serverError is the *Error of a response whose code is not CodeOK.
+func serverError(op protocol.Op, resp response) *Error {
+	msg, _ := protocol.ParseErrorResponse(resp.payload)
+	return &Error{Op: op, Code: resp.hdr.Code, Message: string(msg)}
+}
+
+// The wire's names, so that ordinary use needs no import of protocol.
+type (
+	// Compression says how produced batches are compressed
+	// (WithCompression).
+	Compression = protocol.Codec
+	// Code is the server's status code in an *Error.
+	Code = protocol.Code
+	// Op is the operation an *Error answered.
+	Op = protocol.Op
+)
+
+// Compressions.
+const (
+	CompressionNone = protocol.CodecNone
+	CompressionS2   = protocol.CodecS2
+	CompressionZstd = protocol.CodecZstd
+)
+
+// Codes a server answers with; see the sentinels above for errors.Is.
+const (
+	CodeUnknown          = protocol.CodeUnknown
+	CodeTopicNotFound    = protocol.CodeTopicNotFound
+	CodeTopicExists      = protocol.CodeTopicExists
+	CodeInvalidTopic     = protocol.CodeInvalidTopic
+	CodeOffsetOutOfRange = protocol.CodeOffsetOutOfRange
+	CodeFrameTooLarge    = protocol.CodeFrameTooLarge
+	CodeBadBatch         = protocol.CodeBadBatch
+	CodeUnreadableRange  = protocol.CodeUnreadableRange
+	CodeTopicReadOnly    = protocol.CodeTopicReadOnly
+	CodeShuttingDown     = protocol.CodeShuttingDown
+	CodeInvalidArgument  = protocol.CodeInvalidArgument
+	CodeLimitReached     = protocol.CodeLimitReached
+)

@@ -151,7 +151,6 @@ func Example_follow() {
 			if _, err := p.Produce(ctx, "events", []byte(v)); err != nil {
 				log.Fatal(err)
 			}
-			time.Sleep(10 * time.Millisecond)
 		}
 	}()
 

@@ -17,7 +17,7 @@ type options struct {
 	autoCreate     bool
 	codec          protocol.Codec
 	maxBatchBytes  int
-	maxFrameSize   int
+	maxResponse    int // 0: responseLimit's default
 }
 
 func defaultOptions() options {
@@ -29,7 +29,6 @@ func defaultOptions() options {
 		autoCreate:     true,
 		codec:          protocol.CodecNone,
 		maxBatchBytes:  protocol.DefaultMaxFrameSize - 1024,
-		maxFrameSize:   protocol.DefaultMaxFrameSize + 64<<10,
 	}
 }
 
@@ -52,9 +51,25 @@ func WithRetries(n int, backoff time.Duration) Option {
 func WithAutoCreate(on bool) Option { return func(o *options) { o.autoCreate = on } }
 
 // WithCompression compresses produced batches with codec (default
-// protocol.CodecNone; protocol.CodecS2 or protocol.CodecZstd).
-func WithCompression(codec protocol.Codec) Option { return func(o *options) { o.codec = codec } }
+// CompressionNone; CompressionS2 or CompressionZstd).
+func WithCompression(codec Compression) Option { return func(o *options) { o.codec = codec } }
 
 // WithMaxBatchBytes bounds the encoded size of one produced batch (default
 // just under the server's default 64 MiB frame limit).
 func WithMaxBatchBytes(n int) Option { return func(o *options) { o.maxBatchBytes = n } }
+
+// WithMaxResponseBytes bounds the size of one response frame the client
+// reads (default: the larger of the server's default frame limit and
+// WithMaxBatchBytes, plus 64 KiB of framing, so that whatever the client
+// may produce it can consume again; a consume response carries at least
+// one whole batch). A larger response fails its request with
+// ErrResponseTooLarge, naming both sizes; the connection stays usable.
+func WithMaxResponseBytes(n int) Option { return func(o *options) { o.maxResponse = n } }
+
+// responseLimit is the largest response frame read.
+func (o *options) responseLimit() int {
+	if o.maxResponse > 0 {
+		return o.maxResponse
+	}
+	return max(protocol.DefaultMaxFrameSize, o.maxBatchBytes) + 64<<10
+}

@@ -241,7 +241,7 @@ func (p *Producer) send(b *pbatch) {
 	var cn *conn
 	var id uint32
 	var ch chan response
-	backoff := p.c.opts.backoff
+	bo := p.c.newBackoff()
 	for {
 		var err error
 		if cn, err = p.c.connect(ctx, &p.c.main); err == nil {
@@ -257,15 +257,11 @@ func (p *Producer) send(b *pbatch) {
 			p.complete(b, true, 0, err)
 			return
 		}
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-		case <-p.c.done:
+		if err := bo.wait(ctx); errors.Is(err, ErrClosed) {
 			cancel()
 			p.complete(b, true, 0, ErrClosed)
 			return
-		}
-		backoff = min(2*backoff, time.Second)
+		} // ctx's end is seen by the next attempt
 	}
 	p.c.stats.msgsSent.Add(int64(count))
 	p.c.stats.bytesSent.Add(int64(len(batch)))
@@ -282,8 +278,7 @@ func (p *Producer) send(b *pbatch) {
 		}
 		base, err := int64(0), resp.err
 		if err == nil && resp.hdr.Code != protocol.CodeOK {
-			msg, _ := protocol.ParseErrorResponse(resp.payload)
-			err = &Error{Op: protocol.OpProduce, Code: resp.hdr.Code, Message: string(msg)}
+			err = serverError(protocol.OpProduce, resp)
 		}
 		if err == nil {
 			var r protocol.ProduceResponse

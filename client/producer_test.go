@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -252,7 +253,8 @@ func TestProducerFlushAndClose(t *testing.T) {
 		}
 		fs = append(fs, f)
 	}
-	time.Sleep(20 * time.Millisecond)
+	// Send buffers synchronously and the linger is an hour: nothing is on
+	// its way, so the info answered after the Sends has nothing either.
 	if info, _ := c.TopicInfo(ctx, "fl"); info.Next != 0 {
 		t.Fatalf("lingering messages were sent: %+v", info)
 	}
@@ -416,13 +418,13 @@ func TestProducerServerRestart(t *testing.T) {
 			}
 			all = append(all, sent{f, v, after})
 			if i%100 == 0 {
-				time.Sleep(time.Millisecond)
+				runtime.Gosched() // now and then, let the batches go
 			}
 		}
 		done <- nil
 	}()
 
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, "acknowledgements before the restart", func() bool { return c.Stats().MessagesAcked >= 500 })
 	px.Down()
 	srv2, err := srv.Restart()
 	if err != nil {
@@ -433,7 +435,8 @@ func TestProducerServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted.Store(true)
-	time.Sleep(300 * time.Millisecond)
+	ackedBefore := c.Stats().MessagesAcked
+	waitFor(t, "acknowledgements after the restart", func() bool { return c.Stats().MessagesAcked >= ackedBefore+500 })
 	stop.Store(true)
 	if err := <-done; err != nil {
 		t.Fatalf("Send: %v", err)

@@ -62,7 +62,7 @@ func (r *Reader) Next(ctx context.Context) ([]Message, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
-	backoff := r.c.opts.backoff
+	bo := r.c.newBackoff()
 	for attempt := 0; ; {
 		if r.pending == nil {
 			wait := time.Duration(0)
@@ -70,7 +70,7 @@ func (r *Reader) Next(ctx context.Context) ([]Message, error) {
 				wait = followWait
 			}
 			if err := r.start(ctx, r.offset, 0, wait); err != nil {
-				if !r.retryable(ctx, err, &attempt, &backoff) {
+				if !r.retryable(ctx, err, &attempt, &bo) {
 					return nil, err
 				}
 				continue
@@ -88,7 +88,7 @@ func (r *Reader) Next(ctx context.Context) ([]Message, error) {
 			if r.c.isClosed() {
 				return nil, ErrClosed
 			}
-			if !r.retryable(ctx, resp.err, &attempt, &backoff) {
+			if !r.retryable(ctx, resp.err, &attempt, &bo) {
 				return nil, resp.err
 			}
 			continue
@@ -97,9 +97,8 @@ func (r *Reader) Next(ctx context.Context) ([]Message, error) {
 			r.bufs[f.buf] = resp.frame[:0]
 		}
 		if resp.hdr.Code != protocol.CodeOK {
-			msg, _ := protocol.ParseErrorResponse(resp.payload)
 			r.c.stats.errors.Add(1)
-			return nil, &Error{Op: protocol.OpConsume, Code: resp.hdr.Code, Message: string(msg)}
+			return nil, serverError(protocol.OpConsume, resp)
 		}
 		cr, err := protocol.ParseConsumeResponse(resp.payload)
 		if err != nil {
@@ -155,20 +154,12 @@ func (r *Reader) start(ctx context.Context, offset int64, buf int, wait time.Dur
 
 // retryable reports whether Next should try again after err, waiting out
 // the backoff first.
-func (r *Reader) retryable(ctx context.Context, err error, attempt *int, backoff *time.Duration) bool {
+func (r *Reader) retryable(ctx context.Context, err error, attempt *int, bo *backoff) bool {
 	if r.c.isClosed() || !errors.Is(err, ErrConnection) || *attempt >= r.c.opts.retries || ctx.Err() != nil {
 		return false
 	}
 	*attempt++
-	select {
-	case <-time.After(*backoff):
-	case <-ctx.Done():
-		return false
-	case <-r.c.done:
-		return false
-	}
-	*backoff *= 2
-	return true
+	return bo.wait(ctx) == nil
 }
 
 // Close ends the Reader and its connection; the messages it returned are

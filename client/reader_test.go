@@ -83,17 +83,17 @@ func TestReaderWaitsAtTheEnd(t *testing.T) {
 		t.Fatalf("from -1: %v %v", msgs, err)
 	}
 	before := c.Stats().Errors
+	parked := make(chan bool, 1)
 	go func() {
-		time.Sleep(200 * time.Millisecond)
+		parked <- until(func() bool { return srv.Broker.Stats().ParkedPolls > 0 }) // Next waits at the end
 		_, _ = c.Produce(context.Background(), "w", []byte("late"))
 	}()
-	start := time.Now()
 	msgs, err = r.Next(ctx)
 	if err != nil || len(msgs) != 1 || string(msgs[0].Value) != "late" || msgs[0].Offset != 5 {
 		t.Fatalf("after the end: %v %v", msgs, err)
 	}
-	if time.Since(start) < 150*time.Millisecond {
-		t.Fatal("Next returned before the message was produced")
+	if !<-parked {
+		t.Fatal("Next did not wait in a long poll at the end of the topic")
 	}
 	if c.Stats().Errors != before {
 		t.Fatal("waiting at the end counted errors")
@@ -159,7 +159,7 @@ func TestReaderErrorsAndClose(t *testing.T) {
 		_, err := r2.Next(ctx)
 		done <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "Next to wait at the end", func() bool { return srv.Broker.Stats().ParkedPolls > 0 })
 	c.Close()
 	select {
 	case err := <-done:
