@@ -43,7 +43,7 @@ type Broker struct {
 	inflight   sync.WaitGroup // produce goroutines
 
 	stalledMu sync.Mutex
-	stalled   map[gnet.Conn]struct{} // connections waiting for their output to drain
+	stalled   map[gnet.Conn]time.Time // connections waiting for their output to drain, since when
 
 	stats counters
 }
@@ -66,7 +66,7 @@ func New(store *storage.Store, cfg Config) (*Broker, error) {
 		ready:      make(chan struct{}),
 		runErr:     make(chan error, 1),
 		dead:       make(chan struct{}),
-		stalled:    make(map[gnet.Conn]struct{}),
+		stalled:    make(map[gnet.Conn]time.Time),
 	}, nil
 }
 
@@ -214,28 +214,57 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// Stall ticks: a connection whose output is backed up is woken every
+// tick to see whether it drained (gnet has no writable callback). Ticks
+// are frequent while some stall is young, since most drain within
+// milliseconds, and rare once every stalled client has not read for a
+// while, so that stalled connections do not keep a core busy.
+const (
+	stallTickFast = time.Millisecond
+	stallTickSlow = 50 * time.Millisecond
+	stallYoung    = 20 * time.Millisecond
+	idleTick      = 10 * time.Millisecond
+)
+
 // OnTick wakes connections that stopped reading because their output was
-// backed up, so they resume once it drains. gnet has no writable callback.
+// backed up, so they resume once it drains.
 func (b *Broker) OnTick() (time.Duration, gnet.Action) {
 	b.stalledMu.Lock()
 	conns := make([]gnet.Conn, 0, len(b.stalled))
-	for c := range b.stalled {
+	young := false
+	now := time.Now()
+	for c, since := range b.stalled {
 		conns = append(conns, c)
+		young = young || now.Sub(since) < stallYoung
 		delete(b.stalled, c)
 	}
 	b.stalledMu.Unlock()
 	for _, c := range conns {
 		_ = c.Wake(nil)
 	}
-	if len(conns) > 0 {
-		return time.Millisecond, gnet.None
+	switch {
+	case young:
+		return stallTickFast, gnet.None
+	case len(conns) > 0:
+		return stallTickSlow, gnet.None
 	}
-	return 10 * time.Millisecond, gnet.None
+	return idleTick, gnet.None
 }
 
-func (b *Broker) stall(c gnet.Conn) {
+// stall records that c's output is backed up, to be woken by OnTick. A
+// connection backed up for longer than StallTimeout (its client does not
+// read what it asked for) is closed. Runs on the loop.
+func (b *Broker) stall(c gnet.Conn, cs *connState) {
+	now := time.Now()
+	if cs.stalledSince.IsZero() {
+		cs.stalledSince = now
+	} else if now.Sub(cs.stalledSince) > b.cfg.StallTimeout {
+		b.stats.stallClosed.Add(1)
+		cs.fatal = fmt.Errorf("%w: its client has not read its responses for %s (StallTimeout)", errStalled, b.cfg.StallTimeout)
+		return
+	}
 	b.stalledMu.Lock()
-	b.stalled[c] = struct{}{}
+	b.stalled[c] = cs.stalledSince
 	b.stalledMu.Unlock()
 }
 

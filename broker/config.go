@@ -29,6 +29,10 @@ type Config struct {
 	// MaxOutboundBytes is how much a connection's unsent output may hold
 	// before the broker stops reading its requests (default 16 MiB).
 	MaxOutboundBytes int
+	// StallTimeout closes a connection whose output has stayed over
+	// MaxOutboundBytes this long: its client asks and does not read
+	// (default 1 minute).
+	StallTimeout time.Duration
 	// MaxPending bounds the requests of one connection waiting for their
 	// turn to be answered (default 4096); past it, reading stops too.
 	MaxPending int
@@ -60,6 +64,7 @@ func DefaultConfig() Config {
 		MaxOutboundBytes: 16 << 20,
 		MaxPending:       4096,
 		MaxConns:         DefaultMaxConns(),
+		StallTimeout:     time.Minute,
 	}
 }
 
@@ -78,6 +83,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: max wait %s", ErrInvalidConfig, c.MaxWait)
 	case c.MaxOutboundBytes < 1 || c.MaxPending < 1:
 		return fmt.Errorf("%w: max outbound bytes and max pending must be positive", ErrInvalidConfig)
+	case c.StallTimeout <= 0:
+		return fmt.Errorf("%w: stall timeout %s: want more than 0", ErrInvalidConfig, c.StallTimeout)
 	case c.MaxConns < 1:
 		return fmt.Errorf("%w: max conns %d: want 1 or more", ErrInvalidConfig, c.MaxConns)
 	case c.EventLoops < 0:

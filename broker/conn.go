@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/valyala/bytebufferpool"
@@ -24,6 +25,8 @@ type connState struct {
 
 	big     *bytebufferpool.ByteBuffer // a large frame being gathered
 	bigSize int                        // its size
+
+	stalledSince time.Time // when its output became backed up; zero once it drains
 
 	w worker // shared with the connection's goroutine
 }
@@ -87,6 +90,9 @@ func (b *Broker) OnClose(c gnet.Conn, err error) gnet.Action {
 func (b *Broker) OnTraffic(c gnet.Conn) gnet.Action {
 	cs := c.Context().(*connState)
 	cs.w.woken.Store(false) // answers filed from here on wake the loop again
+	if !cs.stalledSince.IsZero() && c.OutboundBuffered()+len(cs.out) <= b.cfg.MaxOutboundBytes {
+		cs.stalledSince = time.Time{} // drained
+	}
 	b.advance(c, cs)
 	action := gnet.None
 	if cs.fatal == nil {
@@ -187,7 +193,7 @@ func (b *Broker) backedUp(c gnet.Conn, cs *connState) bool {
 		return true // slot completions wake the connection
 	}
 	if c.OutboundBuffered()+len(cs.out) > b.cfg.MaxOutboundBytes {
-		b.stall(c)
+		b.stall(c, cs)
 		return true
 	}
 	// Produces copied for the connection's goroutine count too: their

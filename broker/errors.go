@@ -15,6 +15,8 @@ var (
 	// ErrEngineStopped: the event loops stopped while the broker was not
 	// shutting down (Broker.Dead).
 	ErrEngineStopped = errors.New("broker: event loops stopped")
+
+	errStalled = errors.New("broker: connection closed")
 )
 
 // codeOf maps an error to its wire code: storage's errors first, then the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -385,4 +386,27 @@ func TestResetWhileAnswering(t *testing.T) {
 		p.ping()
 		waitFor(t, "the reset connection to be released", func() bool { return s.Broker.Stats().ParkedPolls == 0 })
 	}
+}
+
+// TestStallTimeout: a client that pipelines consumes and never reads the
+// responses is closed once its output has been backed up for StallTimeout,
+// so that it holds neither its output buffer nor the event loop's ticks
+// for good; other connections are served meanwhile.
+func TestStallTimeout(t *testing.T) {
+	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) {
+		c.MaxOutboundBytes = 64 << 10
+		c.StallTimeout = 300 * time.Millisecond
+	})
+	p := dialRaw(t, s.Addr)
+	p.produce("t", protocol.ProduceCreateTopic, strings.Repeat("x", 60<<10))
+	c := dialRaw(t, s.Addr)
+	c.conn.(*net.TCPConn).SetReadBuffer(16 << 10)
+	var req []byte
+	for i := range 200 {
+		req = protocol.AppendConsumeRequest(req, uint32(i+1), "t", 0, 0, 1<<20, 0)
+	}
+	c.write(req)
+	waitFor(t, "the stalled connection to be closed", func() bool { return s.Broker.Stats().StallClosed == 1 })
+	p.ping()
+	waitFor(t, "the closed connection to be gone", func() bool { return s.Broker.Stats().Connections == 1 })
 }

@@ -32,7 +32,7 @@ func (b *Broker) advance(c gnet.Conn, cs *connState) {
 		s := cs.slots[0]
 		if s.consume != nil {
 			if c.OutboundBuffered()+len(cs.out) > b.cfg.MaxOutboundBytes {
-				b.stall(c) // resume once the client has read
+				b.stall(c, cs) // resume once the client has read
 				return
 			}
 			if !b.serveConsume(c, cs, s.consume) || len(cs.slots) == 0 || cs.fatal != nil {

@@ -21,13 +21,14 @@ type Stats struct {
 	ClosedForFrames int64 // connections closed for an oversized or malformed frame
 	AcceptErrors    int64 // failed accepts (EMFILE and the like), each retried
 	RefusedConns    int64 // connections refused at the connection limit (Config.MaxConns)
+	StallClosed     int64 // connections closed for not reading their responses (Config.StallTimeout)
 }
 
 type counters struct {
 	connections, requests, errors                atomic.Int64
 	producedMsgs, producedBytes, consumedBytes   atomic.Int64
 	zeroCopyBytes, copiedBytes, parked, badFrame atomic.Int64
-	acceptErrors, refusedConns                   atomic.Int64
+	acceptErrors, refusedConns, stallClosed      atomic.Int64
 	pending                                      atomic.Int64 // responses owed
 }
 
@@ -47,6 +48,7 @@ func (b *Broker) Stats() Stats {
 		ClosedForFrames: s.badFrame.Load(),
 		AcceptErrors:    s.acceptErrors.Load(),
 		RefusedConns:    s.refusedConns.Load(),
+		StallClosed:     s.stallClosed.Load(),
 	}
 }
 

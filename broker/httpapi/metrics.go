@@ -114,6 +114,7 @@ var (
 	descBadFrames     = prometheus.NewDesc("haraqa_bad_frames_total", "Connections closed for an oversized or malformed frame.", nil, nil)
 	descConnections   = prometheus.NewDesc("haraqa_connections", "Open binary protocol connections.", nil, nil)
 	descAcceptErrors  = prometheus.NewDesc("haraqa_accept_errors_total", "Failed accepts on the binary port (out of descriptors and the like), each retried after a back-off.", nil, nil)
+	descStallClosed   = prometheus.NewDesc("haraqa_stalled_connections_closed_total", "Binary protocol connections closed for not reading their responses (StallTimeout).", nil, nil)
 	descRefusedConns  = prometheus.NewDesc("haraqa_refused_connections_total", "Binary protocol connections refused at the connection limit (-max-conns).", nil, nil)
 	descParked        = prometheus.NewDesc("haraqa_long_polls_parked", "Binary protocol consumes waiting for data.", nil, nil)
 	descRepairs       = prometheus.NewDesc("haraqa_repairs_total", "Repairs made when the volumes were opened.", nil, nil)
@@ -127,7 +128,7 @@ var (
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descProduced, descProducedBytes, descConsumed, descConsumedBytes,
 		descTopicBytes, descTopicOldest, descTopicNext, descVolumeBytes, descVolumeSegs, descSent, descRequests,
-		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descParked, descRepairs, descRepairedBytes, descTruncated,
+		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
 		descUnreadable, descOpenFiles, descTopics} {
 		ch <- d
 	}
@@ -174,6 +175,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descConnections, b.Connections)
 	counter(descAcceptErrors, b.AcceptErrors)
 	counter(descRefusedConns, b.RefusedConns)
+	counter(descStallClosed, b.StallClosed)
 	gauge(descParked, b.ParkedPolls)
 	counter(descRepairs, s.Repairs)
 	counter(descRepairedBytes, s.RepairedBytes)
