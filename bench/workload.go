@@ -270,12 +270,7 @@ func (r *runner) runProduce(ctx context.Context, w producerWork) {
 		done := time.Now()
 		st.sent += uint64(n)
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			st.errors++
-			r.errs.add(err)
-			if failures++; failures >= maxConsecutiveErrors {
+			if r.failed(ctx, err, &st.errors, &failures) {
 				return
 			}
 			continue
@@ -305,9 +300,7 @@ func (r *runner) runProducer(ctx context.Context, w producerWork) {
 		for pd := range ch {
 			_, err := pd.f.Wait(context.Background()) // every future completes: Close flushes
 			if err != nil {
-				st.errors++
-				r.errs.add(err)
-				if failures++; failures >= maxConsecutiveErrors {
+				if r.failed(context.Background(), err, &st.errors, &failures) {
 					stopSending.Store(true)
 				}
 				continue
@@ -444,12 +437,7 @@ func (r *runner) consumeRange(ctx context.Context, c *client.Client, topic strin
 		msgs, err := rd.Next(ctx)
 		t1 := time.Now()
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			st.errors++
-			r.errs.add(err)
-			if failures++; failures >= maxConsecutiveErrors {
+			if r.failed(ctx, err, &st.errors, &failures) {
 				return
 			}
 			continue
@@ -598,12 +586,7 @@ func (r *runner) follow(ctx context.Context, c *client.Client, topic string, f *
 	for ctx.Err() == nil {
 		msgs, err := rd.Next(ctx) // waits with long polls at the end
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			st.errors++
-			r.errs.add(err)
-			if failures++; failures >= maxConsecutiveErrors {
+			if r.failed(ctx, err, &st.errors, &failures) {
 				return
 			}
 			continue
@@ -624,4 +607,18 @@ func (r *runner) follow(ctx context.Context, c *client.Client, topic string, f *
 		}
 		st.last = now
 	}
+}
+
+// failed records err, a failed request of a worker whose error count is
+// errors and whose failures in a row are failures, and reports whether the
+// worker should stop: ctx ended (then err is not counted), or
+// maxConsecutiveErrors requests in a row failed.
+func (r *runner) failed(ctx context.Context, err error, errors *int64, failures *int) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	*errors++
+	r.errs.add(err)
+	*failures++
+	return *failures >= maxConsecutiveErrors
 }
