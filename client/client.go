@@ -141,7 +141,7 @@ func (c *Client) doOn(ctx context.Context, s *connSlot, op protocol.Op, extraWai
 		ctx, cancel = context.WithTimeout(ctx, c.opts.requestTimeout+extraWait)
 		defer cancel()
 	}
-	bo := c.newBackoff()
+	bo := c.newBackoff(requestBackoffMax)
 	for attempt := 0; ; attempt++ {
 		var resp response
 		sent := false

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -132,6 +131,10 @@ type proxy struct {
 	drop        atomic.Bool  // swallow requests: they are never answered
 	dropped     atomic.Int64 // requests swallowed
 
+	consumes        atomic.Int64 // consume requests forwarded
+	consumeWaitMs   atomic.Int64 // the last one's max wait
+	consumeMaxBytes atomic.Int64 // the last one's max bytes
+
 	mu     sync.Mutex
 	ln     net.Listener
 	target string
@@ -245,6 +248,13 @@ func (p *proxy) pipe(dst, src net.Conn, requests bool) {
 			// The last byte is in the batch body, which the CRC covers.
 			if op == protocol.OpProduce && take(&p.flipProduce) {
 				frame[len(frame)-1] ^= 0x01
+			}
+			if op == protocol.OpConsume {
+				if req, err := protocol.ParseConsumeRequest(frame[protocol.HeaderSize:]); err == nil {
+					p.consumeWaitMs.Store(int64(req.MaxWaitMs))
+					p.consumeMaxBytes.Store(int64(req.MaxBytes))
+				}
+				p.consumes.Add(1)
 			}
 		} else {
 			code := protocol.Code(binary.LittleEndian.Uint16(frame[6:]))
@@ -938,8 +948,8 @@ func TestProduceConsumeMixedSizes(t *testing.T) {
 		raw += int64(len(m))
 	}
 	srv := brokertest.Start(t, 1)
-	stored := map[protocol.Codec]int64{}
-	for _, codec := range []protocol.Codec{protocol.CodecNone, protocol.CodecS2, protocol.CodecZstd} {
+	stored := map[client.Compression]int64{}
+	for _, codec := range []client.Compression{client.CompressionNone, client.CompressionS2, client.CompressionZstd} {
 		t.Run(codec.String(), func(t *testing.T) {
 			c := dial(t, srv.Addr, client.WithCompression(codec))
 			ctx := testCtx(t)
@@ -989,9 +999,9 @@ func TestProduceConsumeMixedSizes(t *testing.T) {
 		})
 	}
 	t.Logf("%d messages, %d bytes raw; stored: %v", n, raw, stored)
-	for _, codec := range []protocol.Codec{protocol.CodecS2, protocol.CodecZstd} {
-		if stored[codec] != 0 && stored[codec] >= stored[protocol.CodecNone] {
-			t.Errorf("%s batches take %d bytes on the server, uncompressed %d: not compressed", codec, stored[codec], stored[protocol.CodecNone])
+	for _, codec := range []client.Compression{client.CompressionS2, client.CompressionZstd} {
+		if stored[codec] != 0 && stored[codec] >= stored[client.CompressionNone] {
+			t.Errorf("%s batches take %d bytes on the server, uncompressed %d: not compressed", codec, stored[codec], stored[client.CompressionNone])
 		}
 	}
 }
@@ -1010,6 +1020,9 @@ func TestMessagesFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 3000
+	var followed atomic.Int64 // messages the follower has seen
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	produced := make(chan error, 1)
 	go func() {
 		r := rand.New(rand.NewPCG(2, 3))
@@ -1021,18 +1034,26 @@ func TestMessagesFollow(t *testing.T) {
 			}
 			if _, err := prod.Produce(ctx, "follow", msgs...); err != nil {
 				produced <- err
+				cancel()
 				return
 			}
 			i += k
-			if r.IntN(8) == 0 {
-				runtime.Gosched() // now and then, let the follower catch up
+			if r.IntN(8) == 0 && i < n {
+				// Now and then, let the follower catch up and park, so
+				// that the next produce wakes a long poll.
+				caughtUp := until(func() bool {
+					return followed.Load() == int64(i) && srv.Broker.Stats().ParkedPolls == 1
+				})
+				if !caughtUp {
+					produced <- fmt.Errorf("the follower did not catch up with %d messages and park: at %d", i, followed.Load())
+					cancel()
+					return
+				}
 			}
 		}
 		produced <- nil
 	}()
 
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var got int64
 	ended := make(chan struct{})
 	var cancelledAt time.Time
@@ -1044,13 +1065,14 @@ func TestMessagesFollow(t *testing.T) {
 			t.Fatalf("message %d: offset %d value %q", got, m.Offset, m.Value)
 		}
 		got++
+		followed.Store(got)
 		if got == n {
 			if err := <-produced; err != nil {
 				t.Fatal(err)
 			}
-			cancelledAt = time.Now()
 			go func() {
 				until(func() bool { return srv.Broker.Stats().ParkedPolls > 0 }) // the follower parks in a long poll
+				cancelledAt = time.Now()
 				cancel()
 				close(ended)
 			}()
@@ -1059,10 +1081,15 @@ func TestMessagesFollow(t *testing.T) {
 			t.Fatalf("message past the end: %+v", m)
 		}
 	}
-	<-ended
-	if got != n {
-		t.Fatalf("followed %d messages, want %d", got, n)
+	if got != n { // the loop ended early: the producer failed
+		select {
+		case err := <-produced:
+			t.Fatalf("followed %d messages, want %d: %v", got, n, err)
+		default:
+			t.Fatalf("followed %d messages, want %d", got, n)
+		}
 	}
+	<-ended
 	if d := time.Since(cancelledAt); d > 3*time.Second {
 		t.Fatalf("the loop took %s to end after cancel", d)
 	}
@@ -1096,33 +1123,55 @@ func TestMessagesFromEnd(t *testing.T) {
 	}
 }
 
-// An idle follower waits in long polls, not a busy loop.
+// An idle follower waits in long polls, not a busy loop: its poll asks the
+// server to wait seconds, the server parks it, and a new message costs
+// exactly one more poll, parked in turn.
 func TestMessagesIdleNoBusyLoop(t *testing.T) {
 	t.Parallel()
 	srv := brokertest.Start(t, 1)
-	c := dial(t, srv.Addr)
+	px := startProxy(t, srv.Addr)
+	c := dial(t, px.Addr())
+	other := dial(t, srv.Addr)
 	ctx, cancel := context.WithCancel(testCtx(t))
 	if err := c.CreateTopic(ctx, "idle"); err != nil {
 		t.Fatal(err)
 	}
+	got := make(chan string, 1)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for _, err := range c.Messages(ctx, "idle", 0) {
+		for m, err := range c.Messages(ctx, "idle", 0) {
 			if err != nil {
 				t.Error(err)
 				return
 			}
+			got <- string(m.Value)
 		}
 	}()
 	waitFor(t, "the follower to park", func() bool { return srv.Broker.Stats().ParkedPolls == 1 })
-	before := srv.Broker.Stats().Requests
-	time.Sleep(500 * time.Millisecond) // the idle interval measured, not a wait for an event
-	if n := srv.Broker.Stats().Requests - before; n > 1 {
-		t.Errorf("an idle follower made %d requests in 500ms", n)
+	if w := time.Duration(px.consumeWaitMs.Load()) * time.Millisecond; w < time.Second {
+		t.Errorf("the follower's poll asks the server to wait %s, not a long poll", w)
 	}
-	if p := srv.Broker.Stats().ParkedPolls; p != 1 {
-		t.Errorf("%d parked polls, want the follower's 1", p)
+	before, polls := srv.Broker.Stats().Requests, px.consumes.Load()
+	if _, err := other.Produce(ctx, "idle", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case v := <-got:
+		if v != "x" {
+			t.Fatalf("followed %q, want x", v)
+		}
+	case <-time.After(ioTimeout):
+		t.Fatal("the parked follower did not get the new message")
+	}
+	waitFor(t, "the follower to park again", func() bool {
+		return px.consumes.Load() > polls && srv.Broker.Stats().ParkedPolls == 1
+	})
+	if n := px.consumes.Load() - polls; n != 1 {
+		t.Errorf("the follower made %d polls for one message, want 1", n)
+	}
+	if n := srv.Broker.Stats().Requests - before; n != 2 {
+		t.Errorf("%d requests reached the server for one produce, want 2: the produce and the follower's next poll", n)
 	}
 	cancel()
 	select {

@@ -17,8 +17,17 @@ type Message struct {
 	Value  []byte
 }
 
-// consumeMaxBytes is the batch bytes asked for per consume request.
+// consumeMaxBytes is the most batch bytes asked for per consume request.
 const consumeMaxBytes = 4 << 20
+
+// consumeBytes is the batch bytes a consume request asks for:
+// consumeMaxBytes, or what a response within WithMaxResponseBytes holds
+// after its header, if less. A single batch larger than that is still sent
+// whole by the server (a response holds at least one), and fails with
+// ErrResponseTooLarge.
+func (o *options) consumeBytes() int32 {
+	return int32(max(1, min(consumeMaxBytes, o.responseLimit()-protocol.ConsumeResponseHeaderSize)))
+}
 
 // Consume returns exactly the messages [offset, offset+limit) that exist
 // (fewer at the end of the topic, none past it). A negative offset counts
@@ -66,7 +75,7 @@ func (c *Client) consume(ctx context.Context, s *connSlot, dst []Message, topic 
 		want = int32(min(limit, 1<<31-1))
 	}
 	p, err := c.doOn(ctx, s, protocol.OpConsume, wait, true, func(b []byte, id uint32) []byte {
-		return protocol.AppendConsumeRequest(b, id, topic, offset, want, consumeMaxBytes, int32(wait/time.Millisecond))
+		return protocol.AppendConsumeRequest(b, id, topic, offset, want, c.opts.consumeBytes(), int32(wait/time.Millisecond))
 	})
 	if err != nil {
 		return dst, offset, 0, err
@@ -143,7 +152,7 @@ func (c *Client) Messages(ctx context.Context, topic string, from int64) iter.Se
 		}
 		defer release()
 		var buf []Message
-		bo := c.newBackoff()
+		bo := c.newBackoff(0) // constant: the WithRetries backoff after each error yielded
 		for ctx.Err() == nil {
 			var err error
 			var next int64
@@ -164,7 +173,6 @@ func (c *Client) Messages(ctx context.Context, topic string, from int64) iter.Se
 				} // closed: the next attempt reports ErrClosed
 				continue
 			}
-			bo = c.newBackoff()
 			for _, m := range buf {
 				if !yield(m, nil) {
 					return

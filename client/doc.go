@@ -51,7 +51,10 @@
 // ErrResponseTooLarge fails a request whose response is larger than
 // WithMaxResponseBytes allows (by default what the client may produce, so
 // that it can always read back its own batches); the response is skipped
-// and the connection stays usable. Its message gives both sizes.
+// and the connection stays usable. Its message gives both sizes. Consume
+// requests ask for no more batch bytes than fit in that limit, so only a
+// single batch too large for it (produced by a client with a larger
+// WithMaxBatchBytes) draws the error.
 //
 // # Reconnects and retries
 //
@@ -63,5 +66,7 @@
 // written, its fate is unknown (the server may have stored it before the
 // connection broke), so it fails with ErrConnection and the caller decides:
 // sending it again may store it twice. The same holds for the batches of a
-// Producer.
+// Producer, whose unsent batches are tried again until the request timeout,
+// the backoff doubling up to one second. A Messages loop that yielded an
+// error waits the WithRetries backoff before its next request.
 package client

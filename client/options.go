@@ -62,8 +62,11 @@ func WithMaxBatchBytes(n int) Option { return func(o *options) { o.maxBatchBytes
 // reads (default: the larger of the server's default frame limit and
 // WithMaxBatchBytes, plus 64 KiB of framing, so that whatever the client
 // may produce it can consume again; a consume response carries at least
-// one whole batch). A larger response fails its request with
-// ErrResponseTooLarge, naming both sizes; the connection stays usable.
+// one whole batch). Consume requests ask for no more batch bytes than a
+// response within it holds (and at most 4 MiB), so only a single batch
+// larger than that, produced by another client, can exceed it: such a
+// response fails its request with ErrResponseTooLarge, naming both sizes.
+// Its bytes are read and dropped, so the connection stays usable.
 func WithMaxResponseBytes(n int) Option { return func(o *options) { o.maxResponse = n } }
 
 // responseLimit is the largest response frame read.

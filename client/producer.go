@@ -241,7 +241,7 @@ func (p *Producer) send(b *pbatch) {
 	var cn *conn
 	var id uint32
 	var ch chan response
-	bo := p.c.newBackoff()
+	bo := p.c.newBackoff(producerBackoffMax)
 	for {
 		var err error
 		if cn, err = p.c.connect(ctx, &p.c.main); err == nil {

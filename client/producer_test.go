@@ -495,7 +495,7 @@ func TestProducerRetriesUnsentBatches(t *testing.T) {
 	produceNumbered(t, c, "down", "m", 1, 1)
 
 	px.Down()
-	time.Sleep(20 * time.Millisecond) // the client sees its connection closed
+	waitFor(t, "the client to see its connection closed", func() bool { return client.MainConnBroken(c) })
 	up := time.AfterFunc(300*time.Millisecond, func() { px.Up(srv.Addr) })
 	defer up.Stop()
 
@@ -505,7 +505,7 @@ func TestProducerRetriesUnsentBatches(t *testing.T) {
 	}
 
 	px.Down()
-	time.Sleep(20 * time.Millisecond)
+	waitFor(t, "the client to see its connection closed", func() bool { return client.MainConnBroken(c) })
 	up2 := time.AfterFunc(300*time.Millisecond, func() { px.Up(srv.Addr) })
 	defer up2.Stop()
 	p := c.NewProducer("down", client.WithLinger(0))

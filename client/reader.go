@@ -62,7 +62,7 @@ func (r *Reader) Next(ctx context.Context) ([]Message, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
-	bo := r.c.newBackoff()
+	bo := r.c.newBackoff(requestBackoffMax)
 	for attempt := 0; ; {
 		if r.pending == nil {
 			wait := time.Duration(0)
@@ -141,9 +141,9 @@ func (r *Reader) start(ctx context.Context, offset int64, buf int, wait time.Dur
 	if err != nil {
 		return err
 	}
-	topic := r.topic
+	topic, maxBytes := r.topic, r.c.opts.consumeBytes()
 	id, ch, err := cn.sendInto(time.Time{}, func(b []byte, id uint32) []byte {
-		return protocol.AppendConsumeRequest(b, id, topic, offset, 0, consumeMaxBytes, int32(wait/time.Millisecond))
+		return protocol.AppendConsumeRequest(b, id, topic, offset, 0, maxBytes, int32(wait/time.Millisecond))
 	}, r.bufs[buf])
 	if err != nil {
 		return err

@@ -10,7 +10,6 @@ import (
 
 	"github.com/haraqa/haraqa/broker/brokertest"
 	"github.com/haraqa/haraqa/client"
-	"github.com/haraqa/haraqa/protocol"
 )
 
 func newReader(t *testing.T, c *client.Client, topic string, from int64) *client.Reader {
@@ -116,7 +115,7 @@ func TestReaderCompressedBatches(t *testing.T) {
 	t.Parallel()
 	srv := brokertest.Start(t, 1)
 	ctx := testCtx(t)
-	for _, codec := range []protocol.Codec{protocol.CodecS2, protocol.CodecZstd} {
+	for _, codec := range []client.Compression{client.CompressionS2, client.CompressionZstd} {
 		c := dial(t, srv.Addr, client.WithCompression(codec))
 		produceNumbered(t, c, "z", codec.String(), 300, 100)
 	}
