@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -566,7 +567,19 @@ func (s *Store) TruncateTime(name string, before time.Time) error {
 	if err != nil {
 		return err
 	}
-	off, err := t.offsetAtTime(before.UnixNano())
+	// Append times are int64 nanoseconds since 1970: a time before the
+	// first of them has nothing before it, one after the last has
+	// everything (UnixNano alone would wrap around).
+	var ns int64
+	switch {
+	case before.Before(time.Unix(0, math.MinInt64)):
+		return nil
+	case before.After(time.Unix(0, math.MaxInt64)):
+		ns = math.MaxInt64
+	default:
+		ns = before.UnixNano()
+	}
+	off, err := t.offsetAtTime(ns)
 	if err != nil {
 		return err
 	}

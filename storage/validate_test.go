@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/haraqa/haraqa/protocol"
 )
@@ -36,5 +37,32 @@ func TestAppendValidatesCompressed(t *testing.T) {
 	}
 	if info, err := s.Info("t"); err != nil || info.Next != 2 {
 		t.Fatalf("after refused batches: %+v %v, want next 2", info, err)
+	}
+}
+
+// TestTruncateTimeOutOfRange: a time before any int64 of nanoseconds
+// truncates nothing, one after all of them truncates everything; neither
+// wraps around.
+func TestTruncateTimeOutOfRange(t *testing.T) {
+	s := mustOpen(t, DefaultOptions(t.TempDir()))
+	if err := s.CreateTopic("t"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := s.Append("t", protocol.AppendBatch(nil, []byte("m"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.TruncateTime("t", time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := s.Info("t"); info.Oldest != 0 {
+		t.Fatalf("truncate before 1600 moved the start to %d", info.Oldest)
+	}
+	if err := s.TruncateTime("t", time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := s.Info("t"); info.Oldest != 3 {
+		t.Fatalf("truncate before 9999: oldest %d, want 3", info.Oldest)
 	}
 }
