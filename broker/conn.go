@@ -196,6 +196,12 @@ func (b *Broker) backedUp(c gnet.Conn, cs *connState) bool {
 		b.stall(c, cs)
 		return true
 	}
+	// Ready responses held behind one not yet sent (a parked consume, say)
+	// count against the same bound: the loop reads on once the head is
+	// answered (its Watch or its timer wakes the connection).
+	if cs.w.held.Load() > int64(b.cfg.MaxOutboundBytes) {
+		return true
+	}
 	// Produces copied for the connection's goroutine count too: their
 	// completion wakes the connection.
 	return cs.w.queued.Load() > int64(b.cfg.MaxOutboundBytes)

@@ -410,3 +410,46 @@ func TestStallTimeout(t *testing.T) {
 	p.ping()
 	waitFor(t, "the closed connection to be gone", func() bool { return s.Broker.Stats().Connections == 1 })
 }
+
+// TestHeldResponsesBounded: responses ready behind a parked consume count
+// against MaxOutboundBytes: a client that parks one consume and pipelines
+// thousands of list requests is read only until their answers reach the
+// bound, and every answer arrives, in order, once the poll is woken.
+func TestHeldResponsesBounded(t *testing.T) {
+	const maxOut = 64 << 10
+	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) { c.MaxOutboundBytes = maxOut })
+	p := dialRaw(t, s.Addr)
+	for i := range 40 {
+		p.ok(protocol.AppendCreateTopicRequest(nil, p.id(), fmt.Sprintf("%03d-%s", i, strings.Repeat("n", 250))))
+	}
+	c := dialRaw(t, s.Addr)
+	const lists = 2000 // about 10 KB each: 20 MB if all were held
+	req := protocol.AppendConsumeRequest(nil, 1, "000-"+strings.Repeat("n", 250), 0, 0, 1<<20, 10000)
+	for i := range lists {
+		req = protocol.AppendListTopicsRequest(req, uint32(2+i), "", "")
+	}
+	before := s.Broker.Stats().Requests
+	go c.conn.Write(req)
+	waitFor(t, "the long poll to park", func() bool { return s.Broker.Stats().ParkedPolls == 1 })
+	last, stable := int64(-1), 0
+	waitFor(t, "the server to stop reading", func() bool {
+		n := s.Broker.Stats().Requests
+		if n == last {
+			stable++
+		} else {
+			last, stable = n, 0
+		}
+		time.Sleep(5 * time.Millisecond)
+		return stable >= 40
+	})
+	if handled := last - before; handled > 100 {
+		t.Fatalf("%d list requests answered and held behind a parked consume (bound %d bytes)", handled, maxOut)
+	}
+	p.produce("000-"+strings.Repeat("n", 250), 0, "wake")
+	for i := range lists + 1 {
+		r := c.read()
+		if r.CorrID != uint32(1+i) || r.Code != protocol.CodeOK {
+			t.Fatalf("response %d: corr %d code %v", i, r.CorrID, r.Code)
+		}
+	}
+}

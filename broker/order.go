@@ -53,6 +53,7 @@ func (b *Broker) advance(c gnet.Conn, cs *connState) {
 				b.release(&cs.w, j)
 			} else {
 				cs.out = append(cs.out, resp...)
+				cs.w.held.Add(-int64(len(resp)))
 			}
 			if s.async {
 				b.stats.pending.Add(-1)
@@ -77,6 +78,7 @@ func (cs *connState) end(resp []byte) {
 		cs.out = resp
 		return
 	}
+	cs.w.held.Add(int64(len(resp)))
 	cs.slots = append(cs.slots, &slot{done: true, resp: resp})
 }
 

@@ -26,6 +26,7 @@ type worker struct {
 	jobs    []*job       // requests waiting for the goroutine
 	working bool         // the goroutine is running
 	queued  atomic.Int64 // bytes of produce batches copied and not yet stored
+	held    atomic.Int64 // bytes of ready responses waiting in slots behind an earlier one
 	woken   atomic.Bool  // a Wake is on its way to the loop (cleared by OnTraffic)
 
 	// appending counts the produces handed to storage and not yet
@@ -144,6 +145,7 @@ func (b *Broker) queueJob(c gnet.Conn, cs *connState, j *job) {
 		defer b.stopMu.RUnlock()
 		if b.stopping.Load() {
 			j.slot.resp, j.slot.done = b.appendError(nil, j.op, j.corrID, errShuttingDown), true
+			cs.w.held.Add(int64(len(j.slot.resp)))
 			b.observe(j.op, false, j.start)
 			b.release(&cs.w, j)
 			return
@@ -218,6 +220,7 @@ func (b *Broker) runQueued(w *worker, jobs []*job) {
 // complete files resp as j's answer, releases j's batch and wakes the loop
 // to send it.
 func (b *Broker) complete(w *worker, j *job, resp []byte) {
+	w.held.Add(int64(len(resp)))
 	w.mu.Lock()
 	j.slot.resp, j.slot.done = resp, true
 	w.mu.Unlock()
