@@ -55,7 +55,11 @@
 //	0      4    uint32 little-endian: batch base offset - NNNN
 //	4      4    uint32 little-endian: batch position in NNNN.log
 //
-// The index is derived data, written in place and without fsync. A sealed
+// The index is derived data, written without fsync to NNNN.idx.tmp and
+// renamed into place, so a failed write (a full disk) leaves the old file
+// or none, never a short one; a failure is logged and fails neither a
+// Close nor an Open, which serve from the log and write the index on a
+// later open. A sealed
 // segment's index is written once its topic has gone 200 ms without
 // starting a segment, so a burst of appends that rolls segments every few
 // hundred microseconds does not also create an index file per segment

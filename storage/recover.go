@@ -423,7 +423,11 @@ func (r *recovery) index(dirs []string, seg *segment, last bool) error {
 			continue
 		}
 		if err := r.s.writeFile(path, want); err != nil {
-			return fmt.Errorf("storage: topic %q: rebuild index: %w", r.name, err)
+			// The index is derived from the log, which recovery has just
+			// read: without it the topic serves all the same (a later
+			// open writes it), so a full disk does not stop start-up.
+			r.logger().Warn("index not rebuilt; serving without it", "topic", r.name, "volume", r.s.opts.Volumes[v], "segment", seg.base, "err", err)
+			continue
 		}
 		if have == nil {
 			// Indexes are written after a burst of appends (indexDelay):

@@ -614,13 +614,22 @@ func (s *Store) every(interval time.Duration, fn func()) {
 // writeFile replaces the contents of path with data, without fsync: for
 // derived files (indexes) that recovery checks and rebuilds.
 func (s *Store) writeFile(path string, data []byte) error {
-	f, err := s.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	// A temporary file renamed into place: a write that fails (a full
+	// disk) leaves the old file or none, never a short one.
+	tmp := path + tmpSuffix
+	f, err := s.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
 	_, err = f.WriteAt(data, 0)
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = s.fs.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = s.fs.Remove(tmp) // best effort; open removes leftovers too
 	}
 	return err
 }

@@ -3,6 +3,9 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,5 +67,54 @@ func TestTruncateTimeOutOfRange(t *testing.T) {
 	}
 	if info, _ := s.Info("t"); info.Oldest != 3 {
 		t.Fatalf("truncate before 9999: oldest %d, want 3", info.Oldest)
+	}
+}
+
+// TestOpenWithoutSpaceForIndexes: index files are derived data. A store
+// whose index files were left empty (a shutdown on a full disk) and that
+// cannot write new ones still opens and serves every message; a later open
+// with space writes them.
+func TestOpenWithoutSpaceForIndexes(t *testing.T) {
+	s, opts := openTest(t, 1)
+	if err := s.CreateTopic("t"); err != nil {
+		t.Fatal(err)
+	}
+	for range 35 { // 4 segments of 10
+		if _, err := s.Append("t", protocol.AppendBatch(nil, []byte("m"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustClose(t, s)
+	idx, _ := filepath.Glob(filepath.Join(opts.Volumes[0], "topics", "t", "*"+idxSuffix))
+	if len(idx) == 0 {
+		t.Fatal("no index files written at close")
+	}
+	for _, p := range idx {
+		if err := os.Truncate(p, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ffs := newFaultFS()
+	ffs.failOpen = func(name string) bool { return strings.HasSuffix(name, idxSuffix+tmpSuffix) }
+	opts.FS = ffs
+	s2, err := Open(opts)
+	if err != nil {
+		t.Fatalf("open with no space for indexes: %v", err)
+	}
+	if info, err := s2.Info("t"); err != nil || info.Next != 35 {
+		t.Fatalf("after open: %+v %v", info, err)
+	}
+	res, err := s2.Read("t", 0, 35, 1<<20)
+	if err != nil || res.End != 35 {
+		t.Fatalf("read all: %+v %v", res, err)
+	}
+	res.Release()
+	mustClose(t, s2)
+	opts.FS = OSFS{}
+	mustClose(t, mustOpen(t, opts))
+	for _, p := range idx {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Fatalf("%s not rebuilt once there is space: %v", filepath.Base(p), err)
+		}
 	}
 }
