@@ -107,8 +107,8 @@ func (r *recovery) topic(name string) (*topic, error) {
 }
 
 // bases fills dirs with the topic's directory on each volume and returns
-// the base offsets of the segments found on any of them, sorted: a segment
-// missing from some volumes is recreated there from the others.
+// the base offsets of the segments found on any of them, sorted (segment
+// recreates one that some volumes lack from the others).
 func (r *recovery) bases(dirs []string) ([]int64, error) {
 	bases := make(map[int64]bool)
 	for v := range dirs {

@@ -21,8 +21,8 @@ func (t *topic) truncateView() (start, next int64, segs []*segment, err error) {
 	return t.start, t.next, t.segs, nil
 }
 
-// segmentsBefore returns k such that segs[:k] end at or before `before`
-// and go, and segs[k] is kept: never the newest, so the next offset
+// segmentsBefore returns k such that segments [0, k) end at or before
+// `before` and go. The newest segment is always kept, so the next offset
 // survives.
 func segmentsBefore(segs []*segment, before int64) int {
 	k := 0
