@@ -39,6 +39,8 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeTopicReadOnly
 	case errors.Is(err, storage.ErrClosed):
 		return protocol.CodeShuttingDown
+	case errors.Is(err, storage.ErrNoSpace):
+		return protocol.CodeNoSpace
 	}
 	return protocol.CodeOf(err)
 }

@@ -453,3 +453,15 @@ func TestHeldResponsesBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestProduceNoSpace: a produce while a volume is under its free-space
+// floor is answered with CodeNoSpace and leaves the connection usable.
+func TestProduceNoSpace(t *testing.T) {
+	s := brokertest.Start(t, 1, func(o *storage.Options, _ *broker.Config) { o.MinFreeBytes = 1 << 62 })
+	c := dialRaw(t, s.Addr)
+	c.write(protocol.AppendProduceRequest(nil, c.id(), "t", protocol.ProduceCreateTopic, batchOf("m")))
+	if r := c.read(); r.Code != protocol.CodeNoSpace {
+		t.Fatalf("produce under the floor: code %v (%s), want %v", r.Code, r.errMsg(), protocol.CodeNoSpace)
+	}
+	c.ping()
+}

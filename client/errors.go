@@ -21,6 +21,7 @@ var (
 	ErrShuttingDown     = errors.New("client: server is shutting down")
 	ErrInvalidArgument  = errors.New("client: invalid argument")
 	ErrLimitReached     = errors.New("client: server limit reached")
+	ErrNoSpace          = errors.New("client: server volume full")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrConnection: the connection failed; the request may or may not have
@@ -45,6 +46,7 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeShuttingDown:     ErrShuttingDown,
 	protocol.CodeInvalidArgument:  ErrInvalidArgument,
 	protocol.CodeLimitReached:     ErrLimitReached,
+	protocol.CodeNoSpace:          ErrNoSpace,
 }
 
 // Error is an error answered by the server: the operation, the protocol's
@@ -107,4 +109,5 @@ const (
 	CodeShuttingDown     = protocol.CodeShuttingDown
 	CodeInvalidArgument  = protocol.CodeInvalidArgument
 	CodeLimitReached     = protocol.CodeLimitReached
+	CodeNoSpace          = protocol.CodeNoSpace
 )

@@ -27,8 +27,9 @@ const (
 	CodeShuttingDown       Code = 13 // the server is stopping; retry on another connection
 	CodeInvalidArgument    Code = 14 // a well-formed field is out of range (e.g. a bad regex)
 	CodeLimitReached       Code = 15 // a server limit is reached; the message names it
+	CodeNoSpace            Code = 16 // a volume is under its free-space floor; retry later
 
-	codeMax = CodeLimitReached
+	codeMax = CodeNoSpace
 )
 
 var codeNames = [...]string{
@@ -48,6 +49,7 @@ var codeNames = [...]string{
 	CodeShuttingDown:       "shutting down",
 	CodeInvalidArgument:    "invalid argument",
 	CodeLimitReached:       "limit reached",
+	CodeNoSpace:            "no space",
 }
 
 func (c Code) String() string {

@@ -120,6 +120,9 @@
 //	                          (connections: sent with op 0 and correlation
 //	                          id 0 before the server closes a connection it
 //	                          will not serve)
+//	16   no space             produce: a volume is under its free-space floor
+//	                          (-min-free-bytes); nothing was written, retry
+//	                          once space is freed
 //
 // # Operations
 //

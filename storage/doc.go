@@ -107,6 +107,12 @@
 // kernel decides. Close fsyncs the active segments and then calls syncfs(2)
 // on every volume, so after a clean stop everything is on disk.
 //
+// Free space is measured every second (and at once after a write fails for
+// space): while any volume has less than Options.MinFreeBytes (default 2%
+// of it, at most 64 MiB), appends are refused with ErrNoSpace before
+// anything is written, and the topics stay writable, so appends resume by
+// themselves once space is freed. VolumeFree reports what was measured.
+//
 // A failed write or fsync is sticky: the topic turns read-only, every later
 // append fails with ErrReadOnly wrapping the cause, reads go on. Nothing is
 // acknowledged that was not written. A restart reopens the topic through

@@ -21,6 +21,9 @@ var (
 	// more appends until the server is restarted. The original error is
 	// wrapped alongside.
 	ErrReadOnly = errors.New("storage: topic is read-only after an I/O error")
+	// ErrNoSpace: a volume has less free space than Options.MinFreeBytes;
+	// appends are refused until it has more. Nothing is written.
+	ErrNoSpace = errors.New("storage: volume is full")
 	// ErrClosed: the store is closed.
 	ErrClosed = errors.New("storage: store is closed")
 	// ErrVolumeLocked: another process holds the volume's lock.

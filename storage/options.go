@@ -101,6 +101,11 @@ type Options struct {
 	RetentionBytes int64
 	// RetentionCheck is how often the retention sweeper runs (default 1m).
 	RetentionCheck time.Duration
+	// MinFreeBytes is the free space under which a volume refuses appends
+	// with ErrNoSpace, checked every second and after a write fails for
+	// space (default -1: 2% of the volume, at most 64 MiB; 0: no floor).
+	// Appends resume by themselves once space returns.
+	MinFreeBytes int64
 	// Logger receives repair, retention and I/O error logs (default
 	// slog.Default()).
 	Logger *slog.Logger
@@ -126,6 +131,7 @@ func DefaultOptions(volumes ...string) Options {
 		Fsync:          FsyncNever,
 		FsyncInterval:  time.Second,
 		RetentionCheck: time.Minute,
+		MinFreeBytes:   -1,
 	}
 }
 
@@ -153,6 +159,8 @@ func (o *Options) Validate() error {
 		return bad("unknown fsync policy %d", int(o.Fsync))
 	case o.Fsync == FsyncInterval && o.FsyncInterval <= 0:
 		return bad("fsync interval must be positive, got %s", o.FsyncInterval)
+	case o.MinFreeBytes < -1:
+		return bad("min free bytes must be -1 (automatic), 0 (none) or more, got %d", o.MinFreeBytes)
 	case o.RetentionAge < 0 || o.RetentionBytes < 0:
 		return bad("retention limits must not be negative")
 	case (o.RetentionAge > 0 || o.RetentionBytes > 0) && o.RetentionCheck <= 0:

@@ -42,6 +42,8 @@ type Store struct {
 	deleted         atomic.Uint64 // names deleted topic directories uniquely
 	stop            chan struct{}
 	wg              sync.WaitGroup
+
+	space space // free space against Options.MinFreeBytes
 }
 
 // TopicInfo describes a topic.
@@ -85,6 +87,9 @@ func Open(opts Options) (*Store, error) {
 		s.unlockVolumes()
 		return nil, err
 	}
+	s.initSpace()
+	s.wg.Add(1)
+	go s.every(spaceCheck, s.measureSpace)
 	if opts.Fsync == FsyncInterval {
 		s.wg.Add(1)
 		// A failed fsync turns its topic read-only and is logged there.
@@ -516,6 +521,9 @@ func (s *Store) AppendMany(name string, batches [][]byte) (bases []int64, errs [
 // validate checks that batch is exactly one valid batch and returns its
 // message count.
 func (s *Store) validate(name string, batch []byte) (int, error) {
+	if err := s.spaceErr(); err != nil {
+		return 0, fmt.Errorf("topic %q: %w", name, err)
+	}
 	bt, n, err := parseBatch(batch, s.opts.MaxBatchBytes)
 	if err != nil {
 		return 0, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/haraqa/haraqa/protocol"
@@ -435,6 +436,9 @@ func (t *topic) publish(seg *segment, entries []entry, size, next, msgs, now int
 // fail makes err sticky: the topic turns read-only. It returns the error
 // appends get from now on.
 func (t *topic) fail(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		t.s.measureSpace() // other topics' appends stop at the floor now, not at their own ENOSPC
+	}
 	t.mu.Lock()
 	if t.err == nil {
 		t.err = fmt.Errorf("%w: %w", ErrReadOnly, err)

@@ -118,3 +118,31 @@ func TestOpenWithoutSpaceForIndexes(t *testing.T) {
 		}
 	}
 }
+
+// TestFreeSpaceFloor: under its free-space floor a volume refuses appends
+// with ErrNoSpace, writing nothing and leaving the topic writable; once
+// space returns (here: the floor lowered, as freeing space would) appends
+// resume without a reopen.
+func TestFreeSpaceFloor(t *testing.T) {
+	s, _ := openTest(t, 2, func(o *Options) { o.MinFreeBytes = 1 << 62 })
+	if err := s.CreateTopic("t"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Append("t", protocol.AppendBatch(nil, []byte("m")))
+	if !errors.Is(err, ErrNoSpace) || errors.Is(err, ErrReadOnly) {
+		t.Fatalf("append under the floor: %v, want ErrNoSpace and not read-only", err)
+	}
+	if strings.Contains(err.Error(), s.opts.Volumes[0]) {
+		t.Fatalf("the error names a server path: %v", err)
+	}
+	if free := s.VolumeFree(); len(free) != 2 || free[0] <= 0 {
+		t.Fatalf("VolumeFree %v", free)
+	}
+	for v := range s.space.floor {
+		s.space.floor[v].Store(0)
+	}
+	s.measureSpace()
+	if base, err := s.Append("t", protocol.AppendBatch(nil, []byte("m"))); err != nil || base != 0 {
+		t.Fatalf("append once space returned: %d %v", base, err)
+	}
+}

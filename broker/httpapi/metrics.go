@@ -107,6 +107,7 @@ var (
 	descTopicOldest   = prometheus.NewDesc("haraqa_topic_oldest_offset", "Oldest readable offset of a topic.", []string{"topic"}, nil)
 	descTopicNext     = prometheus.NewDesc("haraqa_topic_next_offset", "Offset the next message of a topic will get.", []string{"topic"}, nil)
 	descVolumeBytes   = prometheus.NewDesc("haraqa_volume_bytes", "Bytes of segment data on a volume.", []string{"volume"}, nil)
+	descVolumeFree    = prometheus.NewDesc("haraqa_volume_free_bytes", "Free bytes on a volume's file system, measured every second; produces are refused under -min-free-bytes.", []string{"volume"}, nil)
 	descVolumeSegs    = prometheus.NewDesc("haraqa_volume_segments", "Segment files on a volume.", []string{"volume"}, nil)
 	descSent          = prometheus.NewDesc("haraqa_consume_sent_bytes_total", "Binary protocol consume bytes sent, by how: zero_copy (sendfile) or copied (through a buffer).", []string{"path"}, nil)
 	descRequests      = prometheus.NewDesc("haraqa_requests_total", "Binary protocol requests handled.", nil, nil)
@@ -127,7 +128,7 @@ var (
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descProduced, descProducedBytes, descConsumed, descConsumedBytes,
-		descTopicBytes, descTopicOldest, descTopicNext, descVolumeBytes, descVolumeSegs, descSent, descRequests,
+		descTopicBytes, descTopicOldest, descTopicNext, descVolumeBytes, descVolumeFree, descVolumeSegs, descSent, descRequests,
 		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
 		descUnreadable, descOpenFiles, descTopics} {
 		ch <- d
@@ -160,9 +161,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	// Every write goes to every volume, or the topic turns read-only:
 	// the volumes hold the same segments.
-	for _, v := range st.store.Volumes() {
+	free := st.store.VolumeFree()
+	for i, v := range st.store.Volumes() {
 		gauge(descVolumeBytes, bytes, v)
 		gauge(descVolumeSegs, segs, v)
+		if free[i] >= 0 {
+			gauge(descVolumeFree, free[i], v)
+		}
 	}
 	gauge(descTopics, int64(len(topics)))
 

@@ -95,6 +95,8 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 		status, msg = http.StatusRequestedRangeNotSatisfiable, err.Error()
 	case errors.Is(err, storage.ErrUnreadable), errors.Is(err, ErrDecode):
 		status, msg = http.StatusInternalServerError, err.Error()
+	case errors.Is(err, storage.ErrNoSpace):
+		status, msg = http.StatusInsufficientStorage, err.Error()
 	case errors.Is(err, storage.ErrReadOnly):
 		status, msg = http.StatusServiceUnavailable, storage.ErrReadOnly.Error()
 	case errors.Is(err, storage.ErrClosed):
