@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -384,7 +385,11 @@ func finish(reqs []*appendReq, err error) {
 func (t *topic) write(seg *segment, bufs [][]byte, pos int64) error {
 	for v, f := range seg.logs {
 		if _, err := f.Writev(bufs, pos); err != nil {
-			return fmt.Errorf("storage: topic %q: write volume %s: %w", t.name, t.s.opts.Volumes[v], err)
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // its path is the name the file was created under (next.tmp), not the segment's
+			}
+			return fmt.Errorf("storage: topic %q: write segment %s on volume %s: %w", t.name, segmentName(seg.base, logSuffix), t.s.opts.Volumes[v], err)
 		}
 	}
 	if t.s.opts.Fsync == FsyncAlways {

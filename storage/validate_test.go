@@ -146,3 +146,26 @@ func TestFreeSpaceFloor(t *testing.T) {
 		t.Fatalf("append once space returned: %d %v", base, err)
 	}
 }
+
+// TestWriteErrorNamesSegment: a failed write names the segment it was
+// for, not the name its file was created under ahead of time (next.tmp).
+func TestWriteErrorNamesSegment(t *testing.T) {
+	ffs := newFaultFS()
+	s, opts := openTest(t, 1, func(o *Options) { o.FS = ffs; o.Entries = 1 })
+	if err := s.CreateTopic("t"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := s.Append("t", protocol.AppendBatch(nil, []byte("m"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ffs.failWrite(filepath.Join(opts.Volumes[0], "topics", "t"))
+	_, err := s.Append("t", protocol.AppendBatch(nil, []byte("m")))
+	if err == nil {
+		t.Fatal("append with failing writes succeeded")
+	}
+	if msg := err.Error(); !strings.Contains(msg, segmentName(3, logSuffix)) || strings.Contains(msg, nextName) {
+		t.Fatalf("error %q: want segment %s named, not %s", msg, segmentName(3, logSuffix), nextName)
+	}
+}
