@@ -91,10 +91,8 @@ func (b *Broker) appendAsync(w *worker, j *job, create bool) bool {
 			w.done()
 			return false
 		}
-		if cerr := b.store.CreateTopic(j.topic); cerr == nil || errors.Is(cerr, storage.ErrTopicExists) {
+		if err = b.createForProduce(j.topic); err == nil {
 			err = b.store.AppendAsync(j.topic, j.raw, w, j)
-		} else {
-			err = cerr // why the topic could not be created, not that it is missing
 		}
 	}
 	if err != nil {
@@ -263,7 +261,7 @@ func (b *Broker) produce(jobs []*job, resps [][]byte) {
 		}
 	}
 	if len(retry) > 0 {
-		if cerr := b.store.CreateTopic(topic); cerr == nil || errors.Is(cerr, storage.ErrTopicExists) {
+		if cerr := b.createForProduce(topic); cerr == nil {
 			again := make([][]byte, len(retry))
 			for k, i := range retry {
 				again[k] = batches[i]
@@ -281,6 +279,16 @@ func (b *Broker) produce(jobs []*job, resps [][]byte) {
 	for i, j := range jobs {
 		resps[i] = b.appendProduceResponse(nil, j, bases[i], errs[i])
 	}
+}
+
+// createForProduce creates topic for a produce that asked for it: nil
+// when it exists now, whoever created it, or why it could not be created
+// (which the produce answers, rather than that the topic is missing).
+func (b *Broker) createForProduce(topic string) error {
+	if err := b.store.CreateTopic(topic); err != nil && !errors.Is(err, storage.ErrTopicExists) {
+		return err
+	}
+	return nil
 }
 
 // appendProduceResponse appends the answer to the produce j: its base

@@ -21,25 +21,33 @@ type space struct {
 	low   atomic.Int32   // volume+1 of a volume under its floor, 0 if none
 }
 
-// initSpace measures the volumes and sets each floor.
+// initSpace sets each volume's floor and measures the volumes.
 func (s *Store) initSpace() {
 	n := len(s.opts.Volumes)
 	s.space.free = make([]atomic.Int64, n)
 	s.space.floor = make([]atomic.Int64, n)
-	for v, dir := range s.opts.Volumes {
-		var st unix.Statfs_t
-		if err := unix.Statfs(dir, &st); err != nil {
-			s.space.free[v].Store(-1)
-			continue
+	for v := range s.opts.Volumes {
+		floor := s.opts.MinFreeBytes
+		if floor < 0 {
+			_, total, err := statVolume(s.opts.Volumes[v])
+			floor = 0
+			if err == nil {
+				floor = min(total/50, maxAutoFloor)
+			}
 		}
-		switch total := int64(st.Blocks) * st.Bsize; {
-		case s.opts.MinFreeBytes >= 0:
-			s.space.floor[v].Store(s.opts.MinFreeBytes)
-		default:
-			s.space.floor[v].Store(min(total/50, maxAutoFloor))
-		}
+		s.space.floor[v].Store(floor)
 	}
 	s.measureSpace()
+}
+
+// statVolume returns the bytes free to unprivileged writers and the size
+// of dir's file system.
+func statVolume(dir string) (free, total int64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, 0, err
+	}
+	return int64(st.Bavail) * st.Bsize, int64(st.Blocks) * st.Bsize, nil
 }
 
 // measureSpace measures every volume's free space and sets or clears the
@@ -47,12 +55,11 @@ func (s *Store) initSpace() {
 func (s *Store) measureSpace() {
 	low := int32(0)
 	for v, dir := range s.opts.Volumes {
-		var st unix.Statfs_t
-		if err := unix.Statfs(dir, &st); err != nil {
+		free, _, err := statVolume(dir)
+		if err != nil {
 			s.space.free[v].Store(-1)
 			continue
 		}
-		free := int64(st.Bavail) * st.Bsize
 		s.space.free[v].Store(free)
 		if low == 0 && free < s.space.floor[v].Load() {
 			low = int32(v + 1)
