@@ -41,6 +41,8 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeShuttingDown
 	case errors.Is(err, storage.ErrNoSpace):
 		return protocol.CodeNoSpace
+	case errors.Is(err, storage.ErrTooManyFiles):
+		return protocol.CodeLimitReached
 	}
 	return protocol.CodeOf(err)
 }

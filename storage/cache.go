@@ -16,6 +16,7 @@ type fileCache struct {
 	fs      FS
 	enabled bool
 	max     int
+	budget  *fileBudget // counts every handle open, cached or not
 
 	mu    sync.Mutex
 	files map[string]*cachedFile
@@ -30,8 +31,16 @@ type cachedFile struct {
 	cached bool
 }
 
-func newFileCache(fsys FS, enabled bool, max int) *fileCache {
-	return &fileCache{fs: fsys, enabled: enabled, max: max, files: make(map[string]*cachedFile)}
+func newFileCache(fsys FS, enabled bool, max int, budget *fileBudget) *fileCache {
+	c := &fileCache{fs: fsys, enabled: enabled, max: max, budget: budget, files: make(map[string]*cachedFile)}
+	budget.cache = c
+	return c
+}
+
+// closeFile closes a handle the cache opened.
+func (c *fileCache) closeFile(f File) {
+	f.Close()
+	c.budget.used.Add(-1)
 }
 
 // acquire returns an open handle of path; release it when done.
@@ -50,6 +59,7 @@ func (c *fileCache) acquire(path string) (*cachedFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.budget.used.Add(1)
 	cf := &cachedFile{path: path, f: f, refs: 1}
 	if !c.enabled {
 		return cf, nil
@@ -60,7 +70,7 @@ func (c *fileCache) acquire(path string) (*cachedFile, error) {
 		// Another reader opened it meanwhile: use theirs.
 		other.refs++
 		c.lru.MoveToFront(other.elem)
-		f.Close()
+		c.closeFile(f)
 		return other, nil
 	}
 	cf.cached = true
@@ -80,20 +90,36 @@ func (c *fileCache) release(cf *cachedFile) {
 	}
 	c.mu.Unlock()
 	if closeIt {
-		cf.f.Close()
+		c.closeFile(cf.f)
 	}
 }
 
-// evictLocked closes idle handles beyond max, least recently used first.
-// mu must be held.
+// evictLocked closes idle handles beyond max, and while the store is over
+// its file budget, least recently used first. mu must be held.
 func (c *fileCache) evictLocked() {
 	e := c.lru.Back()
-	for c.lru.Len() > c.max && e != nil {
+	for (c.lru.Len() > c.max || c.budget.used.Load() > c.budget.max) && e != nil {
 		prev := e.Prev()
 		cf := e.Value.(*cachedFile)
 		if cf.refs == 0 {
 			c.removeLocked(cf)
-			cf.f.Close()
+			c.closeFile(cf.f)
+		}
+		e = prev
+	}
+}
+
+// shed closes up to n idle handles, least recently used first, to make
+// room in the file budget for write handles.
+func (c *fileCache) shed(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for e := c.lru.Back(); n > 0 && e != nil; {
+		prev := e.Prev()
+		if cf := e.Value.(*cachedFile); cf.refs == 0 {
+			c.removeLocked(cf)
+			c.closeFile(cf.f)
+			n--
 		}
 		e = prev
 	}
@@ -121,7 +147,7 @@ func (c *fileCache) invalidate(paths []string) {
 	}
 	c.mu.Unlock()
 	for _, f := range idle {
-		f.Close()
+		c.closeFile(f)
 	}
 }
 

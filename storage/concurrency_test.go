@@ -208,8 +208,8 @@ func TestConcurrentAppendFollow(t *testing.T) {
 	}{
 		{"vols=1", 1, 8, 150, 3, FsyncNever, true, 1024},
 		{"vols=3/fsync=always", 3, 6, 40, 2, FsyncAlways, true, 1024},
-		{"vols=2/small-cache", 2, 6, 100, 3, FsyncNever, true, 2},
-		{"vols=1/no-cache", 1, 4, 100, 2, FsyncInterval, false, 1},
+		{"vols=2/small-cache", 2, 6, 100, 3, FsyncNever, true, 8},
+		{"vols=1/no-cache", 1, 4, 100, 2, FsyncInterval, false, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := openTest(t, tc.vols, func(o *Options) {
@@ -314,7 +314,7 @@ func TestConcurrentManyTopics(t *testing.T) {
 func TestConcurrentTopicLifecycle(t *testing.T) {
 	s, opts := openTest(t, 2, func(o *Options) {
 		o.Entries = 5
-		o.MaxOpenFiles = 4
+		o.MaxOpenFiles = 8 // the least there is for 2 volumes
 		o.Logger = testLogger(t)
 	})
 	names := []string{"a", "b", "c"}

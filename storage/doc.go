@@ -47,6 +47,24 @@
 // the background is tried again when the segment starts. A leftover
 // next.tmp, like any *.tmp, is removed at open.
 //
+// # Open files
+//
+// Options.MaxOpenFiles (default half the descriptor limit less 64) bounds
+// the descriptors held for segment files: the read cache's handles and the
+// topics' write handles (active segments, prepared next ones) together.
+// Open holds one segment's files at a time and leaves every topic's files
+// closed, so any number of topics opens within the budget; a topic's first
+// append opens its active segment. When a topic needs write handles over
+// the budget, idle read handles are closed first, then the files of the
+// least recently written topics are parked: closed (fsynced first under
+// FsyncInterval) and reopened by their next append; a topic committing is
+// never parked. While write handles hold half the budget, full segments are
+// sealed at once and next segments' files are not created ahead, so no
+// handle waits on background work. An append that still finds no room
+// waits up to 20 ms for background work to close handles, then fails with
+// ErrTooManyFiles. Handles in use by a read are never closed, so reads can
+// take the store over the budget while they last, and never fail for it.
+//
 // # Segment index (NNNN.idx)
 //
 // One 8-byte entry per batch of the log, in order, nothing else:
@@ -113,10 +131,16 @@
 // anything is written, and the topics stay writable, so appends resume by
 // themselves once space is freed. VolumeFree reports what was measured.
 //
-// A failed write or fsync is sticky: the topic turns read-only, every later
-// append fails with ErrReadOnly wrapping the cause, reads go on. Nothing is
-// acknowledged that was not written. A restart reopens the topic through
-// recovery.
+// A write that fails for space (ENOSPC, EDQUOT) is cut back on every
+// volume to the last acknowledged batch (ftruncate, and fsync under
+// FsyncAlways) and fails with ErrNoSpace; the topic stays writable. A
+// segment that cannot be created or reopened for want of descriptors, the
+// budget, space or memory fails the append with ErrTooManyFiles or
+// ErrNoSpace and nothing is written; the next append tries again. Any other
+// failed write or fsync, and a cut back that fails, is sticky: the topic
+// turns read-only, every later append fails with ErrReadOnly wrapping the
+// cause, reads go on. Nothing is acknowledged that was not written. A
+// restart reopens the topic through recovery.
 //
 // # Recovery and repair
 //
@@ -148,9 +172,9 @@
 //
 // Read returns the spans of the last volume's segment files holding the
 // whole batches that cover [offset, offset+limit), bounded by max bytes but
-// at least one batch. File handles are cached (Options.Cache) up to
-// Options.MaxOpenFiles idle ones; a handle in use by a read is released with
-// ReadResult.Release and never closed under a reader. Only batches whose
+// at least one batch. File handles are cached (Options.Cache) within
+// Options.MaxOpenFiles (see Open files); a handle in use by a read is
+// released with ReadResult.Release and never closed under a reader. Only batches whose
 // append has completed (and, with FsyncAlways, been fsynced) are visible.
 //
 // # Retention

@@ -21,9 +21,15 @@ var (
 	// more appends until the server is restarted. The original error is
 	// wrapped alongside.
 	ErrReadOnly = errors.New("storage: topic is read-only after an I/O error")
-	// ErrNoSpace: a volume has less free space than Options.MinFreeBytes;
-	// appends are refused until it has more. Nothing is written.
+	// ErrNoSpace: a volume has less free space than Options.MinFreeBytes,
+	// or a write failed for space (ENOSPC, EDQUOT) and was cut back;
+	// appends are refused until it has more. Nothing is acknowledged that
+	// was not written, and the topic stays writable.
 	ErrNoSpace = errors.New("storage: volume is full")
+	// ErrTooManyFiles: opening a segment's files would take the store
+	// over Options.MaxOpenFiles and no idle file could be closed to make
+	// room. Nothing is written; the topic stays writable.
+	ErrTooManyFiles = errors.New("storage: too many open files")
 	// ErrClosed: the store is closed.
 	ErrClosed = errors.New("storage: store is closed")
 	// ErrVolumeLocked: another process holds the volume's lock.

@@ -36,6 +36,18 @@ type faultFS struct {
 	beforeOpen, afterOpen func(name string, flag int)
 	// failOpen, when set, fails OpenFile of the names it returns true for.
 	failOpen func(name string) bool
+	// err, when set, is the error injected instead of errInjected.
+	err error
+}
+
+// injected is the error to inject.
+func (f *faultFS) injected() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	return errInjected
 }
 
 var _ FS = (*faultFS)(nil)
@@ -97,7 +109,7 @@ func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error
 	fail := f.failOpen
 	f.mu.Unlock()
 	if fail != nil && fail(name) {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: errInjected}
+		return nil, &fs.PathError{Op: "open", Path: name, Err: f.injected()}
 	}
 	file, err := f.FS.OpenFile(name, flag, perm)
 	if err != nil {
@@ -117,7 +129,7 @@ type faultFile struct {
 
 func (f *faultFile) Sync() error {
 	if f.fs.fails(f.name, false) {
-		return &os.PathError{Op: "fsync", Path: f.name, Err: errInjected}
+		return &os.PathError{Op: "fsync", Path: f.name, Err: f.fs.injected()}
 	}
 	return f.File.Sync()
 }
@@ -135,7 +147,7 @@ func (f *faultFile) Writev(bufs [][]byte, off int64) (int, error) {
 	if err != nil {
 		return n, err
 	}
-	return n, &os.PathError{Op: "pwritev", Path: f.name, Err: errInjected}
+	return n, &os.PathError{Op: "pwritev", Path: f.name, Err: f.fs.injected()}
 }
 
 // stickyCheck appends to a topic whose files now fail, and checks that the

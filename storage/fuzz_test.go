@@ -120,7 +120,7 @@ func FuzzRecover(f *testing.F) {
 		opts.FS = noSyncFS{OSFS{}}
 		opts.Entries = 3
 		opts.MaxBatchBytes = 4 << 10
-		opts.MaxOpenFiles = 4
+		opts.MaxOpenFiles = 4 * len(opts.Volumes)
 		opts.Logger = slog.New(slog.DiscardHandler)
 
 		s, err := Open(opts)

@@ -85,9 +85,14 @@ type Options struct {
 	// Cache keeps segment files open for reads between requests (default
 	// true). Without it every read opens and closes its files.
 	Cache bool
-	// MaxOpenFiles bounds the read file handles kept open by the cache
-	// (default 1024). Files in use by a read stay open past the bound until
-	// released.
+	// MaxOpenFiles bounds the descriptors held for segment files: read
+	// handles kept by the cache and the topics' write handles together
+	// (default DefaultMaxOpenFiles(): half the descriptor limit less 64;
+	// at least 4 per volume). Over it, idle read handles are closed first,
+	// then the files of the least recently written topics (reopened by
+	// their next append); an append that still finds no room fails with
+	// ErrTooManyFiles and the topic stays writable. Files in use by a read
+	// stay open past the bound until released.
 	MaxOpenFiles int
 	// Fsync is the durability policy (default FsyncNever).
 	Fsync FsyncPolicy
@@ -127,7 +132,7 @@ func DefaultOptions(volumes ...string) Options {
 		SegmentBytes:   1 << 30,
 		MaxBatchBytes:  64 << 20,
 		Cache:          true,
-		MaxOpenFiles:   1024,
+		MaxOpenFiles:   DefaultMaxOpenFiles(),
 		Fsync:          FsyncNever,
 		FsyncInterval:  time.Second,
 		RetentionCheck: time.Minute,
@@ -153,8 +158,8 @@ func (o *Options) Validate() error {
 		return bad("segment bytes must be in [1, %d], got %d", int64(maxSegmentBytes), o.SegmentBytes)
 	case o.MaxBatchBytes < 64 || o.MaxBatchBytes > 1<<30:
 		return bad("max batch bytes must be in [64, 1 GiB], got %d", o.MaxBatchBytes)
-	case o.Cache && o.MaxOpenFiles < 1:
-		return bad("max open files must be at least 1, got %d", o.MaxOpenFiles)
+	case o.MaxOpenFiles < 4*len(o.Volumes):
+		return bad("max open files must be at least 4 per volume (%d), got %d", 4*len(o.Volumes), o.MaxOpenFiles)
 	case o.Fsync < FsyncNever || o.Fsync > FsyncAlways:
 		return bad("unknown fsync policy %d", int(o.Fsync))
 	case o.Fsync == FsyncInterval && o.FsyncInterval <= 0:

@@ -254,12 +254,13 @@ func (r *recovery) segment(dirs []string, base int64, last bool) (seg *segment, 
 	r.files = make([]File, n)
 	r.sizes = make([]int64, n)
 	r.dirty = make([]bool, n)
+	// Nothing stays open: the first append reopens the last segment
+	// within the file budget, so opening any number of topics holds at
+	// most one segment's files at a time.
 	defer func() {
-		if err != nil || !last {
-			for _, f := range r.files {
-				if f != nil {
-					f.Close()
-				}
+		for _, f := range r.files {
+			if f != nil {
+				f.Close()
 			}
 		}
 	}()
@@ -279,9 +280,6 @@ func (r *recovery) segment(dirs []string, base int64, last bool) (seg *segment, 
 	}
 	if err := r.index(dirs, seg, last); err != nil {
 		return nil, nil, err
-	}
-	if last {
-		seg.logs = r.files
 	}
 	return seg, bad, nil
 }

@@ -1,9 +1,11 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,7 +37,8 @@ type prepared struct {
 }
 
 // activeSegment returns the segment appends go to, starting a new one when
-// there is none or the last is full. wmu must be held.
+// there is none or the last is full, and reopening its files when they
+// were parked for the file budget. wmu must be held.
 func (t *topic) activeSegment() (*segment, error) {
 	t.mu.RLock()
 	var seg *segment
@@ -45,23 +48,35 @@ func (t *topic) activeSegment() (*segment, error) {
 	next := t.next
 	t.mu.RUnlock()
 	opts := &t.s.opts
-	if seg != nil && seg.logs != nil && seg.messages < int64(opts.Entries) && seg.size < opts.SegmentBytes {
+	if seg != nil && !seg.sealed && seg.messages < int64(opts.Entries) && seg.size < opts.SegmentBytes {
+		if seg.logs == nil {
+			if err := t.reopen(seg); err != nil {
+				return nil, err
+			}
+		}
 		return seg, nil
 	}
 	var full []File
-	if seg != nil {
-		if seg.logs == nil && seg.base == next {
-			return nil, fmt.Errorf("%w: topic %q: active segment %d is closed", ErrCorruptLayout, t.name, seg.base)
-		}
-		full = seg.logs
+	sealing := seg != nil && !seg.sealed
+	if sealing {
+		full = seg.logs // nil when parked: only its index is left to write
 		seg.logs = nil
+		seg.sealed = true
+	}
+	tight := t.s.files.tight()
+	if sealing && tight {
+		t.seal(seg, full)
+		sealing = false
 	}
 	ns, err := t.newSegment(next)
 	if err != nil {
-		if full != nil {
+		if sealing {
 			t.bg.Go(func() { t.seal(seg, full) })
 		}
 		return nil, err
+	}
+	if tight {
+		return ns, nil // the next segment's files are created when it starts
 	}
 	// One background task: the files for the segment after ns first (the
 	// next roll waits for them), then the full segment's seal.
@@ -71,11 +86,98 @@ func (t *topic) activeSegment() (*segment, error) {
 	t.bg.Go(func() {
 		p.files, p.err = t.createNext()
 		close(p.done)
-		if full != nil {
+		if sealing {
 			t.seal(seg, full)
 		}
 	})
 	return ns, nil
+}
+
+// reopen opens the log files of the active segment seg again, after they
+// were parked to keep the store within its file budget. wmu must be held.
+func (t *topic) reopen(seg *segment) error {
+	paths := make([]string, len(t.s.opts.Volumes))
+	for v := range paths {
+		paths[v] = filepath.Join(t.s.topicDir(v, t.name), segmentName(seg.base, logSuffix))
+	}
+	files, err := t.openFiles(paths, os.O_RDWR, "reopen segment "+segmentName(seg.base, logSuffix))
+	if err != nil {
+		return err
+	}
+	seg.logs = files
+	return nil
+}
+
+// openFiles opens one file per volume within the file budget; on error
+// none stays open.
+func (t *topic) openFiles(paths []string, flag int, what string) ([]File, error) {
+	n := len(paths)
+	if err := t.s.files.reserve(t, n); err != nil {
+		return nil, fmt.Errorf("storage: topic %q: %s: %w", t.name, what, err)
+	}
+	files := make([]File, 0, n)
+	for v, p := range paths {
+		f, err := t.s.fs.OpenFile(p, flag, 0o644)
+		if err != nil {
+			t.closeFiles(files)
+			t.s.files.release(t, n-len(files))
+			return nil, fmt.Errorf("storage: topic %q: %s on volume %s: %w", t.name, what, t.s.opts.Volumes[v], err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// closeFiles closes write handles of the topic and returns them to the
+// file budget. It reports the first error.
+func (t *topic) closeFiles(files []File) error {
+	var first error
+	for _, f := range files {
+		if err := f.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	t.s.files.release(t, len(files))
+	return first
+}
+
+// park closes the topic's write handles, the active segment's (fsynced
+// first under FsyncInterval) and the prepared ones, for the file budget;
+// the next append reopens them. It returns how many it closed. wmu must be
+// held.
+func (t *topic) park() int {
+	n := 0
+	if p := t.prep; p != nil {
+		select {
+		case <-p.done:
+			n += len(p.files)
+			t.closeFiles(p.files) // empty and unused: nothing to lose
+			p.files = nil
+		default: // still being created
+		}
+	}
+	t.mu.Lock()
+	var seg *segment
+	if k := len(t.segs); k > 0 {
+		seg = t.segs[k-1]
+	}
+	dirty := t.dirty
+	t.dirty = false
+	t.mu.Unlock()
+	if seg == nil || seg.logs == nil {
+		return n
+	}
+	if dirty && t.s.opts.Fsync == FsyncInterval {
+		if err := t.syncFiles(seg.logs); err != nil {
+			t.fail(err)
+		}
+	}
+	n += len(seg.logs)
+	if err := seg.closeLogs(t, seg.logs); err != nil {
+		t.fail(fmt.Errorf("storage: topic %q: close segment %d: %w", t.name, seg.base, err))
+	}
+	seg.logs = nil
+	return n
 }
 
 // seal finishes a full segment whose files logs were detached from it:
@@ -87,7 +189,7 @@ func (t *topic) seal(seg *segment, logs []File) {
 			t.fail(err)
 		}
 	}
-	if err := seg.closeLogs(logs); err != nil {
+	if err := seg.closeLogs(t, logs); err != nil {
 		t.fail(fmt.Errorf("storage: topic %q: close segment %d: %w", t.name, seg.base, err))
 	}
 	t.queueIndex(seg)
@@ -139,7 +241,7 @@ func (t *topic) idle() {
 		select {
 		case <-p.done:
 			if p.err == nil {
-				closeAll(p.files)
+				t.closeFiles(p.files) // empty and unused: nothing to lose
 				p.files = nil
 			}
 		default: // still being created: look again later
@@ -216,16 +318,11 @@ func (t *topic) writeIndex(seg *segment) error {
 // createNext creates an empty nextName file in every volume and returns
 // them open.
 func (t *topic) createNext() ([]File, error) {
-	files := make([]File, 0, len(t.s.opts.Volumes))
-	for v := range t.s.opts.Volumes {
-		f, err := t.s.fs.OpenFile(filepath.Join(t.s.topicDir(v, t.name), nextName), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			closeAll(files)
-			return nil, fmt.Errorf("storage: topic %q: create segment on volume %s: %w", t.name, t.s.opts.Volumes[v], err)
-		}
-		files = append(files, f)
+	paths := make([]string, len(t.s.opts.Volumes))
+	for v := range paths {
+		paths[v] = filepath.Join(t.s.topicDir(v, t.name), nextName)
 	}
-	return files, nil
+	return t.openFiles(paths, os.O_RDWR|os.O_CREATE|os.O_TRUNC, "create segment")
 }
 
 // takePrepared waits for the next segment's files, created in the
@@ -241,7 +338,11 @@ func (t *topic) takePrepared() ([]File, error) {
 	}
 	<-p.done
 	if p.err != nil {
-		t.s.opts.Logger.Warn("creating the next segment failed in the background; trying again", "topic", t.name, "err", p.err)
+		level := slog.LevelWarn
+		if transientOpenErr(p.err) {
+			level = slog.LevelDebug // the retry below says the same if it fails
+		}
+		t.s.opts.Logger.Log(context.Background(), level, "creating the next segment failed in the background; trying again", "topic", t.name, "err", p.err)
 		return t.createNext()
 	}
 	return p.files, nil
@@ -252,14 +353,8 @@ func (t *topic) takePrepared() ([]File, error) {
 func (t *topic) dropPrepared() {
 	if p := t.prep; p != nil {
 		<-p.done
-		closeAll(p.files)
+		t.closeFiles(p.files) // empty and unused: nothing to lose
 		t.prep = nil
-	}
-}
-
-func closeAll(files []File) {
-	for _, f := range files {
-		f.Close()
 	}
 }
 
@@ -298,20 +393,19 @@ func (t *topic) newSegment(base int64) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	reopen := files == nil
-	for v := range t.s.opts.Volumes {
+	n := len(t.s.opts.Volumes)
+	paths := make([]string, n)
+	for v := range n {
 		dir := t.s.topicDir(v, t.name)
-		path := filepath.Join(dir, segmentName(base, logSuffix))
-		err := t.startFile(dir, path)
-		if err == nil && reopen {
-			var f File
-			if f, err = t.s.fs.OpenFile(path, os.O_RDWR, 0); err == nil {
-				files = append(files, f)
-			}
-		}
-		if err != nil {
-			closeAll(files)
+		paths[v] = filepath.Join(dir, segmentName(base, logSuffix))
+		if err := t.startFile(dir, paths[v]); err != nil {
+			t.closeFiles(files)
 			return nil, fmt.Errorf("storage: topic %q: new segment on volume %s: %w", t.name, t.s.opts.Volumes[v], err)
+		}
+	}
+	if files == nil { // closed while the topic was idle: open the renamed files
+		if files, err = t.openFiles(paths, os.O_RDWR, "new segment"); err != nil {
+			return nil, err
 		}
 	}
 	seg := &segment{base: base, next: base, logs: files}

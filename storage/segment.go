@@ -2,12 +2,12 @@ package storage
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/haraqa/haraqa/protocol"
 )
@@ -79,24 +79,29 @@ type segment struct {
 	lastTime int64   // append time of the newest batch, Unix ns; 0 if empty
 	messages int64   // messages written to this segment
 
-	logs []File // open log file per volume while the segment is active; nil once sealed
+	// logs are the open log files, one per volume, while the segment is
+	// active and not parked (closed for the file budget, reopened by the
+	// next append); nil once sealed.
+	logs   []File
+	sealed bool // full: appends go to a later segment
 
 	// filesMu is held (read) by an interval fsync using logs without wmu,
-	// and (write) to close them; closed is set under it.
-	filesMu sync.RWMutex
-	closed  bool
+	// and (write) to close them; closings counts the closes under it, so
+	// that an fsync holding files closed since (and maybe reopened) skips.
+	filesMu  sync.RWMutex
+	closings atomic.Uint64
 }
 
-// closeLogs closes logs, the segment's log files, once no fsync uses them.
-func (sg *segment) closeLogs(logs []File) error {
+// closeLogs closes logs, the segment's log files, once no fsync uses them,
+// and returns them to t's file budget.
+func (sg *segment) closeLogs(t *topic, logs []File) error {
+	if logs == nil {
+		return nil
+	}
 	sg.filesMu.Lock()
 	defer sg.filesMu.Unlock()
-	sg.closed = true
-	var errs []error
-	for _, f := range logs {
-		errs = append(errs, f.Close())
-	}
-	return errors.Join(errs...)
+	sg.closings.Add(1)
+	return t.closeFiles(logs)
 }
 
 // appendIndex encodes the index file of a segment.

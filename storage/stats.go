@@ -22,6 +22,11 @@ type Stats struct {
 	UnreadableRanges int64
 	// OpenFiles is the number of read handles the file cache holds.
 	OpenFiles int
+	// WriteFiles is the number of write handles open: active segments'
+	// logs and next segments' prepared files.
+	WriteFiles int
+	// MaxOpenFiles is the budget both share (Options.MaxOpenFiles).
+	MaxOpenFiles int
 }
 
 type statsCounters struct {
@@ -37,6 +42,8 @@ func (s *Store) Stats() Stats {
 		TruncatedBytes:   s.stats.truncatedBytes.Load(),
 		UnreadableRanges: s.stats.unreadable.Load(),
 		OpenFiles:        s.cache.open(),
+		WriteFiles:       s.files.writeFiles(),
+		MaxOpenFiles:     int(s.files.max),
 	}
 }
 

@@ -26,6 +26,7 @@ type Store struct {
 	opts  Options
 	fs    FS
 	cache *fileCache
+	files *fileBudget // descriptors for segment files, read and write
 	locks []File
 
 	mu     sync.RWMutex
@@ -43,7 +44,8 @@ type Store struct {
 	stop            chan struct{}
 	wg              sync.WaitGroup
 
-	space space // free space against Options.MinFreeBytes
+	space       space    // free space against Options.MinFreeBytes
+	resourceLog everyFew // appends refused for space or descriptors
 }
 
 // TopicInfo describes a topic.
@@ -77,7 +79,8 @@ func Open(opts Options) (*Store, error) {
 		busy:   make(map[string]chan struct{}),
 		stop:   make(chan struct{}),
 	}
-	s.cache = newFileCache(s.fs, opts.Cache, opts.MaxOpenFiles)
+	s.files = newFileBudget(opts.MaxOpenFiles)
+	s.cache = newFileCache(s.fs, opts.Cache, opts.MaxOpenFiles, s.files)
 	if err := s.lockVolumes(); err != nil {
 		s.unlockVolumes()
 		return nil, err

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/haraqa/haraqa/protocol"
@@ -63,6 +62,8 @@ type topic struct {
 	waiters  []waiter
 	dirty    bool // written since the last fsync (FsyncInterval)
 	dirDirty bool // a segment was created since the last fsync (FsyncInterval)
+
+	lastWrite atomic.Int64 // append time of the last commit, Unix ns: the file budget parks the oldest first
 
 	produced, producedBytes atomic.Int64 // appended since open
 	consumed, consumedBytes atomic.Int64 // returned by Read since open
@@ -328,6 +329,7 @@ func (t *topic) commit(reqs []*appendReq) {
 	err := t.err
 	t.mu.RUnlock()
 	now := opts.Now().UnixNano()
+	t.lastWrite.Store(now)
 	bufs := t.bufs[:0]
 	defer func() { clear(bufs); t.bufs = bufs[:0] }()
 	for i := 0; i < len(reqs); {
@@ -337,6 +339,12 @@ func (t *topic) commit(reqs []*appendReq) {
 		}
 		seg, err2 := t.activeSegment()
 		if err2 != nil {
+			if transientOpenErr(err2) {
+				// Nothing was written: the topic stays writable and the
+				// next append tries again.
+				finish(reqs[i:], t.resourceErr(err2))
+				return
+			}
 			err = t.fail(err2)
 			continue
 		}
@@ -362,6 +370,10 @@ func (t *topic) commit(reqs []*appendReq) {
 			msgs += int64(r.count)
 		}
 		if werr := t.write(seg, bufs, seg.size); werr != nil {
+			if noSpaceErr(werr) && t.rollback(seg) {
+				finish(reqs[i:], t.resourceErr(werr))
+				return
+			}
 			err = t.fail(werr)
 			continue
 		}
@@ -438,10 +450,30 @@ func (t *topic) publish(seg *segment, entries []entry, size, next, msgs, now int
 	}
 }
 
+// rollback cuts every volume's copy of seg back to its committed size
+// after a write that failed for space, so that the topic stays writable
+// with exactly what was acknowledged (fsynced again under FsyncAlways). It
+// reports whether that worked; if not, the caller fails the topic.
+func (t *topic) rollback(seg *segment) bool {
+	for v, f := range seg.logs {
+		if err := f.Truncate(seg.size); err != nil {
+			t.s.opts.Logger.Error("cannot cut a segment back after a failed write", "topic", t.name, "volume", t.s.opts.Volumes[v], "err", err)
+			return false
+		}
+	}
+	if t.s.opts.Fsync == FsyncAlways {
+		if err := t.syncFiles(seg.logs); err != nil {
+			t.s.opts.Logger.Error("cannot fsync a segment cut back after a failed write", "topic", t.name, "err", err)
+			return false
+		}
+	}
+	return true
+}
+
 // fail makes err sticky: the topic turns read-only. It returns the error
 // appends get from now on.
 func (t *topic) fail(err error) error {
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+	if noSpaceErr(err) {
 		t.s.measureSpace() // other topics' appends stop at the floor now, not at their own ENOSPC
 	}
 	t.mu.Lock()
@@ -480,7 +512,7 @@ func (t *topic) markDeleted() {
 	segs = append(segs, t.segs...)
 	t.mu.Unlock()
 	for _, sg := range segs {
-		_ = sg.closeLogs(sg.logs) // the topic is gone: nothing to report to
+		_ = sg.closeLogs(t, sg.logs) // the topic is gone: nothing to report to
 		sg.logs = nil
 	}
 	t.bg.Wait()
@@ -505,8 +537,10 @@ func (t *topic) sync() error {
 	}
 	t.mu.Unlock()
 	var logs []File
+	var closings uint64
 	if seg != nil {
 		logs = seg.logs
+		closings = seg.closings.Load()
 	}
 	t.wmu.Unlock()
 	if dirDirty {
@@ -521,8 +555,8 @@ func (t *topic) sync() error {
 	}
 	seg.filesMu.RLock()
 	defer seg.filesMu.RUnlock()
-	if seg.closed {
-		return nil // sealed meanwhile: sealing fsyncs under FsyncInterval
+	if seg.closings.Load() != closings {
+		return nil // sealed or parked meanwhile: both fsync under FsyncInterval
 	}
 	if err := t.syncFiles(logs); err != nil {
 		return t.fail(err)
@@ -555,15 +589,17 @@ func (t *topic) close() error {
 	// Index files are derived data that open rebuilds from the logs: one
 	// that cannot be written (a full disk) is logged, and fails no close.
 	_ = t.stopIndexes(!deleted)
-	if seg == nil || seg.logs == nil || deleted {
+	if seg == nil || seg.sealed || deleted {
 		return nil
 	}
 	var errs []error
-	errs = append(errs, t.syncFiles(seg.logs))
+	if seg.logs != nil { // else parked, and fsynced then (FsyncNever: syncfs at Close)
+		errs = append(errs, t.syncFiles(seg.logs))
+	}
 	if err := t.writeIndex(seg); err != nil {
 		t.s.opts.Logger.Warn("segment index not written at close; open rebuilds it", "topic", t.name, "segment", seg.base, "err", err)
 	}
-	errs = append(errs, seg.closeLogs(seg.logs))
+	errs = append(errs, seg.closeLogs(t, seg.logs))
 	seg.logs = nil
 	return errors.Join(errs...)
 }

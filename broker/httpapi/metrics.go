@@ -123,6 +123,8 @@ var (
 	descTruncated     = prometheus.NewDesc("haraqa_torn_bytes_truncated_total", "Bytes of torn tails cut when the volumes were opened.", nil, nil)
 	descUnreadable    = prometheus.NewDesc("haraqa_unreadable_ranges", "Offset ranges corrupted on every volume.", nil, nil)
 	descOpenFiles     = prometheus.NewDesc("haraqa_open_read_files", "Segment files held open by the read cache.", nil, nil)
+	descWriteFiles    = prometheus.NewDesc("haraqa_open_write_files", "Segment files held open for appends (active and next segments).", nil, nil)
+	descMaxOpenFiles  = prometheus.NewDesc("haraqa_max_open_files", "The budget of segment files, read and write (-max-open-files).", nil, nil)
 	descTopics        = prometheus.NewDesc("haraqa_topics", "Topics.", nil, nil)
 )
 
@@ -130,7 +132,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descProduced, descProducedBytes, descConsumed, descConsumedBytes,
 		descTopicBytes, descTopicOldest, descTopicNext, descVolumeBytes, descVolumeFree, descVolumeSegs, descSent, descRequests,
 		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
-		descUnreadable, descOpenFiles, descTopics} {
+		descUnreadable, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics} {
 		ch <- d
 	}
 }
@@ -187,4 +189,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descTruncated, s.TruncatedBytes)
 	gauge(descUnreadable, s.UnreadableRanges)
 	gauge(descOpenFiles, int64(s.OpenFiles))
+	gauge(descWriteFiles, int64(s.WriteFiles))
+	gauge(descMaxOpenFiles, int64(s.MaxOpenFiles))
 }

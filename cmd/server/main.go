@@ -55,6 +55,7 @@ func parseFlags(args []string, stderr io.Writer) (server.Config, error) {
 	fs.IntVar(&c.Broker.MaxConsumeBytes, "max-consume-bytes", 4<<20, "largest consume response in batch bytes")
 	fs.Int64Var(&c.Storage.MinFreeBytes, "min-free-bytes", c.Storage.MinFreeBytes, "refuse produces while a volume has less free space; -1: 2% of the volume, at most 64 MiB; 0: no floor")
 	fs.IntVar(&c.Broker.MaxConns, "max-conns", c.Broker.MaxConns, "most open binary protocol connections; the default is half the descriptor limit less 64, at most 65536")
+	fs.IntVar(&c.Storage.MaxOpenFiles, "max-open-files", c.Storage.MaxOpenFiles, "most segment files held open, read and write together; idle ones are closed past it; the default is half the descriptor limit less 64")
 	fs.DurationVar(&c.Storage.RetentionAge, "retention-age", 0, "delete segments older than this (0: keep)")
 	fs.Int64Var(&c.Storage.RetentionBytes, "retention-bytes", 0, "keep at most about this many bytes per topic (0: no limit)")
 	fs.DurationVar(&c.Storage.RetentionCheck, "retention-check", time.Minute, "how often retention runs")
