@@ -18,6 +18,9 @@ func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int
 	if len(msgs) == 0 {
 		return 0, fmt.Errorf("%w: no messages", ErrBadBatch)
 	}
+	if len(msgs) > protocol.MaxBatchMessages {
+		return 0, fmt.Errorf("%w: %d messages, at most %d in one batch (protocol.MaxBatchMessages)", ErrBadBatch, len(msgs), protocol.MaxBatchMessages)
+	}
 	if c.opts.codec == protocol.CodecNone {
 		// Encode the batch straight into the request frame: one copy of
 		// the messages, no intermediate batch.

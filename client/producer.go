@@ -24,8 +24,11 @@ type producerOptions struct {
 	maxBytes    int
 }
 
-// WithBatchSize sends a batch once it holds n messages (default 1000).
-func WithBatchSize(n int) ProducerOption { return func(o *producerOptions) { o.batchSize = max(n, 1) } }
+// WithBatchSize sends a batch once it holds n messages (default 1000, at
+// most protocol.MaxBatchMessages).
+func WithBatchSize(n int) ProducerOption {
+	return func(o *producerOptions) { o.batchSize = min(max(n, 1), protocol.MaxBatchMessages) }
+}
 
 // WithLinger sends a batch at the latest d after its first message
 // (default 5ms; 0 sends each batch as soon as the sender is free).

@@ -2,8 +2,8 @@ package protocol
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
-	"math"
 )
 
 // Batch layout; see doc.go for the drawing. All integers are little-endian.
@@ -36,6 +36,10 @@ const (
 	// (1 GiB); whoever decodes batches from others bounds RawSize more
 	// tightly (ValidateBody).
 	MaxRawSize = 1 << 30
+	// MaxBatchMessages bounds the messages of one batch (1 Mi). Without it
+	// a 64 MiB batch could hold 64 Mi empty messages, which every consumer
+	// would have to split into as many messages.
+	MaxBatchMessages = 1 << 20
 )
 
 // Codec says how a batch body is encoded. Storage treats every codec's body
@@ -126,8 +130,11 @@ func ParseBatchLimit(b []byte, limit int) (Batch, int, error) {
 		return bt, 0, ErrBadFlags
 	}
 	count := binary.LittleEndian.Uint32(b[batchCountOff:])
-	if count == 0 || count > math.MaxInt32 {
+	if count == 0 {
 		return bt, 0, ErrBadCount
+	}
+	if count > MaxBatchMessages {
+		return bt, 0, fmt.Errorf("%w: %d messages, at most %d in one batch (MaxBatchMessages)", ErrBadCount, count, MaxBatchMessages)
 	}
 	bt.BaseOffset = int64(binary.LittleEndian.Uint64(b[batchBaseOffsetOff:]))
 	bt.AppendTime = int64(binary.LittleEndian.Uint64(b[batchAppendTimeOff:]))

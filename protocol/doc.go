@@ -23,7 +23,7 @@
 //	24     1    magic        uint8, format version, 1
 //	25     1    codec        uint8, 0 none, 1 s2, 2 zstd
 //	26     2    flags        uint16, reserved, 0
-//	28     4    count        uint32, number of messages, 1 or more
+//	28     4    count        uint32, number of messages, 1 to 1,048,576 (MaxBatchMessages)
 //	32     4    raw size     uint32, body size once decompressed
 //	36     -    body         length-32 bytes
 //
@@ -47,7 +47,7 @@
 // offset + count - 1; every message of a batch shares its append time.
 //
 // A batch is valid when its length is at least 32 and within the reader's
-// limit, magic is 1, codec is known, flags are 0, count is at least 1, raw
+// limit, magic is 1, codec is known, flags are 0, count is 1 to MaxBatchMessages, raw
 // size is at least count (every message takes one length byte or more), raw
 // size equals the body length for codec 0, the CRC matches, and for codec 0
 // the body parses into exactly count messages.
