@@ -55,6 +55,8 @@ func parseFlags(args []string, stderr io.Writer) (server.Config, error) {
 	fs.IntVar(&c.Broker.MaxConsumeBytes, "max-consume-bytes", 4<<20, "largest consume response in batch bytes")
 	fs.Int64Var(&c.Storage.MinFreeBytes, "min-free-bytes", c.Storage.MinFreeBytes, "refuse produces while a volume has less free space; -1: 2% of the volume, at most 64 MiB; 0: no floor")
 	fs.IntVar(&c.Broker.MaxConns, "max-conns", c.Broker.MaxConns, "most open binary protocol connections; the default is half the descriptor limit less 64, at most 65536")
+	fs.Int64Var(&c.Broker.MaxBufferedBytes, "max-buffered-bytes", c.Broker.MaxBufferedBytes, "bytes buffered for all binary protocol connections together before those holding output are not read; the default is a quarter of physical memory, at most 1 GiB; 0: no bound")
+	fs.DurationVar(&c.Broker.IdleTimeout, "idle-timeout", c.Broker.IdleTimeout, "close binary protocol connections that hold nothing and received nothing this long (0: never)")
 	fs.DurationVar(&c.Storage.RetentionAge, "retention-age", 0, "delete segments older than this (0: keep)")
 	fs.Int64Var(&c.Storage.RetentionBytes, "retention-bytes", 0, "keep at most about this many bytes per topic (0: no limit)")
 	fs.DurationVar(&c.Storage.RetentionCheck, "retention-check", time.Minute, "how often retention runs")
