@@ -22,6 +22,10 @@ var (
 	ErrInvalidArgument  = errors.New("client: invalid argument")
 	ErrLimitReached     = errors.New("client: server limit reached")
 	ErrNoSpace          = errors.New("client: server volume full")
+	// ErrIdleTimeout: the server closed an idle connection (code 17);
+	// requests that were waiting on it were not read and are sent again on
+	// a new connection.
+	ErrIdleTimeout = errors.New("client: connection closed by the server as idle")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrConnection: the connection failed; the request may or may not have
@@ -47,6 +51,7 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeInvalidArgument:  ErrInvalidArgument,
 	protocol.CodeLimitReached:     ErrLimitReached,
 	protocol.CodeNoSpace:          ErrNoSpace,
+	protocol.CodeIdleTimeout:      ErrIdleTimeout,
 }
 
 // Error is an error answered by the server: the operation, the protocol's
@@ -110,4 +115,5 @@ const (
 	CodeInvalidArgument  = protocol.CodeInvalidArgument
 	CodeLimitReached     = protocol.CodeLimitReached
 	CodeNoSpace          = protocol.CodeNoSpace
+	CodeIdleTimeout      = protocol.CodeIdleTimeout
 )
