@@ -54,7 +54,12 @@
 // and the connection stays usable. Its message gives both sizes. Consume
 // requests ask for no more batch bytes than fit in that limit, so only a
 // single batch too large for it (produced by a client with a larger
-// WithMaxBatchBytes) draws the error.
+// WithMaxBatchBytes) draws the error. The same limit bounds what one
+// consumed compressed batch may declare it decodes to: decoding allocates
+// exactly that declared size (and a body that expands past it fails), so a
+// batch declaring more than the limit fails its request with
+// ErrResponseTooLarge, naming the size, the limit and the option, before
+// anything is decoded.
 //
 // # Reconnects and retries
 //

@@ -32,7 +32,8 @@ var (
 	// reached the server.
 	ErrConnection = errors.New("client: connection failed")
 	// ErrResponseTooLarge: a response is larger than WithMaxResponseBytes
-	// allows; it was skipped and the connection stays usable.
+	// allows, or a batch in it declares it decodes to more; it was skipped
+	// and the connection stays usable.
 	ErrResponseTooLarge = errors.New("client: response too large")
 	// ErrCorrupt: a batch received failed its CRC or could not be decoded.
 	ErrCorrupt = errors.New("client: corrupt batch received")
