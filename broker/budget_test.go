@@ -123,3 +123,28 @@ func TestMemoryBudget(t *testing.T) {
 	})
 	o.ping()
 }
+
+// TestBudgetStallTimeout: a connection paused for the memory budget that
+// does not read its answers for StallTimeout is closed, though its output
+// is far under MaxOutboundBytes, and its share leaves the total.
+func TestBudgetStallTimeout(t *testing.T) {
+	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) {
+		c.MaxBufferedBytes = 256 << 10
+		c.StallTimeout = 300 * time.Millisecond
+	})
+	p := dialRaw(t, s.Addr)
+	p.produce("t", protocol.ProduceCreateTopic, strings.Repeat("x", 60<<10))
+	c := dialRaw(t, s.Addr)
+	c.conn.(*net.TCPConn).SetReadBuffer(16 << 10)
+	var req []byte
+	for i := range 200 {
+		req = protocol.AppendConsumeRequest(req, uint32(i+1), "t", 0, 0, 1<<20, 0)
+	}
+	c.write(req)
+	waitFor(t, "the hog to be closed", func() bool { return s.Broker.Stats().StallClosed == 1 })
+	waitFor(t, "its share to leave the total", func() bool {
+		st := s.Broker.Stats()
+		return st.Connections == 1 && st.BufferedBytes == 0
+	})
+	p.ping()
+}
