@@ -43,7 +43,12 @@ type Broker struct {
 	inflight   sync.WaitGroup // produce goroutines
 
 	stalledMu sync.Mutex
-	stalled   map[gnet.Conn]time.Time // connections waiting for their output to drain, since when
+	stalled   map[gnet.Conn]time.Time  // connections waiting for their output to drain, since when
+	draining  map[gnet.Conn]*connState // connections with unsent output at their last count (budget.go)
+
+	liveMu    sync.Mutex
+	live      map[gnet.Conn]*connState // open connections, for the idle sweep (idle.go)
+	nextSweep time.Time                // of the idle sweep; tick goroutine only
 
 	stats counters
 }
@@ -67,6 +72,8 @@ func New(store *storage.Store, cfg Config) (*Broker, error) {
 		runErr:     make(chan error, 1),
 		dead:       make(chan struct{}),
 		stalled:    make(map[gnet.Conn]time.Time),
+		draining:   make(map[gnet.Conn]*connState),
+		live:       make(map[gnet.Conn]*connState),
 	}, nil
 }
 
@@ -227,7 +234,8 @@ const (
 )
 
 // OnTick wakes connections that stopped reading because their output was
-// backed up, so they resume once it drains.
+// backed up or the memory budget was spent, so they resume once it drains;
+// and, now and then, the idle ones (idle.go).
 func (b *Broker) OnTick() (time.Duration, gnet.Action) {
 	b.stalledMu.Lock()
 	conns := make([]gnet.Conn, 0, len(b.stalled))
@@ -242,6 +250,8 @@ func (b *Broker) OnTick() (time.Duration, gnet.Action) {
 	for _, c := range conns {
 		_ = c.Wake(nil)
 	}
+	b.wakeDraining()
+	b.sweepIdle(now)
 	switch {
 	case young:
 		return stallTickFast, gnet.None

@@ -42,6 +42,23 @@ type Config struct {
 	// A connection over it is sent one CodeLimitReached frame naming the
 	// limit and closed.
 	MaxConns int
+	// MaxBufferedBytes bounds what the broker buffers for all connections
+	// together (default DefaultMaxBufferedBytes(): a quarter of physical
+	// memory, at most 1 GiB; 0: no bound): unread input, unsent output,
+	// answers held behind an earlier one, produce batches copied for
+	// storage and large frames being gathered. Over it, connections that
+	// hold output of their own are not read until the total is under it
+	// again; a connection holding no output is still served (see
+	// docs/broker.md, "Memory budget").
+	MaxBufferedBytes int64
+	// IdleTimeout closes a connection that holds nothing (no request in
+	// flight, no parked consume, nothing buffered either way) and has
+	// received no bytes for this long (default 10 minutes, as Kafka's
+	// connections.max.idle.ms; 0: never). It is sent one CodeIdleTimeout
+	// frame first, which tells its client that nothing it sent since was
+	// read. Checked every IdleTimeout/4, so a connection is closed between
+	// IdleTimeout and 1.25 IdleTimeout after its last bytes.
+	IdleTimeout time.Duration
 	// EventLoops is the number of gnet event loops (default 0: one per CPU).
 	EventLoops int
 	// Logger receives connection and request errors (default slog.Default()).
@@ -65,6 +82,8 @@ func DefaultConfig() Config {
 		MaxPending:       4096,
 		MaxConns:         DefaultMaxConns(),
 		StallTimeout:     time.Minute,
+		MaxBufferedBytes: DefaultMaxBufferedBytes(),
+		IdleTimeout:      DefaultIdleTimeout,
 	}
 }
 
@@ -87,6 +106,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: stall timeout %s: want more than 0", ErrInvalidConfig, c.StallTimeout)
 	case c.MaxConns < 1:
 		return fmt.Errorf("%w: max conns %d: want 1 or more", ErrInvalidConfig, c.MaxConns)
+	case c.MaxBufferedBytes < 0:
+		return fmt.Errorf("%w: max buffered bytes %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxBufferedBytes)
+	case c.IdleTimeout < 0:
+		return fmt.Errorf("%w: idle timeout %s: want 0 (never) or more", ErrInvalidConfig, c.IdleTimeout)
 	case c.EventLoops < 0:
 		return fmt.Errorf("%w: event loops %d", ErrInvalidConfig, c.EventLoops)
 	}

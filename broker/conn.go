@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -27,6 +28,12 @@ type connState struct {
 	bigSize int                        // its size
 
 	stalledSince time.Time // when its output became backed up; zero once it drains
+	pausedSince  time.Time // when it was last paused for the memory budget; zero while served
+
+	accounted   int64        // its share of Broker.stats.buffered (budget.go)
+	draining    atomic.Bool  // in Broker.draining: to be woken while over the budget
+	inboundLeft int          // unread input at the end of the last callback
+	lastRecv    atomic.Int64 // Unix nanoseconds of the last bytes received (idle.go)
 
 	w worker // shared with the connection's goroutine
 }
@@ -45,6 +52,7 @@ func (b *Broker) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	cs.w.b, cs.w.conn = b, c
 	c.SetContext(cs)
 	b.stats.connections.Add(1)
+	b.track(c, cs)
 	return nil, gnet.None
 }
 
@@ -79,9 +87,13 @@ func (b *Broker) OnClose(c gnet.Conn, err error) gnet.Action {
 		bytebufferpool.Put(cs.big)
 		cs.big = nil
 	}
+	b.stats.buffered.Add(-cs.accounted)
+	cs.accounted = 0
 	b.stalledMu.Lock()
 	delete(b.stalled, c)
+	delete(b.draining, c)
 	b.stalledMu.Unlock()
+	b.untrack(c)
 	return gnet.None
 }
 
@@ -90,6 +102,13 @@ func (b *Broker) OnClose(c gnet.Conn, err error) gnet.Action {
 func (b *Broker) OnTraffic(c gnet.Conn) gnet.Action {
 	cs := c.Context().(*connState)
 	cs.w.woken.Store(false) // answers filed from here on wake the loop again
+	if b.cfg.IdleTimeout > 0 {
+		if in := c.InboundBuffered(); in > cs.inboundLeft {
+			cs.lastRecv.Store(time.Now().UnixNano())
+		} else if in == 0 && b.idle(c, cs) {
+			return b.closeIdle(c)
+		}
+	}
 	if !cs.stalledSince.IsZero() && c.OutboundBuffered()+len(cs.out) <= b.cfg.MaxOutboundBytes {
 		cs.stalledSince = time.Time{} // drained
 	}
@@ -105,6 +124,8 @@ func (b *Broker) OnTraffic(c gnet.Conn) gnet.Action {
 	if cs.fatal != nil {
 		return gnet.Close
 	}
+	b.settle(c, cs)
+	cs.inboundLeft = c.InboundBuffered()
 	return action
 }
 
@@ -112,7 +133,7 @@ func (b *Broker) OnTraffic(c gnet.Conn) gnet.Action {
 // backed up (backpressure: the client must read before it may send more).
 func (b *Broker) readFrames(c gnet.Conn, cs *connState) gnet.Action {
 	for cs.fatal == nil {
-		if b.backedUp(c, cs) {
+		if b.backedUp(c, cs) || b.overBudget(c, cs) {
 			if c.InboundBuffered() > b.cfg.MaxFrameSize+b.cfg.MaxOutboundBytes {
 				b.cfg.Logger.Warn("closing a connection that sends without reading", "remote", c.RemoteAddr())
 				return gnet.Close

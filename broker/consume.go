@@ -54,7 +54,7 @@ func (b *Broker) handleConsume(c gnet.Conn, cs *connState, h protocol.RequestHea
 	if req.MaxWaitMs > 0 {
 		cr.deadline = time.Now().Add(min(time.Duration(req.MaxWaitMs)*time.Millisecond, b.cfg.MaxWait))
 	}
-	if len(cs.slots) == 0 && b.serveConsume(c, cs, cr) {
+	if len(cs.slots) == 0 && !b.consumeWaits(c, cs) && b.serveConsume(c, cs, cr) {
 		return
 	}
 	cs.slots = append(cs.slots, &slot{consume: cr})

@@ -35,6 +35,9 @@ func (b *Broker) advance(c gnet.Conn, cs *connState) {
 				b.stall(c, cs) // resume once the client has read
 				return
 			}
+			if b.consumeWaits(c, cs) {
+				return // the tick wakes it to look again
+			}
 			if !b.serveConsume(c, cs, s.consume) || len(cs.slots) == 0 || cs.fatal != nil {
 				// Not ready, or a failed write closed the connection
 				// (gnet calls OnClose from inside Write).

@@ -22,6 +22,9 @@ type Stats struct {
 	AcceptErrors    int64 // failed accepts (EMFILE and the like), each retried
 	RefusedConns    int64 // connections refused at the connection limit (Config.MaxConns)
 	StallClosed     int64 // connections closed for not reading their responses (Config.StallTimeout)
+	BufferedBytes   int64 // bytes buffered for all connections now (Config.MaxBufferedBytes)
+	BudgetPauses    int64 // times a connection stopped being read for the memory budget
+	IdleClosed      int64 // connections closed for idleness (Config.IdleTimeout)
 }
 
 type counters struct {
@@ -29,6 +32,7 @@ type counters struct {
 	producedMsgs, producedBytes, consumedBytes   atomic.Int64
 	zeroCopyBytes, copiedBytes, parked, badFrame atomic.Int64
 	acceptErrors, refusedConns, stallClosed      atomic.Int64
+	buffered, budgetPauses, idleClosed           atomic.Int64
 	pending                                      atomic.Int64 // responses owed
 }
 
@@ -49,6 +53,9 @@ func (b *Broker) Stats() Stats {
 		AcceptErrors:    s.acceptErrors.Load(),
 		RefusedConns:    s.refusedConns.Load(),
 		StallClosed:     s.stallClosed.Load(),
+		BufferedBytes:   s.buffered.Load(),
+		BudgetPauses:    s.budgetPauses.Load(),
+		IdleClosed:      s.idleClosed.Load(),
 	}
 }
 

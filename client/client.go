@@ -89,7 +89,12 @@ func (c *Client) connect(ctx context.Context, s *connSlot) (*conn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.conn != nil && !s.conn.dead() {
-		return s.conn, nil
+		if !s.conn.idleFor(c.opts.idleTimeout) {
+			return s.conn, nil
+		}
+		// Idle for long enough that the server may be closing it: a new
+		// connection, rather than a request racing that close.
+		s.conn.close()
 	}
 	reconnect := s.conn != nil
 	cn, err := dial(ctx, c.addr, c.opts.dialTimeout, c.opts.responseLimit())
@@ -142,6 +147,7 @@ func (c *Client) doOn(ctx context.Context, s *connSlot, op protocol.Op, extraWai
 		defer cancel()
 	}
 	bo := c.newBackoff(requestBackoffMax)
+	redialed := false
 	for attempt := 0; ; attempt++ {
 		var resp response
 		sent := false
@@ -159,6 +165,14 @@ func (c *Client) doOn(ctx context.Context, s *connSlot, op protocol.Op, extraWai
 		}
 		if c.isClosed() {
 			return nil, ErrClosed
+		}
+		if errors.Is(err, ErrIdleTimeout) && !sent && !redialed && ctx.Err() == nil {
+			// The server closed the connection as idle without reading
+			// the request: send it on a new one at once, whatever
+			// WithRetries says, once.
+			redialed = true
+			attempt--
+			continue
 		}
 		if ctx.Err() != nil || !errors.Is(err, ErrConnection) || attempt >= c.opts.retries || (sent && !retry) {
 			c.stats.errors.Add(1)

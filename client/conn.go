@@ -10,6 +10,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/haraqa/haraqa/protocol"
@@ -30,6 +31,8 @@ type conn struct {
 	wends   []int      // where each ends in wbuf
 	writing bool       // a sender is writing; it writes wbuf too before it stops
 	spare   []byte     // the writer's other buffer
+
+	lastSend atomic.Int64 // Unix nanoseconds of the last request queued, or of the dial
 
 	mu      sync.Mutex
 	pending map[uint32]waiter
@@ -59,6 +62,7 @@ func dial(ctx context.Context, addr string, timeout time.Duration, maxFrame int)
 		return nil, fmt.Errorf("%w: %w", ErrConnection, err)
 	}
 	c := &conn{nc: nc, pending: make(map[uint32]waiter), done: make(chan struct{})}
+	c.lastSend.Store(time.Now().UnixNano())
 	go c.readLoop(maxFrame)
 	return c, nil
 }
@@ -122,6 +126,12 @@ func (c *conn) readLoop(maxFrame int) {
 		}
 		if ok {
 			w.ch <- response{hdr: hdr, payload: payload, frame: frame}
+		} else if id == 0 && hdr.Code == protocol.CodeIdleTimeout {
+			// The server closes the connection as idle: it answered every
+			// request it read, so those still waiting were not read and
+			// may be sent again, produces included.
+			c.fail(fmt.Errorf("%w: %w", errNotSent, serverError(hdr.Op, response{hdr: hdr, payload: payload})))
+			return
 		} else if id == 0 && hdr.Code != protocol.CodeOK {
 			// An answer to no request: the server refuses the connection
 			// (a limit reached) or could not read a request's header.
@@ -153,6 +163,17 @@ func (c *conn) dead() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err != nil
+}
+
+// idleFor reports whether no request is waiting on c and none was sent for
+// d or longer (d > 0).
+func (c *conn) idleFor(d time.Duration) bool {
+	if d <= 0 || time.Since(time.Unix(0, c.lastSend.Load())) < d {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending) == 0
 }
 
 // maxKeptWriteBuf is the largest write buffer a connection keeps.
@@ -187,6 +208,7 @@ func (c *conn) sendInto(deadline time.Time, build func(dst []byte, corrID uint32
 	id := c.nextID
 	c.pending[id] = waiter{ch: ch, buf: buf}
 	c.mu.Unlock()
+	c.lastSend.Store(time.Now().UnixNano())
 
 	c.wmu.Lock()
 	if !deadline.IsZero() && !time.Now().Before(deadline) {

@@ -115,7 +115,7 @@ func (c *Client) splitBatches(dst []Message, batches []byte, start, end int64) (
 		if err := bt.Verify(); err != nil {
 			return dst, fmt.Errorf("%w: batch at offset %d: %w", ErrCorrupt, bt.BaseOffset, err)
 		}
-		body, err := batchBody(&bt)
+		body, err := batchBody(&bt, c.opts.maxDecoded())
 		if err != nil {
 			return dst, err
 		}

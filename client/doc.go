@@ -54,7 +54,12 @@
 // and the connection stays usable. Its message gives both sizes. Consume
 // requests ask for no more batch bytes than fit in that limit, so only a
 // single batch too large for it (produced by a client with a larger
-// WithMaxBatchBytes) draws the error.
+// WithMaxBatchBytes) draws the error. The same limit bounds what one
+// consumed compressed batch may declare it decodes to: decoding allocates
+// exactly that declared size (and a body that expands past it fails), so a
+// batch declaring more than the limit fails its request with
+// ErrResponseTooLarge, naming the size, the limit and the option, before
+// anything is decoded.
 //
 // # Reconnects and retries
 //
@@ -69,4 +74,25 @@
 // Producer, whose unsent batches are tried again until the request timeout,
 // the backoff doubling up to one second. A Messages loop that yielded an
 // error waits the WithRetries backoff before its next request.
+//
+// # Idle connections
+//
+// A server closes a connection that held nothing and received nothing for
+// its -idle-timeout (10 minutes by default), sending first an idle timeout
+// frame (ErrIdleTimeout, code 17) which says that every request it read
+// was answered and nothing sent after those answers was read. So that a
+// request does not race that close, the client drops a connection on which
+// nothing was sent for WithIdleTimeout (9 minutes by default, under the
+// server's) and none is waiting, and dials a new one for the next request;
+// nothing runs meanwhile, the check is made when the next request is sent.
+// If a server closes an idle connection anyway (its timeout set below the
+// client's), every request that was waiting on it, a produce included, is
+// sent again once on a new connection, whatever WithRetries says, since
+// the frame proves the server never read it. Exactly these are resent: the
+// requests waiting on a connection when its idle timeout frame arrives, and
+// those queued on it after. A connection that closes without that frame
+// leaves its produces' fate unknown, as above. A Producer batch in flight
+// when the frame arrives fails with ErrIdleTimeout (wrapped in
+// ErrConnection) rather than being resent behind later batches, which
+// would break the Producer's offset order; it was not stored.
 package client

@@ -22,13 +22,18 @@ var (
 	ErrInvalidArgument  = errors.New("client: invalid argument")
 	ErrLimitReached     = errors.New("client: server limit reached")
 	ErrNoSpace          = errors.New("client: server volume full")
+	// ErrIdleTimeout: the server closed an idle connection (code 17);
+	// requests that were waiting on it were not read and are sent again on
+	// a new connection.
+	ErrIdleTimeout = errors.New("client: connection closed by the server as idle")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrConnection: the connection failed; the request may or may not have
 	// reached the server.
 	ErrConnection = errors.New("client: connection failed")
 	// ErrResponseTooLarge: a response is larger than WithMaxResponseBytes
-	// allows; it was skipped and the connection stays usable.
+	// allows, or a batch in it declares it decodes to more; it was skipped
+	// and the connection stays usable.
 	ErrResponseTooLarge = errors.New("client: response too large")
 	// ErrCorrupt: a batch received failed its CRC or could not be decoded.
 	ErrCorrupt = errors.New("client: corrupt batch received")
@@ -47,6 +52,7 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeInvalidArgument:  ErrInvalidArgument,
 	protocol.CodeLimitReached:     ErrLimitReached,
 	protocol.CodeNoSpace:          ErrNoSpace,
+	protocol.CodeIdleTimeout:      ErrIdleTimeout,
 }
 
 // Error is an error answered by the server: the operation, the protocol's
@@ -110,4 +116,5 @@ const (
 	CodeInvalidArgument  = protocol.CodeInvalidArgument
 	CodeLimitReached     = protocol.CodeLimitReached
 	CodeNoSpace          = protocol.CodeNoSpace
+	CodeIdleTimeout      = protocol.CodeIdleTimeout
 )

@@ -3,6 +3,8 @@ package client_test
 import (
 	"bytes"
 	"errors"
+	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -136,5 +138,75 @@ func TestConnectionLimitError(t *testing.T) {
 	var ce *client.Error
 	if !errors.Is(err, client.ErrLimitReached) || !errors.As(err, &ce) || ce.Code != client.CodeLimitReached || !strings.Contains(ce.Message, "-max-conns") {
 		t.Fatalf("dial over the connection limit: %v, want ErrLimitReached naming -max-conns", err)
+	}
+}
+
+// TestDecodedSizeBounded: a small compressed batch whose body decodes to
+// more than WithMaxResponseBytes (a real server stores it: it decodes to
+// exactly what it declares) fails its consume with ErrResponseTooLarge
+// naming the limit and the option, before anything is decoded; a client
+// with a larger limit reads it.
+func TestDecodedSizeBounded(t *testing.T) {
+	t.Parallel()
+	srv := brokertest.Start(t, 1)
+	ctx := testCtx(t)
+	msg := make([]byte, 4<<20) // zeros: a few hundred bytes once compressed
+	producer := dial(t, srv.Addr, client.WithCompression(client.CompressionZstd))
+	if _, err := producer.Produce(ctx, "z", msg); err != nil {
+		t.Fatal(err)
+	}
+	const limit = 1 << 20
+	small := dial(t, srv.Addr, client.WithMaxResponseBytes(limit))
+	_, err := small.Consume(ctx, "z", 0, 1)
+	if !errors.Is(err, client.ErrResponseTooLarge) {
+		t.Fatalf("consume of a batch decoding past the limit: %v, want ErrResponseTooLarge", err)
+	}
+	raw := strconv.Itoa(protocol.MessagesSize(msg))
+	for _, want := range []string{raw, strconv.Itoa(limit), "WithMaxResponseBytes"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("%q does not name %s", err, want)
+		}
+	}
+	if got, err := producer.Consume(ctx, "z", 0, 1); err != nil || len(got) != 1 || !bytes.Equal(got[0].Value, msg) {
+		t.Fatalf("a client with the default limit: %d messages, %v", len(got), err)
+	}
+}
+
+// TestDecodeAllocatesDeclared: a batch from a (fake) server that declares
+// 256 MiB decoded, in a 50-byte zstd body, fails with ErrResponseTooLarge
+// under the default limit without allocating what it declares.
+func TestDecodeAllocatesDeclared(t *testing.T) {
+	const declared = 256 << 20
+	body := protocol.AppendBatchRaw(nil, protocol.CodecZstd, 1, protocol.AppendMessage(nil, []byte("x")))
+	bt, _, err := protocol.ParseBatch(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := protocol.AppendBatchBody(nil, protocol.CodecZstd, 1, declared, bt.Body)
+	addr := fakeServer(t, func(_ int, nc net.Conn) {
+		for {
+			h, _, err := readRequest(nc)
+			if err != nil {
+				return
+			}
+			switch h.Op {
+			case protocol.OpPing:
+				nc.Write(protocol.AppendEmptyResponse(nil, h.Op, h.CorrID))
+			case protocol.OpConsume:
+				resp := protocol.AppendConsumeResponseHeader(nil, h.CorrID, 0, 1, len(batch))
+				nc.Write(append(resp, batch...))
+			}
+		}
+	})
+	c := dial(t, addr)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = c.Consume(testCtx(t), "t", 0, 1)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, client.ErrResponseTooLarge) || !strings.Contains(err.Error(), strconv.Itoa(declared)) {
+		t.Fatalf("consume of a batch declaring %d bytes: %v", declared, err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+		t.Fatalf("decoding a %d-byte batch allocated %d MiB", len(batch), grew>>20)
 	}
 }

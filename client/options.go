@@ -18,6 +18,7 @@ type options struct {
 	codec          protocol.Codec
 	maxBatchBytes  int
 	maxResponse    int // 0: responseLimit's default
+	idleTimeout    time.Duration
 }
 
 func defaultOptions() options {
@@ -29,6 +30,7 @@ func defaultOptions() options {
 		autoCreate:     true,
 		codec:          protocol.CodecNone,
 		maxBatchBytes:  protocol.DefaultMaxFrameSize - 1024,
+		idleTimeout:    DefaultIdleTimeout,
 	}
 }
 
@@ -46,6 +48,19 @@ func WithRequestTimeout(d time.Duration) Option { return func(o *options) { o.re
 func WithRetries(n int, backoff time.Duration) Option {
 	return func(o *options) { o.retries, o.backoff = max(n, 0), backoff }
 }
+
+// DefaultIdleTimeout is the default WithIdleTimeout: a minute under the
+// server's default -idle-timeout (10 minutes), as Kafka's clients keep 9
+// minutes under their brokers' 10.
+const DefaultIdleTimeout = 9 * time.Minute
+
+// WithIdleTimeout makes the client drop a connection on which no request
+// was sent for d and none is waiting, and dial a new one for the next
+// request, so that a request does not race the server closing the idle
+// connection (default DefaultIdleTimeout; 0: keep connections however long
+// they idle). Keep it under the server's -idle-timeout. Nothing runs while
+// the client idles: the check is made when the next request is sent.
+func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idleTimeout = max(d, 0) } }
 
 // WithAutoCreate makes Produce create a missing topic (default true).
 func WithAutoCreate(on bool) Option { return func(o *options) { o.autoCreate = on } }

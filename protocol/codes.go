@@ -28,8 +28,9 @@ const (
 	CodeInvalidArgument    Code = 14 // a well-formed field is out of range (e.g. a bad regex)
 	CodeLimitReached       Code = 15 // a server limit is reached; the message names it
 	CodeNoSpace            Code = 16 // a volume is under its free-space floor; retry later
+	CodeIdleTimeout        Code = 17 // the connection was idle and is closed; nothing sent after its last answer was read
 
-	codeMax = CodeNoSpace
+	codeMax = CodeIdleTimeout
 )
 
 var codeNames = [...]string{
@@ -50,6 +51,7 @@ var codeNames = [...]string{
 	CodeInvalidArgument:    "invalid argument",
 	CodeLimitReached:       "limit reached",
 	CodeNoSpace:            "no space",
+	CodeIdleTimeout:        "idle timeout",
 }
 
 func (c Code) String() string {

@@ -123,6 +123,14 @@
 //	16   no space             produce: a volume is under its free-space floor
 //	                          (-min-free-bytes); nothing was written, retry
 //	                          once space is freed
+//	17   idle timeout         sent with op 0 and correlation id 0 before the
+//	                          server closes a connection that held nothing
+//	                          and received nothing for its idle timeout
+//	                          (-idle-timeout): every request it had read was
+//	                          answered before this frame, and nothing sent
+//	                          after those answers was read, so a client may
+//	                          send it again on a new connection, produces
+//	                          included
 //
 // # Operations
 //

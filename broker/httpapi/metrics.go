@@ -117,6 +117,9 @@ var (
 	descAcceptErrors  = prometheus.NewDesc("haraqa_accept_errors_total", "Failed accepts on the binary port (out of descriptors and the like), each retried after a back-off.", nil, nil)
 	descStallClosed   = prometheus.NewDesc("haraqa_stalled_connections_closed_total", "Binary protocol connections closed for not reading their responses (StallTimeout).", nil, nil)
 	descRefusedConns  = prometheus.NewDesc("haraqa_refused_connections_total", "Binary protocol connections refused at the connection limit (-max-conns).", nil, nil)
+	descBuffered      = prometheus.NewDesc("haraqa_buffered_bytes", "Bytes the binary port buffers for all its connections (input, output, held answers, copied produces); bounded by -max-buffered-bytes.", nil, nil)
+	descBudgetPauses  = prometheus.NewDesc("haraqa_budget_pauses_total", "Times a binary protocol connection stopped being read because the server was over -max-buffered-bytes.", nil, nil)
+	descIdleClosed    = prometheus.NewDesc("haraqa_idle_connections_closed_total", "Binary protocol connections closed after -idle-timeout with nothing in flight.", nil, nil)
 	descParked        = prometheus.NewDesc("haraqa_long_polls_parked", "Binary protocol consumes waiting for data.", nil, nil)
 	descRepairs       = prometheus.NewDesc("haraqa_repairs_total", "Repairs made when the volumes were opened.", nil, nil)
 	descRepairedBytes = prometheus.NewDesc("haraqa_repaired_bytes_total", "Bytes copied between volumes when they were opened.", nil, nil)
@@ -131,7 +134,7 @@ var (
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descProduced, descProducedBytes, descConsumed, descConsumedBytes,
 		descTopicBytes, descTopicOldest, descTopicNext, descVolumeBytes, descVolumeFree, descVolumeSegs, descSent, descRequests,
-		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
+		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descBuffered, descBudgetPauses, descIdleClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
 		descUnreadable, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics} {
 		ch <- d
 	}
@@ -183,6 +186,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descAcceptErrors, b.AcceptErrors)
 	counter(descRefusedConns, b.RefusedConns)
 	counter(descStallClosed, b.StallClosed)
+	gauge(descBuffered, b.BufferedBytes)
+	counter(descBudgetPauses, b.BudgetPauses)
+	counter(descIdleClosed, b.IdleClosed)
 	gauge(descParked, b.ParkedPolls)
 	counter(descRepairs, s.Repairs)
 	counter(descRepairedBytes, s.RepairedBytes)

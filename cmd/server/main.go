@@ -56,6 +56,8 @@ func parseFlags(args []string, stderr io.Writer) (server.Config, error) {
 	fs.Int64Var(&c.Storage.MinFreeBytes, "min-free-bytes", c.Storage.MinFreeBytes, "refuse produces while a volume has less free space; -1: 2% of the volume, at most 64 MiB; 0: no floor")
 	fs.IntVar(&c.Broker.MaxConns, "max-conns", c.Broker.MaxConns, "most open binary protocol connections; the default is half the descriptor limit less 64, at most 65536")
 	fs.IntVar(&c.Storage.MaxOpenFiles, "max-open-files", c.Storage.MaxOpenFiles, "most segment files held open, read and write together; idle ones are closed past it; the default is half the descriptor limit less 64")
+	fs.Int64Var(&c.Broker.MaxBufferedBytes, "max-buffered-bytes", c.Broker.MaxBufferedBytes, "bytes buffered for all binary protocol connections together before those holding output are not read; the default is a quarter of physical memory, at most 1 GiB; 0: no bound")
+	fs.DurationVar(&c.Broker.IdleTimeout, "idle-timeout", c.Broker.IdleTimeout, "close binary protocol connections that hold nothing and received nothing this long (0: never)")
 	fs.DurationVar(&c.Storage.RetentionAge, "retention-age", 0, "delete segments older than this (0: keep)")
 	fs.Int64Var(&c.Storage.RetentionBytes, "retention-bytes", 0, "keep at most about this many bytes per topic (0: no limit)")
 	fs.DurationVar(&c.Storage.RetentionCheck, "retention-check", time.Minute, "how often retention runs")
