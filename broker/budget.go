@@ -117,6 +117,24 @@ func (b *Broker) consumeWaits(c gnet.Conn, cs *connState) bool {
 // connections hog the budget.
 const budgetReserve = 8
 
+// budgetUnread and budgetCeiling bound what clients send while not read:
+// gnet reads every socket whatever the broker does, so a paused
+// connection's unread input grows for as long as its client sends. While
+// the server buffers more than MaxBufferedBytes + MaxBufferedBytes /
+// budgetCeiling, a paused connection with more than budgetUnread unread is
+// closed (counted as stalled): its client pipelines requests without
+// reading their answers, against a server out of memory budget.
+const (
+	budgetUnread  = 1 << 20
+	budgetCeiling = 4
+)
+
+// overCeiling reports whether the server buffers more than its budget and
+// a quarter. Runs on the loop.
+func (b *Broker) overCeiling() bool {
+	return b.cfg.MaxBufferedBytes > 0 && b.stats.buffered.Load() > b.cfg.MaxBufferedBytes+b.cfg.MaxBufferedBytes/budgetCeiling
+}
+
 // pause records that c waits for the budget, to be woken by the tick, and
 // closes it once it has waited longer than StallTimeout.
 func (b *Broker) pause(c gnet.Conn, cs *connState) {

@@ -148,3 +148,83 @@ func TestBudgetStallTimeout(t *testing.T) {
 	})
 	p.ping()
 }
+
+// TestBudgetUnreadInputBounded: gnet reads every socket whatever the
+// broker does, so connections paused for the budget whose clients go on
+// sending would grow their unread input up to MaxFrameSize +
+// MaxOutboundBytes (80 MiB) each. While the server is over its budget and
+// a quarter, a paused connection holding more than 1 MiB unread is closed,
+// so the total stays within the budget, its quarter and 1 MiB (plus what
+// one read brings) per connection; a client that reads its answers is
+// served all along.
+func TestBudgetUnreadInputBounded(t *testing.T) {
+	const (
+		budget = 1 << 20
+		hogs   = 4
+		sends  = 16 << 20 // per hog
+	)
+	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) {
+		c.MaxBufferedBytes = budget
+		c.EventLoops = 2
+	})
+	p := dialRaw(t, s.Addr)
+	p.produce("t", protocol.ProduceCreateTopic, strings.Repeat("x", 60<<10))
+
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if n := s.Broker.Stats().BufferedBytes; n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-stop:
+				return
+			default:
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}()
+	var pings []byte
+	for i := range 1 << 14 {
+		pings = protocol.AppendPingRequest(pings, uint32(i+1000))
+	}
+	done := make(chan error, hogs)
+	for range hogs {
+		c := dialRaw(t, s.Addr)
+		c.conn.(*net.TCPConn).SetReadBuffer(16 << 10)
+		var req []byte
+		for j := range 100 { // output to hold: the hog is paused
+			req = protocol.AppendConsumeRequest(req, uint32(j+1), "t", 0, 0, 1<<20, 0)
+		}
+		go func() {
+			c.conn.SetWriteDeadline(time.Now().Add(ioTimeout))
+			_, err := c.conn.Write(req)
+			for sent := 0; err == nil && sent < sends; sent += len(pings) {
+				_, err = c.conn.Write(pings)
+			}
+			done <- err
+		}()
+	}
+	closed := 0
+	for range hogs {
+		if err := <-done; err != nil {
+			closed++ // the server closed it: the write failed
+		}
+	}
+	close(stop)
+	<-sampled
+	st := s.Broker.Stats()
+	limit := int64(budget + budget/4 + hogs*(1<<20+256<<10))
+	t.Logf("peak buffered %d KiB (limit %d KiB); %d of %d hogs closed; %d closed as stalled", peak.Load()>>10, limit>>10, closed, hogs, st.StallClosed)
+	if st.StallClosed == 0 {
+		t.Errorf("no hog closed though each sent %d MiB without reading", sends>>20)
+	}
+	if peak.Load() > limit {
+		t.Errorf("buffered %d bytes at peak, over %d", peak.Load(), limit)
+	}
+	p.ping()
+	p.produce("t", 0, "after")
+}

@@ -134,8 +134,9 @@ func (b *Broker) OnTraffic(c gnet.Conn) gnet.Action {
 func (b *Broker) readFrames(c gnet.Conn, cs *connState) gnet.Action {
 	for cs.fatal == nil {
 		if b.backedUp(c, cs) || b.overBudget(c, cs) {
-			if c.InboundBuffered() > b.cfg.MaxFrameSize+b.cfg.MaxOutboundBytes {
-				b.cfg.Logger.Warn("closing a connection that sends without reading", "remote", c.RemoteAddr())
+			if in := c.InboundBuffered(); in > b.cfg.MaxFrameSize+b.cfg.MaxOutboundBytes || in > budgetUnread && b.overCeiling() {
+				b.stats.stallClosed.Add(1)
+				b.cfg.Logger.Warn("closing a connection that sends without reading", "remote", c.RemoteAddr(), "unread", in)
 				return gnet.Close
 			}
 			return gnet.None
