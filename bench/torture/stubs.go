@@ -2,7 +2,6 @@ package main
 
 import "context"
 
-func runFaults(ctx context.Context, e *env) (string, error)  { return "", nil }
 func runENOSPC(ctx context.Context, e *env) (string, error)  { return "", nil }
 func runEMFILE(ctx context.Context, e *env) (string, error)  { return "", nil }
 func runHostile(ctx context.Context, e *env) (string, error) { return "", nil }
