@@ -215,3 +215,10 @@ func (l *ledger) verifyAll(ctx context.Context, c *client.Client) (checked, erro
 	}
 	return all, nil
 }
+
+// forget drops a deleted topic.
+func (l *ledger) forget(topic string) {
+	l.mu.Lock()
+	delete(l.acked, topic)
+	l.mu.Unlock()
+}

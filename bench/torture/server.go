@@ -87,10 +87,10 @@ func start(spec serverSpec) (*server, error) {
 	case s.addr = <-ready:
 		return s, nil
 	case <-s.done:
-		return nil, fmt.Errorf("server exited before serving: %v\n%s", s.err, s.output())
+		return nil, fmt.Errorf("server exited before serving: %v\n%s", s.err, tail(s.output()))
 	case <-time.After(startTimeout):
 		s.kill()
-		return nil, fmt.Errorf("server not serving after %s\n%s", startTimeout, s.output())
+		return nil, fmt.Errorf("server not serving after %s\n%s", startTimeout, tail(s.output()))
 	}
 }
 
