@@ -1,0 +1,141 @@
+// Command torture runs the haraqa server binary as a subprocess and
+// attacks it: kill -9 under concurrent producers, volumes damaged while
+// it is stopped, a full disk and a descriptor limit while it runs, and
+// 1,000 hostile connections beside a well-behaved producer and consumer.
+// Every phase prints one line of what it checked; the exit status is 1 if
+// any acknowledged message was lost or changed or a check failed.
+//
+//	go run ./bench/torture                       # everything (make torture)
+//	go run ./bench/torture -cycles 3 -attack 5s  # shorter
+//	go run ./bench/torture -phases crash,faults  # some phases only
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// config holds the command's flags.
+type config struct {
+	dir       string        // parent of the temporary directory
+	keep      bool          // keep the temporary directory
+	phases    string        // comma-separated phases to run
+	cycles    int           // kill -9 cycles
+	faults    int           // volume-fault cycles
+	producers int           // concurrent producers in the kill cycles
+	hostile   int           // hostile connections
+	idle      time.Duration // well-behaved load measured on the idle server
+	attack    time.Duration // hostile load duration
+	budget    int64         // -max-buffered-bytes passed when the server has it
+	slack     int64         // RSS allowed over the budget
+	seed      uint64
+}
+
+// env is what every phase shares.
+type env struct {
+	cfg config
+	bin string // the haraqa binary
+	dir string // temporary directory of this run
+	rnd *rand.Rand
+	// bufferBudget is whether the server takes -max-buffered-bytes.
+	bufferBudget bool
+}
+
+// phase is one torture; run returns its one-line summary.
+type phase struct {
+	name string
+	run  func(ctx context.Context, e *env) (string, error)
+}
+
+var phases = []phase{
+	{"crash", runCrash},
+	{"faults", runFaults},
+	{"enospc", runENOSPC},
+	{"emfile", runEMFILE},
+	{"hostile", runHostile},
+}
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var cfg config
+	flag.StringVar(&cfg.dir, "dir", os.TempDir(), "parent directory of the run's volumes")
+	flag.BoolVar(&cfg.keep, "keep", false, "keep the volumes and logs")
+	flag.StringVar(&cfg.phases, "phases", "crash,faults,enospc,emfile,hostile", "phases to run")
+	flag.IntVar(&cfg.cycles, "cycles", 10, "kill -9 cycles")
+	flag.IntVar(&cfg.faults, "faults", 10, "volume-fault cycles")
+	flag.IntVar(&cfg.producers, "producers", 6, "concurrent producers in the kill cycles")
+	flag.IntVar(&cfg.hostile, "hostile", 1000, "hostile connections")
+	flag.DurationVar(&cfg.idle, "idle", 5*time.Second, "well-behaved load on the idle server")
+	flag.DurationVar(&cfg.attack, "attack", 30*time.Second, "hostile load duration")
+	flag.Int64Var(&cfg.budget, "budget", 256<<20, "-max-buffered-bytes given to the server, if it has the flag")
+	flag.Int64Var(&cfg.slack, "slack", 256<<20, "RSS allowed above the budget (runtime, page tables, caches)")
+	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "random seed")
+	flag.Parse()
+
+	e, err := setup(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "torture:", err)
+		return 1
+	}
+	keep := cfg.keep
+	defer func() {
+		if !keep {
+			os.RemoveAll(e.dir)
+		}
+	}()
+	fmt.Printf("torture: seed %d, binary %s\n", cfg.seed, e.bin)
+	failed := 0
+	for _, p := range phases {
+		if !strings.Contains(","+cfg.phases+",", ","+p.name+",") {
+			continue
+		}
+		begun := time.Now()
+		line, err := p.run(context.Background(), e)
+		took := time.Since(begun).Round(100 * time.Millisecond)
+		if err != nil {
+			failed++
+			fmt.Printf("%-8s FAIL (%s): %s: %v\n", p.name, took, line, err)
+			continue
+		}
+		fmt.Printf("%-8s ok (%s): %s\n", p.name, took, line)
+	}
+	if failed > 0 {
+		fmt.Printf("torture: %d phase(s) failed; volumes and logs kept in %s\n", failed, e.dir)
+		keep = true
+		return 1
+	}
+	return 0
+}
+
+// setup makes the run's directory and builds the server into it.
+func setup(cfg config) (*env, error) {
+	dir, err := os.MkdirTemp(cfg.dir, "haraqa-torture-")
+	if err != nil {
+		return nil, err
+	}
+	bin, err := buildServer(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &env{cfg: cfg, bin: bin, dir: dir, rnd: rand.New(rand.NewPCG(cfg.seed, 13)),
+		bufferBudget: hasFlag(bin, "max-buffered-bytes")}, nil
+}
+
+// volumes returns n fresh volume paths under the run's directory.
+func (e *env) volumes(name string, n int) []string {
+	vols := make([]string, n)
+	for i := range vols {
+		vols[i] = filepath.Join(e.dir, name, fmt.Sprintf("vol%d", i+1))
+	}
+	return vols
+}
