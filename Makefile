@@ -3,7 +3,7 @@ GO       ?= go
 FUZZTIME ?= 5s
 PKGS     := ./...
 
-.PHONY: all build run test lint fmt-check vet unit fuzz bench-once bench bench-go clean
+.PHONY: all build run test lint fmt-check vet unit fuzz bench-once bench bench-go torture clean
 
 all: build
 
@@ -50,6 +50,12 @@ bench:
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime=1s -count=3 ./storage ./broker | tee bench.out
 	python3 .ci/benchtable bench.out
+
+## torture: the server binary killed, its volumes damaged, its disk filled, its descriptors and
+## connections exhausted (about 2 minutes; needs root for the tmpfs). Not part of `make test`.
+## TORTURE_FLAGS shortens it, e.g. TORTURE_FLAGS='-cycles 3 -faults 5 -attack 5s'.
+torture:
+	$(GO) run ./bench/torture $(TORTURE_FLAGS)
 
 clean:
 	rm -rf bin bench.out

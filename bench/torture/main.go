@@ -30,6 +30,7 @@ type config struct {
 	faults    int           // volume-fault cycles
 	producers int           // concurrent producers in the kill cycles
 	hostile   int           // hostile connections
+	kinds     string        // kinds of hostile connections; empty: all
 	idle      time.Duration // well-behaved load measured on the idle server
 	attack    time.Duration // hostile load duration
 	budget    int64         // -max-buffered-bytes passed when the server has it
@@ -74,6 +75,7 @@ func run() int {
 	flag.IntVar(&cfg.faults, "faults", 10, "volume-fault cycles")
 	flag.IntVar(&cfg.producers, "producers", 6, "concurrent producers in the kill cycles")
 	flag.IntVar(&cfg.hostile, "hostile", 1000, "hostile connections")
+	flag.StringVar(&cfg.kinds, "kinds", "", "hostile connection kinds, comma-separated (default all): "+attackerNames())
 	flag.DurationVar(&cfg.idle, "idle", 5*time.Second, "well-behaved load on the idle server")
 	flag.DurationVar(&cfg.attack, "attack", 30*time.Second, "hostile load duration")
 	flag.Int64Var(&cfg.budget, "budget", 256<<20, "-max-buffered-bytes given to the server, if it has the flag")
@@ -138,4 +140,12 @@ func (e *env) volumes(name string, n int) []string {
 		vols[i] = filepath.Join(e.dir, name, fmt.Sprintf("vol%d", i+1))
 	}
 	return vols
+}
+
+func attackerNames() string {
+	names := make([]string, len(attackers))
+	for i, a := range attackers {
+		names[i] = a.name
+	}
+	return strings.Join(names, ",")
 }

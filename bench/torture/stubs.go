@@ -1,5 +1,0 @@
-package main
-
-import "context"
-
-func runHostile(ctx context.Context, e *env) (string, error) { return "", nil }
