@@ -1,0 +1,225 @@
+package auth
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Right is a set of rights a token holds on a topic.
+type Right uint8
+
+// Rights. Admin implies Produce and Consume: a rule giving admin holds all
+// three.
+const (
+	Produce Right = 1 << iota // append to a topic
+	Consume                   // read a topic
+	Admin                     // create, delete, truncate a topic
+
+	// Any asks for any right at all: topic info and list topics need it.
+	Any = Produce | Consume | Admin
+)
+
+func (r Right) String() string {
+	var names []string
+	for _, n := range [...]struct {
+		r    Right
+		name string
+	}{{Produce, "produce"}, {Consume, "consume"}, {Admin, "admin"}} {
+		if r&n.r != 0 {
+			names = append(names, n.name)
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ",")
+}
+
+// maxLineLen bounds a line of the auth file.
+const maxLineLen = 64 << 10
+
+// Grant is what one rule of the auth file gives a token: its rights on
+// the topics its patterns match. A connection keeps the Grant of its token;
+// a Grant never changes, so it is safe for concurrent use. A nil Grant
+// allows nothing.
+type Grant struct {
+	hash     [sha256.Size]byte
+	rights   Right
+	patterns []string
+	line     int // in the file, for logs
+}
+
+// Allow reports whether g holds right on topic. With Any it reports
+// whether g holds some right on topic.
+func (g *Grant) Allow(right Right, topic string) bool {
+	if g == nil || g.rights&right == 0 {
+		return false
+	}
+	for _, p := range g.patterns {
+		if match(p, topic) {
+			return true
+		}
+	}
+	return false
+}
+
+// Filter keeps in names, in place, the topics g holds some right on, and
+// returns them.
+func (g *Grant) Filter(names []string) []string {
+	kept := names[:0]
+	for _, n := range names {
+		if g.Allow(Any, n) {
+			kept = append(kept, n)
+		}
+	}
+	return kept
+}
+
+// Line is the line of the auth file the grant comes from, which names it
+// in logs without naming its token.
+func (g *Grant) Line() int {
+	if g == nil {
+		return 0
+	}
+	return g.line
+}
+
+// Rules are the compiled rules of an auth file.
+type Rules struct {
+	grants []*Grant
+}
+
+// Len is the number of rules.
+func (r *Rules) Len() int { return len(r.grants) }
+
+// Authenticate returns the grant of token, or nil if no rule holds its
+// hash. Every rule is compared, in constant time each, whatever matches.
+func (r *Rules) Authenticate(token string) *Grant {
+	if token == "" {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(token))
+	var found *Grant
+	for _, g := range r.grants {
+		if subtle.ConstantTimeCompare(sum[:], g.hash[:]) == 1 {
+			found = g
+		}
+	}
+	return found
+}
+
+// Parse reads the rules of an auth file (see the package doc). name is
+// the file's name for error messages. An error wraps ErrParse and names the
+// line; it never quotes a hash.
+func Parse(rd io.Reader, name string) (*Rules, error) {
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(make([]byte, 0, 4096), maxLineLen)
+	rules := &Rules{}
+	seen := make(map[[sha256.Size]byte]int)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Bytes()
+		if i := bytes.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		fields := strings.Fields(string(line))
+		if len(fields) == 0 {
+			continue
+		}
+		g, err := parseRule(fields)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s:%d: %s", ErrParse, name, n, err)
+		}
+		if prev, ok := seen[g.hash]; ok {
+			return nil, fmt.Errorf("%w: %s:%d: the same hash as line %d", ErrParse, name, n, prev)
+		}
+		seen[g.hash] = n
+		g.line = n
+		rules.grants = append(rules.grants, g)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrParse, name, err)
+	}
+	return rules, nil
+}
+
+func parseRule(fields []string) (*Grant, error) {
+	if len(fields) < 3 {
+		return nil, fmt.Errorf("want a sha256 hash, rights and at least one topic pattern; got %d field(s)", len(fields))
+	}
+	g := &Grant{}
+	if len(fields[0]) != 2*sha256.Size {
+		return nil, fmt.Errorf("the hash has %d characters, want %d hex digits (sha256 of the token)", len(fields[0]), 2*sha256.Size)
+	}
+	if _, err := hex.Decode(g.hash[:], []byte(fields[0])); err != nil {
+		return nil, fmt.Errorf("the hash is not hex: want the sha256 of the token in %d hex digits", 2*sha256.Size)
+	}
+	for _, r := range strings.Split(fields[1], ",") {
+		switch r {
+		case "produce":
+			g.rights |= Produce
+		case "consume":
+			g.rights |= Consume
+		case "admin":
+			g.rights |= Any
+		default:
+			return nil, fmt.Errorf("unknown right %q: want produce, consume or admin, comma-separated", r)
+		}
+	}
+	for _, p := range fields[2:] {
+		if err := validPattern(p); err != nil {
+			return nil, err
+		}
+		g.patterns = append(g.patterns, p)
+	}
+	return g, nil
+}
+
+// validPattern checks that p is a topic name with '*'s: 1 to 255 bytes of
+// [A-Za-z0-9._-*].
+func validPattern(p string) error {
+	if len(p) > 255 {
+		return fmt.Errorf("topic pattern of %d bytes: at most 255", len(p))
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c != '*' && c != '.' && c != '_' && c != '-' &&
+			(c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return fmt.Errorf("topic pattern %q: %q is neither a topic name character nor '*'", p, c)
+		}
+	}
+	return nil
+}
+
+// match reports whether name matches the glob pattern p, in which '*'
+// matches any run of bytes. Linear in len(p)+len(name) per star (the
+// classic backtrack to the last star), never exponential.
+func match(p, name string) bool {
+	pi, ni := 0, 0
+	star, mark := -1, 0
+	for ni < len(name) {
+		switch {
+		case pi < len(p) && p[pi] == '*':
+			star, mark = pi, ni
+			pi++
+		case pi < len(p) && p[pi] == name[ni]:
+			pi++
+			ni++
+		case star >= 0:
+			pi = star + 1
+			mark++
+			ni = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
+}
