@@ -157,7 +157,9 @@ func (r *runner) zeroCopyShare(ctx context.Context, srv *embedded) func() *float
 	case srv != nil:
 		consumed = srv.consumed
 	case r.cfg.HTTPAddr != "":
-		consumed = func(ctx context.Context) (int64, int64, error) { return scrapeConsumed(ctx, r.cfg.HTTPAddr, r.cfg.Token) }
+		consumed = func(ctx context.Context) (int64, int64, error) {
+			return scrapeConsumed(ctx, r.cfg.HTTPAddr, r.cfg.Token)
+		}
 	}
 	none := func() *float64 { return nil }
 	if consumed == nil {
