@@ -13,9 +13,10 @@ build:
 	$(GO) build -o bin/hrqa ./cmd/hrqa
 	$(GO) build -o bin/haraqa-bench ./cmd/haraqa-bench
 
-## run: the server on the local volume ./data (binary protocol on 14353).
+## run: the server on the local volume ./data (binary protocol on 14353), on 127.0.0.1 only.
+## Built, then exec'd, so that a signal to make reaches the server itself (go run would leave it behind).
 run:
-	$(GO) run ./cmd/server ./data
+	$(GO) build -o bin/haraqa ./cmd/server && exec bin/haraqa -listen 127.0.0.1 ./data
 
 ## test: everything CI checks: formatting, vet, race tests, every fuzz target briefly, every benchmark once.
 test: lint unit fuzz bench-once

@@ -43,6 +43,10 @@ type Config struct {
 	// Addr is the server's binary protocol address (default
 	// "127.0.0.1:14353"), unused with Embedded.
 	Addr string
+	// Token is presented to a server started with -auth-file
+	// (client.WithToken; default "": none). It needs the admin right on
+	// the benchmark's topics, which are created and deleted.
+	Token string
 	// HTTPAddr is the server's HTTP port (host:port), read for the
 	// zero-copy share from /metrics when not Embedded (default "": unknown).
 	HTTPAddr string

@@ -54,6 +54,9 @@ func Run(ctx context.Context, cfg Config, ui UI) (res *Result, err error) {
 		copts:    []client.Option{client.WithCompression(codec)},
 		progress: ui.Progress,
 	}
+	if cfg.Token != "" {
+		r.copts = append(r.copts, client.WithToken(cfg.Token), client.WithClientName("haraqa-bench"))
+	}
 	log := ui.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -154,7 +157,9 @@ func (r *runner) zeroCopyShare(ctx context.Context, srv *embedded) func() *float
 	case srv != nil:
 		consumed = srv.consumed
 	case r.cfg.HTTPAddr != "":
-		consumed = func(ctx context.Context) (int64, int64, error) { return scrapeConsumed(ctx, r.cfg.HTTPAddr) }
+		consumed = func(ctx context.Context) (int64, int64, error) {
+			return scrapeConsumed(ctx, r.cfg.HTTPAddr, r.cfg.Token)
+		}
 	}
 	none := func() *float64 { return nil }
 	if consumed == nil {

@@ -118,13 +118,17 @@ func (e *embedded) close() error {
 }
 
 // scrapeConsumed reads the zero-copy and copied consume bytes from a
-// server's Prometheus metrics at http://addr/metrics.
-func scrapeConsumed(ctx context.Context, addr string) (zeroCopy, copied int64, err error) {
+// server's Prometheus metrics at http://addr/metrics, presenting token
+// (if any) for a server started with -auth-metrics.
+func scrapeConsumed(ctx context.Context, addr, token string) (zeroCopy, copied int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return 0, 0, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

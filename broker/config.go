@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/haraqa/haraqa/broker/auth"
 	"github.com/haraqa/haraqa/protocol"
 )
 
@@ -59,6 +60,11 @@ type Config struct {
 	// read. Checked every IdleTimeout/4, so a connection is closed between
 	// IdleTimeout and 1.25 IdleTimeout after its last bytes.
 	IdleTimeout time.Duration
+	// Auth, when set, makes every request but ping need a token presented
+	// with a hello (protocol op 9), and checks each request's right on its
+	// topic (see package auth). Nil (the default): no tokens, everything
+	// allowed. The Authorizer stays the caller's, who may Reload it.
+	Auth *auth.Authorizer
 	// EventLoops is the number of gnet event loops (default 0: one per CPU).
 	EventLoops int
 	// Logger receives connection and request errors (default slog.Default()).

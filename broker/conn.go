@@ -8,6 +8,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/valyala/bytebufferpool"
 
+	"github.com/haraqa/haraqa/broker/auth"
 	"github.com/haraqa/haraqa/protocol"
 )
 
@@ -34,6 +35,8 @@ type connState struct {
 	draining    atomic.Bool  // in Broker.draining: to be woken while over the budget
 	inboundLeft int          // unread input at the end of the last callback
 	lastRecv    atomic.Int64 // Unix nanoseconds of the last bytes received (idle.go)
+
+	grant *auth.Grant // the rights of its last successful hello (Config.Auth); loop-owned
 
 	w worker // shared with the connection's goroutine
 }
@@ -136,7 +139,7 @@ func (b *Broker) readFrames(c gnet.Conn, cs *connState) gnet.Action {
 		if b.backedUp(c, cs) || b.overBudget(c, cs) {
 			if in := c.InboundBuffered(); in > b.cfg.MaxFrameSize+b.cfg.MaxOutboundBytes || in > budgetUnread && b.overCeiling() {
 				b.stats.stallClosed.Add(1)
-				b.cfg.Logger.Warn("closing a connection that sends without reading", "remote", c.RemoteAddr(), "unread", in)
+				b.cfg.Logger.Warn("closing a connection that sends without reading", "remote", remoteAddr(c), "unread", in)
 				return gnet.Close
 			}
 			return gnet.None

@@ -36,6 +36,9 @@ const copyChunk = 256 << 10
 
 func (b *Broker) handleConsume(c gnet.Conn, cs *connState, h protocol.RequestHeader, payload []byte, start time.Time) {
 	req, err := protocol.ParseConsumeRequest(payload)
+	if err == nil {
+		err = b.allow(cs, h.Op, string(req.Topic))
+	}
 	if err != nil {
 		b.respondError(cs, h.Op, h.CorrID, err)
 		b.observe(h.Op, false, start)

@@ -7,6 +7,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/valyala/bytebufferpool"
 
+	"github.com/haraqa/haraqa/broker/auth"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
@@ -43,8 +44,15 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 		b.respondError(cs, h.Op, h.CorrID, errShuttingDown)
 		return
 	}
+	if b.needsHello(cs, h.Op) {
+		b.respondError(cs, h.Op, h.CorrID, errUnauthenticated)
+		return h.Op, false
+	}
 	var jb *job
 	switch h.Op {
+	case protocol.OpHello:
+		b.hello(c, cs, h, payload)
+		return h.Op, false
 	case protocol.OpPing:
 		if err := protocol.ParsePingRequest(payload); err != nil {
 			b.respondError(cs, h.Op, h.CorrID, err)
@@ -59,10 +67,16 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 		jb, err = b.topicJob(h, payload)
 	case protocol.OpListTopics:
 		jb, err = b.listJob(h, payload)
+		if err == nil && b.cfg.Auth != nil {
+			jb.grant, jb.filter = cs.grant, true
+		}
 	case protocol.OpTruncate:
 		jb, err = b.truncateJob(h, payload)
 	case protocol.OpProduce:
 		jb, err = b.produceJob(h, payload)
+	}
+	if err == nil && h.Op != protocol.OpListTopics {
+		err = b.allow(cs, h.Op, jb.topic)
 	}
 	if err != nil {
 		b.respondError(cs, h.Op, h.CorrID, err)
@@ -119,7 +133,9 @@ type job struct {
 	raw   []byte                     // the batch bytes
 	// list
 	prefix string
-	regex  string // list: the filter, compiled where the job runs
+	regex  string      // list: the filter, compiled where the job runs
+	grant  *auth.Grant // list: the connection's rights, when filter is set
+	filter bool        // list: keep only the topics grant has some right on
 	// truncate
 	by     protocol.TruncateBy
 	before int64
@@ -199,6 +215,9 @@ func (b *Broker) runJob(dst []byte, j *job) []byte {
 		}
 	case protocol.OpListTopics:
 		names := b.store.ListTopics(j.prefix)
+		if j.filter {
+			names = j.grant.Filter(names)
+		}
 		if j.regex != "" {
 			re, rerr := protocol.CompileTopicFilter(j.regex)
 			if rerr != nil {

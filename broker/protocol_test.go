@@ -433,7 +433,7 @@ func TestVersionAndUnknownOp(t *testing.T) {
 	}
 	c.ping()
 
-	for _, op := range []byte{0, 9, 200} {
+	for _, op := range []byte{0, 10, 200} {
 		req = protocol.AppendPingRequest(nil, 78)
 		req[5] = op
 		if r = c.roundTrip(req); r.Code != protocol.CodeUnknownOp {

@@ -25,6 +25,7 @@ type Stats struct {
 	BufferedBytes   int64 // bytes buffered for all connections now (Config.MaxBufferedBytes)
 	BudgetPauses    int64 // times a connection stopped being read for the memory budget
 	IdleClosed      int64 // connections closed for idleness (Config.IdleTimeout)
+	AuthFailures    int64 // hellos refused: unknown token, or too many failures (Config.Auth)
 }
 
 type counters struct {
@@ -33,6 +34,7 @@ type counters struct {
 	zeroCopyBytes, copiedBytes, parked, badFrame atomic.Int64
 	acceptErrors, refusedConns, stallClosed      atomic.Int64
 	buffered, budgetPauses, idleClosed           atomic.Int64
+	authFailures                                 atomic.Int64
 	pending                                      atomic.Int64 // responses owed
 }
 
@@ -56,6 +58,7 @@ func (b *Broker) Stats() Stats {
 		BufferedBytes:   s.buffered.Load(),
 		BudgetPauses:    s.budgetPauses.Load(),
 		IdleClosed:      s.idleClosed.Load(),
+		AuthFailures:    s.authFailures.Load(),
 	}
 }
 

@@ -105,6 +105,12 @@ func (c *Client) connect(ctx context.Context, s *connSlot) (*conn, error) {
 		cn.close()
 		return nil, ErrClosed
 	}
+	if c.opts.token != "" {
+		if err := cn.hello(ctx, c.opts.name, c.opts.token); err != nil {
+			cn.close()
+			return nil, err
+		}
+	}
 	s.conn = cn
 	if reconnect {
 		c.stats.reconnects.Add(1)

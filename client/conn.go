@@ -324,3 +324,22 @@ func (c *conn) roundTrip(ctx context.Context, build func(dst []byte, corrID uint
 func (c *conn) close() {
 	c.fail(errors.New("closed"))
 }
+
+// hello presents the client's name and token, before any other request.
+// A server too old to know the op has no tokens to check: that is no
+// error.
+func (c *conn) hello(ctx context.Context, name, token string) error {
+	resp, _ := c.roundTrip(ctx, func(dst []byte, id uint32) []byte {
+		return protocol.AppendHelloRequest(dst, id, protocol.Version, name, token)
+	})
+	switch {
+	case resp.err != nil:
+		return resp.err
+	case resp.hdr.Code == protocol.CodeUnknownOp:
+		return nil
+	case resp.hdr.Code != protocol.CodeOK:
+		return serverError(protocol.OpHello, resp)
+	}
+	_, err := protocol.ParseHelloResponse(resp.payload)
+	return err
+}

@@ -95,4 +95,20 @@
 // when the frame arrives fails with ErrIdleTimeout (wrapped in
 // ErrConnection) rather than being resent behind later batches, which
 // would break the Producer's offset order; it was not stored.
+//
+// # Tokens
+//
+// A server started with -auth-file needs a token for every request but
+// Ping. WithToken gives one: the client sends it in a hello (protocol op
+// 9) as the first request of every connection it opens, reconnections and
+// the connections of Messages loops included, so a token is presented once
+// per connection, not per request. A token the server does not hold fails
+// Dial with ErrUnauthenticated; a request the token does not allow (its
+// right on its topic) fails with ErrForbidden and the connection stays
+// usable. Neither is retried. Without WithToken, such a server answers
+// every request but Ping with ErrUnauthenticated. Too many failed tokens
+// from one address are refused for a while with ErrLimitReached. A server
+// without an auth file accepts any token, so a client may always set one.
+//
+//	c, err := client.Dial(ctx, addr, client.WithToken(os.Getenv("HARAQA_TOKEN")))
 package client

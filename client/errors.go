@@ -26,6 +26,12 @@ var (
 	// requests that were waiting on it were not read and are sent again on
 	// a new connection.
 	ErrIdleTimeout = errors.New("client: connection closed by the server as idle")
+	// ErrUnauthenticated: the server checks tokens and the client presented
+	// none (see WithToken) or one it does not hold (code 18).
+	ErrUnauthenticated = errors.New("client: unauthenticated: the server needs a valid token")
+	// ErrForbidden: the token does not allow the request on its topic
+	// (code 19).
+	ErrForbidden = errors.New("client: forbidden: the token does not allow this")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrConnection: the connection failed; the request may or may not have
@@ -53,6 +59,8 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeLimitReached:     ErrLimitReached,
 	protocol.CodeNoSpace:          ErrNoSpace,
 	protocol.CodeIdleTimeout:      ErrIdleTimeout,
+	protocol.CodeUnauthenticated:  ErrUnauthenticated,
+	protocol.CodeForbidden:        ErrForbidden,
 }
 
 // Error is an error answered by the server: the operation, the protocol's
@@ -117,4 +125,6 @@ const (
 	CodeLimitReached     = protocol.CodeLimitReached
 	CodeNoSpace          = protocol.CodeNoSpace
 	CodeIdleTimeout      = protocol.CodeIdleTimeout
+	CodeUnauthenticated  = protocol.CodeUnauthenticated
+	CodeForbidden        = protocol.CodeForbidden
 )

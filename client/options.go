@@ -19,6 +19,8 @@ type options struct {
 	maxBatchBytes  int
 	maxResponse    int // 0: responseLimit's default
 	idleTimeout    time.Duration
+	token          string // sent in a hello on each new connection; "" none
+	name           string // the client's name in the hello
 }
 
 func defaultOptions() options {
@@ -31,8 +33,25 @@ func defaultOptions() options {
 		codec:          protocol.CodecNone,
 		maxBatchBytes:  protocol.DefaultMaxFrameSize - 1024,
 		idleTimeout:    DefaultIdleTimeout,
+		name:           "haraqa-go",
 	}
 }
+
+// WithToken makes the client present token to the server: in a hello
+// (protocol op 9), the first request on every connection it opens,
+// reconnections included. A server started with -auth-file needs one for
+// every request but Ping: without it requests fail with
+// ErrUnauthenticated, and those the token does not allow with
+// ErrForbidden. A server without an auth file accepts any token. A token
+// the server does not hold fails Dial (or the first request on a new
+// connection) with ErrUnauthenticated; too many such failures from one
+// address, with ErrLimitReached for a while.
+func WithToken(token string) Option { return func(o *options) { o.token = token } }
+
+// WithClientName sets the name the client gives in its hello, which a
+// server may log (default "haraqa-go"; at most 255 bytes). It is sent only
+// with WithToken.
+func WithClientName(name string) Option { return func(o *options) { o.name = name } }
 
 // WithDialTimeout bounds each connection attempt (default 5s).
 func WithDialTimeout(d time.Duration) Option { return func(o *options) { o.dialTimeout = d } }

@@ -29,8 +29,10 @@ const (
 	CodeLimitReached       Code = 15 // a server limit is reached; the message names it
 	CodeNoSpace            Code = 16 // a volume is under its free-space floor; retry later
 	CodeIdleTimeout        Code = 17 // the connection was idle and is closed; nothing sent after its last answer was read
+	CodeUnauthenticated    Code = 18 // no valid token was presented on this connection (hello)
+	CodeForbidden          Code = 19 // the connection's token does not allow this request
 
-	codeMax = CodeIdleTimeout
+	codeMax = CodeForbidden
 )
 
 var codeNames = [...]string{
@@ -52,6 +54,8 @@ var codeNames = [...]string{
 	CodeLimitReached:       "limit reached",
 	CodeNoSpace:            "no space",
 	CodeIdleTimeout:        "idle timeout",
+	CodeUnauthenticated:    "unauthenticated",
+	CodeForbidden:          "forbidden",
 }
 
 func (c Code) String() string {

@@ -141,6 +141,7 @@
 //	op 2, create topic  request: topic string    response: empty
 //	op 3, delete topic  request: topic string    response: empty
 //	op 5, topic info    request: topic string    response: below
+//	op 9, hello         request: below           response: below
 //
 // List topics (op 4) returns the names that start with prefix and, when
 // regex is not empty, match it (RE2 syntax, unanchored, at most
@@ -219,4 +220,42 @@
 // server may keep some of them (it may remove whole segment files only);
 // the response tells the new oldest offset. An offset bound above the next
 // offset is code 9.
+//
+// # Hello and tokens
+//
+// Hello (op 9) presents the client: the highest protocol version it
+// speaks, its name (for the server's logs, at most MaxClientNameLen = 255
+// bytes) and its token (at most MaxTokenLen = 1024 bytes; empty: none):
+//
+//	request                                  response, 2 bytes
+//	0  1  version   uint8, highest spoken    0  1  version  uint8, the highest
+//	1  2  name len                                          the server speaks
+//	3  n  name                               1  1  auth     uint8, 1: the server
+//	-  2  token len                                         checks tokens and
+//	-  -  token                                             accepted this one;
+//	                                                        0: it checks none
+//
+// A server without an auth file answers every hello with code 0 and auth
+// 0, whatever the token. A server with one answers code 18
+// (unauthenticated) when the token is empty or not in its rules, and code
+// 15 (limit reached), without checking the token, while the client's host
+// has failed too often (a token bucket: a few failures a second). Until a
+// hello succeeds on a connection, every request but ping and hello is
+// answered with code 18; after it, a request its token does not allow is
+// answered with code 19 (forbidden). Either way the connection stays
+// usable: a failed hello can be followed by another. A connection keeps
+// the rights of its last successful hello; a failed one drops them. Ping
+// stays open, so load balancers and liveness checks need no token.
+//
+// The right each request needs on its topic:
+//
+//	produce       produce (creating the topic with the create flag too)
+//	consume       consume
+//	admin         create topic, delete topic, truncate
+//	any right     topic info; list topics returns only the topics on
+//	              which the token holds some right
+//
+// A client sends hello first on every new connection when it has a token,
+// and may pipeline requests behind it: the server handles a connection's
+// requests in order.
 package protocol

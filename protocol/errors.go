@@ -70,6 +70,8 @@ var (
 	errTopicDots   = wrap(ErrInvalidTopic, `must not be "." or ".."`)
 	errTopicByte   = wrap(ErrInvalidTopic, "only A-Z, a-z, 0-9, '.', '_' and '-' are allowed")
 	errLongRegex   = wrap(ErrInvalidArgument, "regex is longer than 4096 bytes")
+	errLongName    = wrap(ErrInvalidArgument, "hello: client name is longer than 255 bytes")
+	errLongToken   = wrap(ErrInvalidArgument, "hello: token is longer than 1024 bytes")
 )
 
 // detailError adds detail to a sentinel without hiding it from errors.Is.

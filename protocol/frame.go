@@ -57,8 +57,9 @@ const (
 	OpProduce     Op = 6 // append one batch to a topic
 	OpConsume     Op = 7 // read whole batches from an offset, long polling
 	OpTruncate    Op = 8 // drop old messages before an offset or a time
+	OpHello       Op = 9 // present the client's version, name and token
 
-	opMax = OpTruncate
+	opMax = OpHello
 )
 
 // Valid reports whether op is known to this protocol version.
@@ -82,6 +83,8 @@ func (op Op) String() string {
 		return "consume"
 	case OpTruncate:
 		return "truncate"
+	case OpHello:
+		return "hello"
 	}
 	return "unknown op"
 }

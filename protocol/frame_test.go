@@ -118,7 +118,7 @@ func TestParseRequestHeader(t *testing.T) {
 		{"version 2, reserved set", patch(frameVersionOff, 2, byte(OpConsume), 1), ErrUnsupportedVersion, true},
 		{"reserved set", patch(frameReservedOff, 0, 1), ErrMalformed, true},
 		{"op 0", patch(frameOpOff, 0), ErrUnknownOp, true},
-		{"op 9", patch(frameOpOff, 9), ErrUnknownOp, true},
+		{"op 10", patch(frameOpOff, 10), ErrUnknownOp, true},
 		{"op 255", patch(frameOpOff, 255), ErrUnknownOp, true},
 	}
 	for _, c := range cases {
@@ -224,7 +224,8 @@ func TestCodes(t *testing.T) {
 		CodeMalformedRequest: 4, CodeFrameTooLarge: 5, CodeTopicNotFound: 6,
 		CodeTopicExists: 7, CodeInvalidTopic: 8, CodeOffsetOutOfRange: 9,
 		CodeBadBatch: 10, CodeUnreadableRange: 11, CodeTopicReadOnly: 12,
-		CodeShuttingDown: 13, CodeInvalidArgument: 14,
+		CodeShuttingDown: 13, CodeInvalidArgument: 14, CodeLimitReached: 15,
+		CodeNoSpace: 16, CodeIdleTimeout: 17, CodeUnauthenticated: 18, CodeForbidden: 19,
 	}
 	for c, n := range pinned {
 		if uint16(c) != n {
@@ -232,14 +233,14 @@ func TestCodes(t *testing.T) {
 		}
 	}
 	ops := map[Op]uint8{OpPing: 1, OpCreateTopic: 2, OpDeleteTopic: 3, OpListTopics: 4,
-		OpTopicInfo: 5, OpProduce: 6, OpConsume: 7, OpTruncate: 8}
+		OpTopicInfo: 5, OpProduce: 6, OpConsume: 7, OpTruncate: 8, OpHello: 9}
 	for op, n := range ops {
 		if uint8(op) != n || !op.Valid() || op.String() == "unknown op" {
 			t.Errorf("op %v = %d, want %d", op, op, n)
 		}
 	}
-	if Op(0).Valid() || Op(9).Valid() || Op(9).String() != "unknown op" {
-		t.Error("ops 0 and 9 must be invalid")
+	if Op(0).Valid() || Op(10).Valid() || Op(10).String() != "unknown op" {
+		t.Error("ops 0 and 10 must be invalid")
 	}
 }
 

@@ -153,12 +153,14 @@ func FuzzParseListTopicsRequest(f *testing.F) { fuzzRequest(f, OpListTopics) }
 func FuzzParseProduceRequest(f *testing.F)    { fuzzRequest(f, OpProduce) }
 func FuzzParseConsumeRequest(f *testing.F)    { fuzzRequest(f, OpConsume) }
 func FuzzParseTruncateRequest(f *testing.F)   { fuzzRequest(f, OpTruncate) }
+func FuzzParseHelloRequest(f *testing.F)      { fuzzRequest(f, OpHello) }
 
 func FuzzParseListTopicsResponse(f *testing.F) { fuzzResponse(f, OpListTopics) }
 func FuzzParseTopicInfoResponse(f *testing.F)  { fuzzResponse(f, OpTopicInfo) }
 func FuzzParseProduceResponse(f *testing.F)    { fuzzResponse(f, OpProduce) }
 func FuzzParseConsumeResponse(f *testing.F)    { fuzzResponse(f, OpConsume) }
 func FuzzParseTruncateResponse(f *testing.F)   { fuzzResponse(f, OpTruncate) }
+func FuzzParseHelloResponse(f *testing.F)      { fuzzResponse(f, OpHello) }
 
 // FuzzParseErrorResponse fuzzes the error payload decoder.
 func FuzzParseErrorResponse(f *testing.F) {

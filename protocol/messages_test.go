@@ -75,6 +75,10 @@ func goldenFrames(t testing.TB) []golden {
 			"19000000 01 08 0000 2a000000 00002a36fe9c9717 01 " + goldenOrders, false, OpTruncate},
 		{"truncate response", AppendTruncateResponse(nil, 42, 5000),
 			"10000000 01 08 0000 2a000000 8813000000000000", true, OpTruncate},
+		{"hello request", AppendHelloRequest(nil, 42, 1, "hrqa", "t0k"),
+			"14000000 01 09 0000 2a000000 01 0400 68727161 0300 74306b", false, OpHello},
+		{"hello response", AppendHelloResponse(nil, 42, HelloResponse{Version: 1, Auth: true}),
+			"0a000000 01 09 0000 2a000000 01 01", true, OpHello},
 		{"error response", AppendErrorResponse(nil, OpConsume, 42, CodeTopicNotFound, "no such topic"),
 			"17000000 01 07 0600 2a000000 0d00 6e6f207375636820746f706963", true, OpConsume},
 	}
@@ -174,6 +178,12 @@ func reencodeRequest(op Op, payload []byte) ([]byte, error) {
 			return nil, err
 		}
 		return AppendTruncateRequest(nil, id, string(req.Topic), req.By, req.Before), err
+	case OpHello:
+		req, err := ParseHelloRequest(payload)
+		if !filled(err) {
+			return nil, err
+		}
+		return AppendHelloRequest(nil, id, req.Version, string(req.Name), string(req.Token)), err
 	}
 	return nil, ErrUnknownOp
 }
@@ -224,6 +234,12 @@ func reencodeResponse(op Op, code Code, payload []byte) ([]byte, error) {
 			return nil, err
 		}
 		return AppendTruncateResponse(nil, id, resp.OldestOffset), nil
+	case OpHello:
+		resp, err := ParseHelloResponse(payload)
+		if err != nil {
+			return nil, err
+		}
+		return AppendHelloResponse(nil, id, resp), nil
 	}
 	return nil, ErrUnknownOp
 }

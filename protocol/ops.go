@@ -552,3 +552,80 @@ func ParseTruncateResponse(payload []byte) (TruncateResponse, error) {
 	}
 	return resp, nil
 }
+
+// --- hello ---------------------------------------------------------------
+
+// Hello bounds, in bytes.
+const (
+	// MaxClientNameLen bounds the client name of a hello request.
+	MaxClientNameLen = 255
+	// MaxTokenLen bounds the token of a hello request.
+	MaxTokenLen = 1024
+)
+
+// HelloRequest presents a client to the server: the highest protocol
+// version it speaks, its name (for logs) and its token (empty: none).
+type HelloRequest struct {
+	Version uint8
+	Name    []byte
+	Token   []byte
+}
+
+// AppendHelloRequest appends a hello request.
+func AppendHelloRequest(dst []byte, corrID uint32, version uint8, name, token string) []byte {
+	start := len(dst)
+	dst = appendRequestHeader(dst, OpHello, corrID)
+	dst = append(dst, version)
+	dst = appendString(dst, name)
+	dst = appendString(dst, token)
+	return finishFrame(dst, start)
+}
+
+// ParseHelloRequest parses the payload of a hello request. A name over
+// MaxClientNameLen or a token over MaxTokenLen parses with an error
+// wrapping ErrInvalidArgument.
+func ParseHelloRequest(payload []byte) (HelloRequest, error) {
+	r := reader{b: payload}
+	req := HelloRequest{Version: r.u8(), Name: r.str(), Token: r.str()}
+	if err := r.end(); err != nil {
+		return HelloRequest{}, err
+	}
+	switch {
+	case len(req.Name) > MaxClientNameLen:
+		return req, errLongName
+	case len(req.Token) > MaxTokenLen:
+		return req, errLongToken
+	}
+	return req, nil
+}
+
+// HelloResponse is the payload of a successful hello response.
+type HelloResponse struct {
+	Version uint8 // the highest protocol version the server speaks
+	Auth    bool  // the server checks tokens, and accepted this one
+}
+
+// AppendHelloResponse appends a successful hello response.
+func AppendHelloResponse(dst []byte, corrID uint32, resp HelloResponse) []byte {
+	start := len(dst)
+	dst = appendResponseHeader(dst, OpHello, CodeOK, corrID)
+	var auth uint8
+	if resp.Auth {
+		auth = 1
+	}
+	dst = append(dst, resp.Version, auth)
+	return finishFrame(dst, start)
+}
+
+// ParseHelloResponse parses the payload of a successful hello response.
+func ParseHelloResponse(payload []byte) (HelloResponse, error) {
+	r := reader{b: payload}
+	v, auth := r.u8(), r.u8()
+	if err := r.end(); err != nil {
+		return HelloResponse{}, err
+	}
+	if auth > 1 {
+		return HelloResponse{}, wrap(ErrMalformed, "hello: unknown auth value")
+	}
+	return HelloResponse{Version: v, Auth: auth == 1}, nil
+}

@@ -223,3 +223,10 @@ func match(p, name string) bool {
 	}
 	return pi == len(p)
 }
+
+// Has reports whether g holds right on at least one pattern: with Admin,
+// whether the token is an administrator of some topics, as the HTTP
+// port's -auth-metrics asks of /metrics and /docs.
+func (g *Grant) Has(right Right) bool {
+	return g != nil && g.rights&right == right && len(g.patterns) > 0
+}

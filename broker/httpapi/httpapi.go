@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/broker"
+	"github.com/haraqa/haraqa/broker/auth"
 	"github.com/haraqa/haraqa/docs"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
@@ -48,6 +49,15 @@ type Config struct {
 	MaxMessages int
 	// MaxWait bounds a consume's long-poll wait (default 60 s).
 	MaxWait time.Duration
+	// Auth, when set, makes every route but /healthz and /readyz need an
+	// "Authorization: Bearer TOKEN" header whose token holds the right the
+	// route needs on its topic (401 without one or with a wrong one, 403
+	// when not allowed). /metrics and /docs stay open unless AuthMetrics;
+	// pprof then needs an admin token. Nil (the default): no tokens.
+	Auth *auth.Authorizer
+	// AuthMetrics makes /metrics and /docs need a token with the admin
+	// right (the -auth-metrics flag, default false). Only with Auth.
+	AuthMetrics bool
 	// Logger receives internal errors (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -114,12 +124,12 @@ func New(cfg Config) *API {
 	}
 
 	a.route("GET /topics", a.listTopics)
-	a.route("PUT /topics/{topic}", a.onTopic(a.topicAction((*storage.Store).CreateTopic, http.StatusCreated)))
-	a.route("DELETE /topics/{topic}", a.onTopic(a.topicAction((*storage.Store).DeleteTopic, http.StatusNoContent)))
-	a.route("GET /topics/{topic}/info", a.onTopic(a.topicInfo))
-	a.route("PATCH /topics/{topic}", a.onTopic(a.truncate))
-	a.route("POST /topics/{topic}", a.onTopic(a.produce))
-	a.route("GET /topics/{topic}", a.onTopic(a.consume))
+	a.route("PUT /topics/{topic}", a.onTopic(auth.Admin, a.topicAction((*storage.Store).CreateTopic, http.StatusCreated)))
+	a.route("DELETE /topics/{topic}", a.onTopic(auth.Admin, a.topicAction((*storage.Store).DeleteTopic, http.StatusNoContent)))
+	a.route("GET /topics/{topic}/info", a.onTopic(auth.Any, a.topicInfo))
+	a.route("PATCH /topics/{topic}", a.onTopic(auth.Admin, a.truncate))
+	a.route("POST /topics/{topic}", a.onTopic(auth.Produce, a.produce))
+	a.route("GET /topics/{topic}", a.onTopic(auth.Consume, a.consume))
 
 	a.route("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -140,18 +150,33 @@ func New(cfg Config) *API {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
+	// open serves h to anyone, or with Auth and AuthMetrics to admins.
+	open := func(h http.Handler) http.Handler {
+		if cfg.Auth != nil && cfg.AuthMetrics {
+			return a.adminOnly(h)
+		}
+		return h
+	}
 	if a.metrics != nil {
-		a.route("GET /metrics", a.metrics.handler.ServeHTTP)
+		a.route("GET /metrics", open(a.metrics.handler).ServeHTTP)
 	}
 	if cfg.Docs {
-		a.mux.Handle("GET /docs/", docs.Handler())
+		a.mux.Handle("GET /docs/", open(docs.Handler()))
 	}
 	if cfg.Pprof {
-		a.mux.HandleFunc("/debug/pprof/", pprof.Index)
-		a.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		a.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		a.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		a.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		// Profiles show the command line and memory: admins only once
+		// tokens are on.
+		prof := func(h http.HandlerFunc) http.Handler {
+			if cfg.Auth != nil {
+				return a.adminOnly(h)
+			}
+			return h
+		}
+		a.mux.Handle("/debug/pprof/", prof(pprof.Index))
+		a.mux.Handle("/debug/pprof/cmdline", prof(pprof.Cmdline))
+		a.mux.Handle("/debug/pprof/profile", prof(pprof.Profile))
+		a.mux.Handle("/debug/pprof/symbol", prof(pprof.Symbol))
+		a.mux.Handle("/debug/pprof/trace", prof(pprof.Trace))
 	}
 	return a
 }
@@ -202,7 +227,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Access-Control-Expose-Headers", corsExposed)
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			h.Set("Access-Control-Allow-Methods", "GET, HEAD, PUT, POST, PATCH, DELETE, OPTIONS")
-			h.Set("Access-Control-Allow-Headers", "Content-Type, X-Sizes, X-Id, X-Limit")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Sizes, X-Id, X-Limit")
 			h.Set("Access-Control-Max-Age", "600")
 			w.WriteHeader(http.StatusNoContent)
 			return

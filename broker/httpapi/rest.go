@@ -14,6 +14,7 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 
+	"github.com/haraqa/haraqa/broker/auth"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
@@ -57,9 +58,10 @@ func topicName(r *http.Request) (string, error) {
 // and the name is valid.
 type topicHandler func(w http.ResponseWriter, r *http.Request, s *storage.Store, name string)
 
-// onTopic answers 503 while recovering and 400 for an invalid name, and
+// onTopic answers 503 while recovering, 400 for an invalid name, 401 or
+// 403 when the token (Config.Auth) does not hold right on the topic, and
 // otherwise calls h.
-func (a *API) onTopic(h topicHandler) http.HandlerFunc {
+func (a *API) onTopic(right auth.Right, h topicHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s := a.store(w)
 		if s == nil {
@@ -68,6 +70,9 @@ func (a *API) onTopic(h topicHandler) http.HandlerFunc {
 		name, err := topicName(r)
 		if err != nil {
 			a.fail(w, err)
+			return
+		}
+		if !a.authorize(w, r, right, name) {
 			return
 		}
 		h(w, r, s, name)
@@ -103,6 +108,12 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 		status, msg = http.StatusServiceUnavailable, "server is shutting down"
 	case errors.Is(err, ErrNotReady):
 		status, msg = http.StatusServiceUnavailable, err.Error()
+	case errors.Is(err, ErrUnauthorized):
+		status, msg = http.StatusUnauthorized, err.Error()
+	case errors.Is(err, ErrForbidden):
+		status, msg = http.StatusForbidden, err.Error()
+	case errors.Is(err, ErrAuthLimited):
+		status, msg = http.StatusTooManyRequests, err.Error()
 	default:
 		a.cfg.Logger.Error("http request failed", "err", err)
 	}
@@ -130,6 +141,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // GET /topics[?prefix=P][&regex=R]
 func (a *API) listTopics(w http.ResponseWriter, r *http.Request) {
+	grant, ok := a.authenticate(w, r)
+	if !ok {
+		return
+	}
 	s := a.store(w)
 	if s == nil {
 		return
@@ -144,6 +159,9 @@ func (a *API) listTopics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	names := s.ListTopics(q.Get("prefix"))
+	if a.cfg.Auth != nil {
+		names = grant.Filter(names)
+	}
 	if re != nil {
 		kept := names[:0]
 		for _, n := range names {

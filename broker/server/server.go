@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/broker"
+	"github.com/haraqa/haraqa/broker/auth"
 	"github.com/haraqa/haraqa/broker/httpapi"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
@@ -70,6 +71,11 @@ type Config struct {
 	// often (default 0; the haraqa binary's -ballast flag defaults to
 	// 1 GiB). GOMEMLIMIT and GOGC serve the same end.
 	Ballast int64
+	// AuthFile is the path of an auth file (see package broker/auth): when
+	// set, every request on both ports needs a token it holds, with the
+	// right the request needs on its topic. Read by New, again by Reload.
+	// Empty (the default): no tokens, everything allowed.
+	AuthFile string
 	// Logger receives the server's logs and is handed to the storage,
 	// broker and HTTP parts that have none of their own (default
 	// slog.Default()).
@@ -147,6 +153,7 @@ type Server struct {
 	store    *storage.Store
 	broker   *broker.Broker
 	ballast  []byte
+	auth     *auth.Authorizer // nil without Config.AuthFile
 }
 
 // New checks cfg and returns a server; Start serves it.
@@ -155,8 +162,17 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, run: cfg, log: cfg.Logger}
+	if cfg.AuthFile != "" {
+		a, err := auth.Load(cfg.AuthFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: -auth-file: %w", ErrInvalidConfig, err)
+		}
+		s.auth = a
+		s.run.Broker.Auth, s.run.HTTP.Auth = a, a
+		cfg.Logger.Info("tokens required on both ports", "auth_file", cfg.AuthFile, "rules", a.Rules().Len())
+	}
 	if cfg.HTTPAddr != "" {
-		s.api = httpapi.New(cfg.HTTP)
+		s.api = httpapi.New(s.run.HTTP)
 		s.run.Storage.OnFsync = both(cfg.Storage.OnFsync, s.api.ObserveFsync)
 		observe := s.api.ObserveRequest
 		if prev := cfg.Broker.ObserveRequest; prev != nil {
@@ -220,6 +236,55 @@ func (s *Server) Start() (err error) {
 		attrs = append(attrs, "http", s.hl.Addr().String())
 	}
 	s.log.Info("serving", append(attrs, "fsync", s.store.FsyncPolicy().String())...)
+	s.warnOpen()
+	return nil
+}
+
+// warnOpen logs one warning when a port listens beyond loopback and no
+// auth file is given: anyone who reaches it may read, write and delete
+// every topic.
+func (s *Server) warnOpen() {
+	if s.auth != nil {
+		return
+	}
+	var open []string
+	for _, a := range []net.Addr{s.broker.Addr(), s.hlAddr()} {
+		if a == nil {
+			continue
+		}
+		if ta, ok := a.(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
+			open = append(open, a.String())
+		}
+	}
+	if len(open) > 0 {
+		s.log.Warn("listening beyond loopback without -auth-file: anyone who reaches these ports can read, write and delete every topic; "+
+			"create tokens with 'hrqa token new' and start with -auth-file FILE, or listen on 127.0.0.1",
+			"addrs", strings.Join(open, ","))
+	}
+}
+
+// hlAddr is the HTTP listener's address, nil without one. mu must be held.
+func (s *Server) hlAddr() net.Addr {
+	if s.hl == nil {
+		return nil
+	}
+	return s.hl.Addr()
+}
+
+// Reload reads the auth file again (Config.AuthFile; nothing to do
+// without one). On an error the rules in force stay, and the error (which
+// names the file and line, never a token) is logged and returned. New
+// rules apply to HTTP requests and binary connections that say hello from
+// then on; a connection keeps the rights of its last hello.
+func (s *Server) Reload() error {
+	if s.auth == nil {
+		return nil
+	}
+	if err := s.auth.Reload(); err != nil {
+		s.log.Error("auth file not reloaded; the previous rules stay in force", "err", err)
+		return err
+	}
+	s.log.Info("auth file reloaded", "auth_file", s.auth.Path(), "rules", s.auth.Rules().Len())
 	return nil
 }
 

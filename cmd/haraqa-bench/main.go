@@ -78,6 +78,7 @@ func (o *options) flagSet(mode, single *string, stderr io.Writer) *flag.FlagSet 
 	fs := flag.NewFlagSet("haraqa-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", c.Addr, "server's binary protocol address")
+	fs.StringVar(&c.Token, "token", os.Getenv("HARAQA_TOKEN"), "token for a server started with -auth-file, with the admin right on the benchmark's topics (default $HARAQA_TOKEN)")
 	fs.StringVar(&c.HTTPAddr, "http-addr", "", "server's HTTP port (host:port), read for the zero-copy share; without it and without -embedded the share is unknown")
 	fs.BoolVar(&c.Embedded, "embedded", false, "start an in-process server on fresh temporary volumes, removed afterwards")
 	fs.IntVar(&c.Volumes, "volumes", c.Volumes, "volumes of the embedded server")

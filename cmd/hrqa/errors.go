@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // usageError is a mistake on the command line: exit status 2.
@@ -71,6 +72,12 @@ func message(err error, addr string) string {
 		msg = fmt.Sprintf("connection to %s closed by the server", addr)
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = fmt.Sprintf("no answer from %s in time", addr)
+	case errors.Is(err, client.ErrUnauthenticated) && errors.As(err, &se) && se.Op == protocol.OpHello:
+		msg = fmt.Sprintf("%s refused the token: check -token or $HARAQA_TOKEN", addr)
+	case errors.Is(err, client.ErrUnauthenticated):
+		msg = fmt.Sprintf("%s needs a token: give one with -token or $HARAQA_TOKEN", addr)
+	case errors.Is(err, client.ErrForbidden) && errors.As(err, &se):
+		msg = fmt.Sprintf("the token may not do this: %s", se.Message)
 	case errors.As(err, &se):
 		msg = fmt.Sprintf("%s: %s", se.Op, se.Message)
 	default:

@@ -2,7 +2,7 @@
 // topics, produces messages from its arguments or a pipe, and prints or
 // follows a topic.
 //
-//	hrqa [-addr HOST:PORT] COMMAND [ARGUMENTS] [FLAGS]
+//	hrqa [-addr HOST:PORT] [-token TOKEN] COMMAND [ARGUMENTS] [FLAGS]
 //
 // Commands:
 //
@@ -14,9 +14,12 @@
 //	consume TOPIC                        print the messages, one per line; -f follows
 //	truncate TOPIC -before OFFSET|TIME   drop the messages before an offset or a time
 //	ping                                 check that the server answers
+//	token new                            print a fresh token and its auth-file line
 //	help [COMMAND]                       show the help of hrqa or of a command
 //
 // The server's address is -addr, else $HARAQA_ADDR, else 127.0.0.1:14353.
+// The token presented to a server started with -auth-file is -token, else
+// $HARAQA_TOKEN, else none.
 // Flags may come before or after the arguments; "hrqa COMMAND -h" shows a
 // command's flags and examples.
 //
@@ -70,7 +73,8 @@ func main() {
 		<-sigs
 		os.Exit(exitInterrupted)
 	}()
-	e := &env{stdin: os.Stdin, stdout: output{os.Stdout}, stderr: os.Stderr, addr: os.Getenv("HARAQA_ADDR")}
+	e := &env{stdin: os.Stdin, stdout: output{os.Stdout}, stderr: os.Stderr,
+		addr: os.Getenv("HARAQA_ADDR"), token: os.Getenv("HARAQA_TOKEN")}
 	os.Exit(run(ctx, e, os.Args[1:]))
 }
 
@@ -79,6 +83,7 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	addr           string // server address, from -addr or $HARAQA_ADDR
+	token          string // presented to the server, from -token or $HARAQA_TOKEN; "" none
 }
 
 // output is the standard output. It marks its write errors as
@@ -104,9 +109,11 @@ func (e *outputError) Unwrap() error { return e.err }
 func (e *env) dial(ctx context.Context) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	return client.Dial(ctx, e.addr,
-		client.WithDialTimeout(dialTimeout),
-		client.WithRetries(2, 100*time.Millisecond))
+	opts := []client.Option{client.WithDialTimeout(dialTimeout), client.WithRetries(2, 100*time.Millisecond)}
+	if e.token != "" {
+		opts = append(opts, client.WithToken(e.token), client.WithClientName("hrqa"))
+	}
+	return client.Dial(ctx, e.addr, opts...)
 }
 
 // command is one hrqa command.
@@ -123,10 +130,12 @@ type command struct {
 
 type action func(ctx context.Context, e *env, args []string) error
 
-// flagSet returns the command's flags, -addr included, and its action.
+// flagSet returns the command's flags, -addr and -token included, and its
+// action.
 func (c *command) flagSet() (*flag.FlagSet, action) {
 	fs := flag.NewFlagSet("hrqa "+c.name, flag.ContinueOnError)
 	fs.String("addr", "", "server address, HOST:PORT (default $HARAQA_ADDR, else "+defaultAddr+")")
+	fs.String("token", "", "token for a server started with -auth-file (default $HARAQA_TOKEN)")
 	return fs, c.setup(fs)
 }
 
@@ -141,7 +150,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		topicsListCmd, topicsCreateCmd, topicsDeleteCmd, topicsInfoCmd,
-		produceCmd, consumeCmd, truncateCmd, pingCmd, helpCmd,
+		produceCmd, consumeCmd, truncateCmd, pingCmd, tokenNewCmd, helpCmd,
 	}
 }
 
@@ -178,6 +187,9 @@ func run(ctx context.Context, e *env, args []string) int {
 		if addr := fs.Lookup("addr").Value.String(); addr != "" {
 			e.addr = addr
 		}
+		if tok := fs.Lookup("token").Value.String(); tok != "" {
+			e.token = tok
+		}
 		err = act(ctx, e, pos)
 	}
 	var ue *usageError
@@ -201,27 +213,35 @@ func run(ctx context.Context, e *env, args []string) int {
 	return exitFailure
 }
 
-// findCommand reads the flags before the command (only -addr and -h) and
+// globalFlags are the flags that may come before the command, each with
+// the env field it sets.
+var globalFlags = map[string]func(e *env) *string{
+	"addr":  func(e *env) *string { return &e.addr },
+	"token": func(e *env) *string { return &e.token },
+}
+
+// findCommand reads the flags before the command (globalFlags and -h) and
 // the command's name, and returns the command and the arguments after it.
 func findCommand(e *env, args []string) (*command, []string, error) {
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
 		name, value, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		field, known := globalFlags[name]
 		switch {
 		case name == "h" || name == "help":
 			return nil, nil, flag.ErrHelp
-		case name != "addr":
+		case !known:
 			return nil, nil, fmt.Errorf("unknown flag %s before the command", args[0])
 		case hasValue:
 			args = args[1:]
 		case len(args) < 2:
-			return nil, nil, errors.New("flag -addr needs a value")
+			return nil, nil, fmt.Errorf("flag -%s needs a value", name)
 		default:
 			value, args = args[1], args[2:]
 		}
 		if value == "" {
-			return nil, nil, errors.New("flag -addr needs a value")
+			return nil, nil, fmt.Errorf("flag -%s needs a value", name)
 		}
-		e.addr = value
+		*field(e) = value
 	}
 	if len(args) == 0 {
 		return nil, nil, errors.New("no command given")
@@ -235,6 +255,11 @@ func findCommand(e *env, args []string) (*command, []string, error) {
 			return nil, nil, errors.New("topics needs a subcommand: list, create, delete or info")
 		}
 		name, rest = "topics "+rest[0], rest[1:]
+	} else if name == "token" {
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			return nil, nil, errors.New("token needs a subcommand: new")
+		}
+		name, rest = "token "+rest[0], rest[1:]
 	}
 	cmd := lookup(name)
 	if cmd == nil {

@@ -62,6 +62,8 @@ func parseFlags(args []string, stderr io.Writer) (server.Config, error) {
 	fs.Int64Var(&c.Storage.RetentionBytes, "retention-bytes", 0, "keep at most about this many bytes per topic (0: no limit)")
 	fs.DurationVar(&c.Storage.RetentionCheck, "retention-check", time.Minute, "how often retention runs")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.AuthFile, "auth-file", "", "file of token hashes and their rights (see docs/security.md); every request on both ports then needs a token; reread on SIGHUP")
+	fs.BoolVar(&c.HTTP.AuthMetrics, "auth-metrics", false, "with -auth-file: /metrics and /docs need an admin token too")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: haraqa [flags] VOLUME...\n\n"+
 			"Serves topics stored on the volumes (directories). Messages are written to every\n"+
@@ -120,7 +122,7 @@ func run(args []string, stderr io.Writer) int {
 }
 
 // serve runs the server until SIGINT or SIGTERM; a second signal exits at
-// once.
+// once. SIGHUP rereads the auth file.
 func serve(cfg server.Config) error {
 	srv, err := server.New(cfg)
 	if err != nil {
@@ -128,6 +130,19 @@ func serve(cfg server.Config) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
+	go func() {
+		for {
+			select {
+			case <-hups:
+				_ = srv.Reload() // logged; the old rules stay on an error
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
