@@ -18,9 +18,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/haraqa/haraqa/broker"
@@ -425,4 +428,23 @@ func (s *Server) closeLocked(ctx context.Context) error {
 	runtime.KeepAlive(s.ballast)
 	s.ballast = nil
 	return errors.Join(errs...)
+}
+
+// ReloadOnHangup rereads the auth file (Reload) on every SIGHUP until ctx
+// ends; from its call on, SIGHUP no longer stops the process. A failed
+// reload is logged and keeps the old rules.
+func (s *Server) ReloadOnHangup(ctx context.Context) {
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hups)
+		for {
+			select {
+			case <-hups:
+				_ = s.Reload()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 }

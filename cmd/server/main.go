@@ -130,19 +130,7 @@ func serve(cfg server.Config) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	hups := make(chan os.Signal, 1)
-	signal.Notify(hups, syscall.SIGHUP)
-	defer signal.Stop(hups)
-	go func() {
-		for {
-			select {
-			case <-hups:
-				_ = srv.Reload() // logged; the old rules stay on an error
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	srv.ReloadOnHangup(ctx)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
