@@ -36,23 +36,7 @@ func TestMemoryBudget(t *testing.T) {
 	p := dialRaw(t, s.Addr)
 	p.produce("t", protocol.ProduceCreateTopic, strings.Repeat("x", msgSize))
 
-	var peak atomic.Int64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			if n := s.Broker.Stats().BufferedBytes; n > peak.Load() {
-				peak.Store(n)
-			}
-			select {
-			case <-stop:
-				return
-			default:
-				time.Sleep(100 * time.Microsecond)
-			}
-		}
-	}()
+	peak, stopSampling := sampleBuffered(s)
 
 	cs := make([]*rawConn, hogs)
 	consumedBefore := s.Broker.Stats().ConsumedBytes
@@ -89,8 +73,7 @@ func TestMemoryBudget(t *testing.T) {
 	}
 	consume := protocol.AppendConsumeRequest(nil, o.id(), "t", 0, 1, 1<<20, 0)
 	o.write(consume)
-	close(stop)
-	<-sampled
+	stopSampling()
 	st := s.Broker.Stats()
 	t.Logf("peak buffered %d KiB (budget %d KiB, slack %d KiB); %d pauses; %d KiB handed to the sockets of %d hogs asking for %d KiB",
 		peak.Load()>>10, budget>>10, slack>>10, st.BudgetPauses, (st.ConsumedBytes-consumedBefore)>>10, hogs, hogs*requests*msgSize>>10)
@@ -170,23 +153,7 @@ func TestBudgetUnreadInputBounded(t *testing.T) {
 	p := dialRaw(t, s.Addr)
 	p.produce("t", protocol.ProduceCreateTopic, strings.Repeat("x", 60<<10))
 
-	var peak atomic.Int64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			if n := s.Broker.Stats().BufferedBytes; n > peak.Load() {
-				peak.Store(n)
-			}
-			select {
-			case <-stop:
-				return
-			default:
-				time.Sleep(100 * time.Microsecond)
-			}
-		}
-	}()
+	peak, stopSampling := sampleBuffered(s)
 	var pings []byte
 	for i := range 1 << 14 {
 		pings = protocol.AppendPingRequest(pings, uint32(i+1000))
@@ -214,8 +181,7 @@ func TestBudgetUnreadInputBounded(t *testing.T) {
 			closed++ // the server closed it: the write failed
 		}
 	}
-	close(stop)
-	<-sampled
+	stopSampling()
 	st := s.Broker.Stats()
 	limit := int64(budget + budget/4 + hogs*(1<<20+256<<10))
 	t.Logf("peak buffered %d KiB (limit %d KiB); %d of %d hogs closed; %d closed as stalled", peak.Load()>>10, limit>>10, closed, hogs, st.StallClosed)
@@ -227,4 +193,28 @@ func TestBudgetUnreadInputBounded(t *testing.T) {
 	}
 	p.ping()
 	p.produce("t", 0, "after")
+}
+
+// sampleBuffered samples the broker's buffered bytes every 100 us into the
+// returned peak until the returned stop is called (which waits for the
+// sampler to end).
+func sampleBuffered(s *brokertest.Server) (peak *atomic.Int64, stop func()) {
+	peak = new(atomic.Int64)
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if n := s.Broker.Stats().BufferedBytes; n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-done:
+				return
+			default:
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}()
+	return peak, func() { close(done); <-sampled }
 }
