@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -59,6 +60,12 @@ type Config struct {
 	// read. Checked every IdleTimeout/4, so a connection is closed between
 	// IdleTimeout and 1.25 IdleTimeout after its last bytes.
 	IdleTimeout time.Duration
+	// TLS, when set, makes the binary port speak TLS only, with this
+	// configuration (certificates, client authentication): a connection's
+	// handshake runs on a goroutine of its own, within 10 s and counted
+	// against MaxConns, then the connection is served through a socket
+	// pair (see docs/security.md, "TLS"). Default nil: plaintext.
+	TLS *tls.Config
 	// EventLoops is the number of gnet event loops (default 0: one per CPU).
 	EventLoops int
 	// Logger receives connection and request errors (default slog.Default()).

@@ -25,6 +25,7 @@ type Stats struct {
 	BufferedBytes   int64 // bytes buffered for all connections now (Config.MaxBufferedBytes)
 	BudgetPauses    int64 // times a connection stopped being read for the memory budget
 	IdleClosed      int64 // connections closed for idleness (Config.IdleTimeout)
+	TLSErrors       int64 // TLS handshakes that failed (Config.TLS)
 }
 
 type counters struct {
@@ -34,6 +35,7 @@ type counters struct {
 	acceptErrors, refusedConns, stallClosed      atomic.Int64
 	buffered, budgetPauses, idleClosed           atomic.Int64
 	pending                                      atomic.Int64 // responses owed
+	tlsErrors                                    atomic.Int64
 }
 
 // Stats returns the counters.
@@ -56,6 +58,7 @@ func (b *Broker) Stats() Stats {
 		BufferedBytes:   s.buffered.Load(),
 		BudgetPauses:    s.budgetPauses.Load(),
 		IdleClosed:      s.idleClosed.Load(),
+		TLSErrors:       s.tlsErrors.Load(),
 	}
 }
 
