@@ -62,6 +62,9 @@ func parseFlags(args []string, stderr io.Writer) (server.Config, error) {
 	fs.Int64Var(&c.Storage.RetentionBytes, "retention-bytes", 0, "keep at most about this many bytes per topic (0: no limit)")
 	fs.DurationVar(&c.Storage.RetentionCheck, "retention-check", time.Minute, "how often retention runs")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.TLSCertFile, "tls-cert", "", "PEM certificate (chain) file: both ports speak TLS only; reloaded on SIGHUP and when the file changes")
+	fs.StringVar(&c.TLSKeyFile, "tls-key", "", "PEM private key file of -tls-cert")
+	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca", "", "PEM file of the CAs whose client certificates both ports then require (mutual TLS)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: haraqa [flags] VOLUME...\n\n"+
 			"Serves topics stored on the volumes (directories). Messages are written to every\n"+
@@ -120,12 +123,20 @@ func run(args []string, stderr io.Writer) int {
 }
 
 // serve runs the server until SIGINT or SIGTERM; a second signal exits at
-// once.
+// once. SIGHUP reloads the TLS files.
 func serve(cfg server.Config) error {
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
 	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			reload(cfg.Logger, srv)
+		}
+	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 2)
@@ -140,4 +151,15 @@ func serve(cfg server.Config) error {
 		os.Exit(1)
 	}()
 	return srv.Run(ctx, shutdownTimeout)
+}
+
+// reload reloads what SIGHUP reloads. A failure keeps what was in force.
+func reload(log *slog.Logger, srv *server.Server) {
+	if srv.Config().TLSCertFile == "" {
+		log.Info("SIGHUP: nothing to reload")
+		return
+	}
+	if err := srv.ReloadTLS(); err != nil {
+		log.Error("SIGHUP: TLS reload failed; keeping the previous certificate", "err", err)
+	}
 }
