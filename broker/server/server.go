@@ -245,7 +245,9 @@ func (s *Server) Start() (err error) {
 	s.log.Info("volumes open", "volumes", strings.Join(s.cfg.Storage.Volumes, ","),
 		"topics", len(s.store.ListTopics("")), "repairs", st.Repairs, "took", time.Since(begun).Round(time.Millisecond))
 	bc := s.run.Broker
-	bc.TLS = s.tls
+	if s.tls != nil {
+		bc.TLS = s.tls // else Broker.TLS as given
+	}
 	if s.broker, err = broker.New(s.store, bc); err != nil {
 		return err
 	}
