@@ -38,7 +38,7 @@ var helpCmd = &command{
 func printHelp(w io.Writer) {
 	fmt.Fprint(w, `hrqa is the command-line client of haraqa.
 
-usage: hrqa [-addr HOST:PORT] COMMAND [ARGUMENTS] [FLAGS]
+usage: hrqa [-addr HOST:PORT] [-tls | -tls-ca FILE] COMMAND [ARGUMENTS] [FLAGS]
 
 commands:
 `)
@@ -49,6 +49,8 @@ commands:
 	tw.Flush()
 	fmt.Fprint(w, `
 The server's address is -addr, else $HARAQA_ADDR, else `+defaultAddr+`.
+For a server with TLS: -tls (system roots) or -tls-ca FILE, and -tls-cert FILE
+-tls-key FILE if it asks for a client certificate (or $HARAQA_TLS_CA etc.).
 Flags may come before or after the arguments.
 Exit status: 0 on success, 1 on a failure, 2 on a usage error.
 

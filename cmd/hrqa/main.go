@@ -17,6 +17,10 @@
 //	help [COMMAND]                       show the help of hrqa or of a command
 //
 // The server's address is -addr, else $HARAQA_ADDR, else 127.0.0.1:14353.
+// A server started with -tls-cert speaks TLS only: give -tls (the system's
+// roots) or -tls-ca FILE, and -tls-cert FILE -tls-key FILE when it asks
+// for a client certificate; $HARAQA_TLS, $HARAQA_TLS_CA, $HARAQA_TLS_CERT,
+// $HARAQA_TLS_KEY and $HARAQA_TLS_SERVER_NAME are their defaults.
 // Flags may come before or after the arguments; "hrqa COMMAND -h" shows a
 // command's flags and examples.
 //
@@ -71,6 +75,7 @@ func main() {
 		os.Exit(exitInterrupted)
 	}()
 	e := &env{stdin: os.Stdin, stdout: output{os.Stdout}, stderr: os.Stderr, addr: os.Getenv("HARAQA_ADDR")}
+	e.tls.fromEnv(os.Getenv)
 	os.Exit(run(ctx, e, os.Args[1:]))
 }
 
@@ -79,6 +84,7 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	addr           string // server address, from -addr or $HARAQA_ADDR
+	tls            tlsFlags
 }
 
 // output is the standard output. It marks its write errors as
@@ -102,11 +108,15 @@ func (e *outputError) Unwrap() error { return e.err }
 
 // dial connects to the server at e.addr.
 func (e *env) dial(ctx context.Context) (*client.Client, error) {
+	opts, err := e.tls.options()
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	return client.Dial(ctx, e.addr,
+	return client.Dial(ctx, e.addr, append(opts,
 		client.WithDialTimeout(dialTimeout),
-		client.WithRetries(2, 100*time.Millisecond))
+		client.WithRetries(2, 100*time.Millisecond))...)
 }
 
 // command is one hrqa command.
@@ -123,10 +133,12 @@ type command struct {
 
 type action func(ctx context.Context, e *env, args []string) error
 
-// flagSet returns the command's flags, -addr included, and its action.
+// flagSet returns the command's flags, -addr and the TLS flags included,
+// and its action.
 func (c *command) flagSet() (*flag.FlagSet, action) {
 	fs := flag.NewFlagSet("hrqa "+c.name, flag.ContinueOnError)
 	fs.String("addr", "", "server address, HOST:PORT (default $HARAQA_ADDR, else "+defaultAddr+")")
+	registerTLS(fs)
 	return fs, c.setup(fs)
 }
 
@@ -178,6 +190,7 @@ func run(ctx context.Context, e *env, args []string) int {
 		if addr := fs.Lookup("addr").Value.String(); addr != "" {
 			e.addr = addr
 		}
+		e.tls.apply(fs)
 		err = act(ctx, e, pos)
 	}
 	var ue *usageError
@@ -201,27 +214,40 @@ func run(ctx context.Context, e *env, args []string) int {
 	return exitFailure
 }
 
-// findCommand reads the flags before the command (only -addr and -h) and
-// the command's name, and returns the command and the arguments after it.
+// findCommand reads the flags before the command (-addr, the TLS flags
+// and -h) and the command's name, and returns the command and the
+// arguments after it.
 func findCommand(e *env, args []string) (*command, []string, error) {
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
 		name, value, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		isTLS, takesValue := isTLSFlag(name)
 		switch {
 		case name == "h" || name == "help":
 			return nil, nil, flag.ErrHelp
-		case name != "addr":
+		case name != "addr" && !isTLS:
 			return nil, nil, fmt.Errorf("unknown flag %s before the command", args[0])
+		case isTLS && !takesValue: // -tls, -tls=false
+			if !hasValue {
+				value = "true"
+			}
+			e.tls.set(name, value)
+			args = args[1:]
+			continue
 		case hasValue:
 			args = args[1:]
 		case len(args) < 2:
-			return nil, nil, errors.New("flag -addr needs a value")
+			return nil, nil, fmt.Errorf("flag -%s needs a value", name)
 		default:
 			value, args = args[1], args[2:]
 		}
 		if value == "" {
-			return nil, nil, errors.New("flag -addr needs a value")
+			return nil, nil, fmt.Errorf("flag -%s needs a value", name)
 		}
-		e.addr = value
+		if isTLS {
+			e.tls.set(name, value)
+		} else {
+			e.addr = value
+		}
 	}
 	if len(args) == 0 {
 		return nil, nil, errors.New("no command given")
