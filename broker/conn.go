@@ -37,8 +37,8 @@ type connState struct {
 	inboundLeft int          // unread input at the end of the last callback
 	lastRecv    atomic.Int64 // Unix nanoseconds of the last bytes received (idle.go)
 
-	grant *auth.Grant // the rights of its last successful hello (Config.Auth); loop-owned
-	remote net.Addr // a TLS client's TCP address (tls.go); nil: c.RemoteAddr()
+	grant  *auth.Grant // the rights of its last successful hello (Config.Auth); loop-owned
+	remote net.Addr    // a TLS client's TCP address (tls.go); nil: c.RemoteAddr()
 
 	w worker // shared with the connection's goroutine
 }

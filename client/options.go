@@ -20,8 +20,8 @@ type options struct {
 	maxBatchBytes  int
 	maxResponse    int // 0: responseLimit's default
 	idleTimeout    time.Duration
-	token          string // sent in a hello on each new connection; "" none
-	name           string // the client's name in the hello
+	token          string      // sent in a hello on each new connection; "" none
+	name           string      // the client's name in the hello
 	tls            *tls.Config // nil: plaintext
 }
 
