@@ -39,6 +39,7 @@ type connState struct {
 
 	grant  *auth.Grant // the rights of its last successful hello (Config.Auth); loop-owned
 	remote net.Addr    // a TLS client's TCP address (tls.go); nil: c.RemoteAddr()
+	tls    *tlsOut     // a TLS connection's consumes, sent by its pump (tlsout.go); nil: plaintext
 
 	w worker // shared with the connection's goroutine
 }
@@ -55,7 +56,7 @@ func (b *Broker) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	cs := &connState{}
 	if p, ok := c.Context().(*peer); ok {
-		cs.remote = p.remote
+		cs.remote, cs.tls = p.remote, p.out
 	}
 	cs.w.b, cs.w.conn = b, c
 	c.SetContext(cs)
@@ -119,7 +120,7 @@ func (b *Broker) OnTraffic(c gnet.Conn) gnet.Action {
 			return b.closeIdle(c)
 		}
 	}
-	if !cs.stalledSince.IsZero() && c.OutboundBuffered()+len(cs.out) <= b.cfg.MaxOutboundBytes {
+	if !cs.stalledSince.IsZero() && cs.outbound(c) <= b.cfg.MaxOutboundBytes {
 		cs.stalledSince = time.Time{} // drained
 	}
 	b.advance(c, cs)
@@ -224,7 +225,7 @@ func (b *Broker) backedUp(c gnet.Conn, cs *connState) bool {
 	if len(cs.slots) >= b.cfg.MaxPending {
 		return true // slot completions wake the connection
 	}
-	if c.OutboundBuffered()+len(cs.out) > b.cfg.MaxOutboundBytes {
+	if cs.outbound(c) > b.cfg.MaxOutboundBytes {
 		b.stall(c, cs)
 		return true
 	}
@@ -244,6 +245,8 @@ func (b *Broker) flush(c gnet.Conn, cs *connState) {
 	if len(cs.out) > 0 {
 		if _, err := c.Write(cs.out); err != nil {
 			cs.fatal = err
+		} else {
+			cs.wrote(len(cs.out))
 		}
 	}
 	if cap(cs.out) > maxKeptOut {
