@@ -45,6 +45,7 @@ type Broker struct {
 	tlsLog     rateLog        // of failed TLS handshakes
 
 	stalledMu sync.Mutex
+	enrollMu  sync.Mutex               // serializes Engine.Register (accept.go)
 	stalled   map[gnet.Conn]time.Time  // connections waiting for their output to drain, since when
 	draining  map[gnet.Conn]*connState // connections with unsent output at their last count (budget.go)
 
