@@ -48,7 +48,9 @@ func parseFlags(args []string, stderr io.Writer) (server.Config, error) {
 	fs.BoolVar(&c.HTTP.Pprof, "pprof", false, "serve Go runtime profiles at /debug/pprof/ on the HTTP port")
 	fs.IntVar(&c.Storage.Entries, "entries", 5000, "messages per segment file before a new one starts")
 	fs.IntVar(&c.Broker.DefaultLimit, "limit", -1, "default consume limit in messages; -1: no limit beyond the byte bound")
-	fs.Int64Var(&c.Ballast, "ballast", 1<<30, "GC ballast in bytes (address space only; 0 to disable)")
+	fs.Int64Var(&c.Ballast, "ballast", 0, "GC ballast in bytes (address space only, but counted toward -memory-limit; 0 to disable)")
+	c.MemoryLimit = -1
+	fs.Int64Var(&c.MemoryLimit, "memory-limit", c.MemoryLimit, "the Go runtime's soft memory limit in bytes (as GOMEMLIMIT); -1: -max-buffered-bytes and a quarter plus 128 MiB, unless GOMEMLIMIT is set; 0: the runtime's own")
 	fs.TextVar(&c.Storage.Fsync, "fsync", c.Storage.Fsync, "when to fsync: always (before every ack, group-committed), interval, never")
 	fs.DurationVar(&c.Storage.FsyncInterval, "fsync-interval", time.Second, "fsync period with -fsync interval")
 	fs.IntVar(&c.Broker.MaxFrameSize, "max-frame", c.Broker.MaxFrameSize, "largest request frame in bytes")
