@@ -102,7 +102,11 @@
 //
 // Append validates the batch (header, CRC, and the message count: for a
 // compressed body after decoding it, into at most MaxBatchBytes), then
-// queues it. One appender at a time leads: it commits
+// queues it. The validations of all appends in flight decode into at most
+// MaxDecodeBytes together (default MaxBatchBytes): a compressed append
+// waits until the decoded size its batch declares fits (Stats.DecodeWaits
+// counts those that waited), so the memory many producers' compressed
+// batches take to check does not grow with their number. One appender at a time leads: it commits
 // everything queued (one pwritev(2) per volume in volume order and, with
 // FsyncAlways, one fsync per volume, the volumes in parallel), makes the
 // batches visible to readers, wakes the appenders whose batches it

@@ -31,6 +31,9 @@ type Stats struct {
 	WriteFiles int
 	// MaxOpenFiles is the budget both share (Options.MaxOpenFiles).
 	MaxOpenFiles int
+	// DecodeWaits counts appends of compressed batches that waited for
+	// Options.MaxDecodeBytes before their batch was checked.
+	DecodeWaits int64
 }
 
 type statsCounters struct {
@@ -51,6 +54,7 @@ func (s *Store) Stats() Stats {
 		OpenFiles:        s.cache.open(),
 		WriteFiles:       s.files.writeFiles(),
 		MaxOpenFiles:     int(s.files.max),
+		DecodeWaits:      s.decode.waits.Load(),
 	}
 }
 
