@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"regexp"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -69,6 +70,10 @@ func (f *filters) keep(expr string, names []string) ([]string, error) {
 		if re.MatchString(n) {
 			kept = append(kept, n)
 		}
+		// Yield between names: the scheduler would otherwise let a long
+		// filter hold its processor for up to 10 ms, while an event loop
+		// waits for one.
+		runtime.Gosched()
 	}
 	return kept, nil
 }
