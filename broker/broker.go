@@ -53,6 +53,8 @@ type Broker struct {
 	live      map[gnet.Conn]*connState // open connections, for the idle sweep (idle.go)
 	nextSweep time.Time                // of the idle sweep; tick goroutine only
 
+	filters *filters // list-topics regexes (filter.go)
+
 	stats counters
 }
 
@@ -77,6 +79,7 @@ func New(store *storage.Store, cfg Config) (*Broker, error) {
 		stalled:    make(map[gnet.Conn]time.Time),
 		draining:   make(map[gnet.Conn]*connState),
 		live:       make(map[gnet.Conn]*connState),
+		filters:    newFilters(cfg.FilterWorkers),
 	}, nil
 }
 

@@ -219,17 +219,9 @@ func (b *Broker) runJob(dst []byte, j *job) []byte {
 			names = j.grant.Filter(names)
 		}
 		if j.regex != "" {
-			re, rerr := protocol.CompileTopicFilter(j.regex)
-			if rerr != nil {
-				return b.appendError(dst, j.op, j.corrID, rerr)
+			if names, err = b.filters.keep(j.regex, names); err != nil {
+				return b.appendError(dst, j.op, j.corrID, err)
 			}
-			kept := names[:0]
-			for _, n := range names {
-				if re.MatchString(n) {
-					kept = append(kept, n)
-				}
-			}
-			names = kept
 		}
 		return protocol.AppendListTopicsResponse(dst, j.corrID, names)
 	case protocol.OpTruncate:

@@ -44,8 +44,9 @@ type Store struct {
 	stop            chan struct{}
 	wg              sync.WaitGroup
 
-	space       space    // free space against Options.MinFreeBytes
-	resourceLog everyFew // appends refused for space or descriptors
+	decode      *decodeBudget // bytes validation decodes into at once (decode.go)
+	space       space         // free space against Options.MinFreeBytes
+	resourceLog everyFew      // appends refused for space or descriptors
 }
 
 // TopicInfo describes a topic.
@@ -80,6 +81,7 @@ func Open(opts Options) (*Store, error) {
 		stop:   make(chan struct{}),
 	}
 	s.files = newFileBudget(opts.MaxOpenFiles)
+	s.decode = newDecodeBudget(opts.MaxDecodeBytes)
 	s.cache = newFileCache(s.fs, opts.Cache, opts.MaxOpenFiles, s.files)
 	if err := s.lockVolumes(); err != nil {
 		s.unlockVolumes()
@@ -541,12 +543,16 @@ func (s *Store) validate(name string, batch []byte) (int, error) {
 		// that a body that does not hold what its header claims is refused
 		// here rather than failing every consumer. It may decode to at most
 		// MaxBatchBytes, what an uncompressed batch may hold.
+		// Validations decode into at most MaxDecodeBytes together: each
+		// waits for the size its batch declares.
+		held := s.decode.acquire(int64(bt.RawSize))
 		p := decodeScratch.Get().(*[]byte)
 		*p, err = bt.ValidateBody(s.opts.MaxBatchBytes, *p)
 		if cap(*p) > maxKeptScratch {
 			*p = nil
 		}
 		decodeScratch.Put(p)
+		s.decode.release(held)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
