@@ -72,6 +72,8 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 		}
 	case protocol.OpTruncate:
 		jb, err = b.truncateJob(h, payload)
+	case protocol.OpOffsetAt:
+		jb, err = b.offsetAtJob(h, payload)
 	case protocol.OpProduce:
 		jb, err = b.produceJob(h, payload)
 	}
@@ -109,8 +111,8 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 // page-cache work.
 func (b *Broker) offLoop(j *job) bool {
 	switch j.op {
-	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate:
-		return true
+	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpOffsetAt:
+		return true // offset at: a binary search that reads batch headers from the disk
 	case protocol.OpListTopics:
 		return j.regex != "" // compiling and matching: CPU no event loop may spend
 	case protocol.OpProduce:
@@ -166,6 +168,14 @@ func (b *Broker) truncateJob(h protocol.RequestHeader, payload []byte) (*job, er
 		return nil, err
 	}
 	return &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic), by: req.By, before: req.Before}, nil
+}
+
+func (b *Broker) offsetAtJob(h protocol.RequestHeader, payload []byte) (*job, error) {
+	req, err := protocol.ParseOffsetAtRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	return &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic), before: req.Time}, nil
 }
 
 func (b *Broker) produceJob(h protocol.RequestHeader, payload []byte) (*job, error) {
@@ -228,6 +238,11 @@ func (b *Broker) runJob(dst []byte, j *job) []byte {
 		var oldest int64
 		if oldest, err = b.truncate(j); err == nil {
 			return protocol.AppendTruncateResponse(dst, j.corrID, oldest)
+		}
+	case protocol.OpOffsetAt:
+		var off int64
+		if off, err = b.store.OffsetAt(j.topic, time.Unix(0, j.before)); err == nil {
+			return protocol.AppendOffsetAtResponse(dst, j.corrID, off)
 		}
 	}
 	if err != nil {

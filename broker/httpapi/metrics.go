@@ -18,7 +18,7 @@ import (
 // nothing for those.
 type metrics struct {
 	handler  http.Handler
-	requests [protocol.OpTruncate + 1][2]prometheus.Observer // by op, then waited
+	requests [256][2]prometheus.Observer // by op (nil: not an op), then waited
 	http     *prometheus.HistogramVec
 	fsync    prometheus.Histogram
 }
@@ -46,7 +46,7 @@ func newMetrics(a *API) *metrics {
 			Buckets: latencyBuckets,
 		}),
 	}
-	for op := protocol.OpPing; op <= protocol.OpTruncate; op++ {
+	for op := protocol.OpPing; op.Valid(); op++ {
 		m.requests[op][0] = req.WithLabelValues(op.String())
 		m.requests[op][1] = m.requests[op][0]
 	}
@@ -62,7 +62,7 @@ func newMetrics(a *API) *metrics {
 }
 
 func (m *metrics) observeRequest(op protocol.Op, waited bool, took time.Duration) {
-	if op < protocol.OpPing || int(op) >= len(m.requests) {
+	if !op.Valid() {
 		return // a frame with an unknown op, answered with an error
 	}
 	w := 0

@@ -328,13 +328,33 @@ func param(r *http.Request, key, header string) string {
 	return r.Header.Get(header)
 }
 
-// GET /topics/{topic}?id=OFFSET&limit=N&wait=D
+// GET /topics/{topic}?id=OFFSET&limit=N&wait=D, or ?time=RFC3339 instead
+// of id: from the first message appended at or after that time.
 func (a *API) consume(w http.ResponseWriter, r *http.Request, s *storage.Store, name string) {
 	var err error
 	var id int64
-	if v := param(r, "id", "X-Id"); v != "" {
-		if id, err = strconv.ParseInt(v, 10, 64); err != nil {
-			a.fail(w, badRequest("id must be an offset, got %q", v))
+	idParam := param(r, "id", "X-Id")
+	if idParam != "" {
+		if id, err = strconv.ParseInt(idParam, 10, 64); err != nil {
+			a.fail(w, badRequest("id must be an offset, got %q", idParam))
+			return
+		}
+	}
+	if v := r.URL.Query().Get("time"); v != "" {
+		t, terr := time.Parse(time.RFC3339Nano, v)
+		switch {
+		case idParam != "":
+			a.fail(w, badRequest("give id or time, not both"))
+			return
+		case terr != nil:
+			a.fail(w, badRequest("time must be an RFC 3339 time such as 2026-12-01T09:00:00Z, got %q", v))
+			return
+		case t.Before(minTime) || t.After(maxTime):
+			a.fail(w, badRequest("time %q is out of range: times from %s to %s can be stored", v, minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339)))
+			return
+		}
+		if id, err = s.OffsetAt(name, t); err != nil {
+			a.fail(w, err)
 			return
 		}
 	}

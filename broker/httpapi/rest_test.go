@@ -405,3 +405,29 @@ func TestRESTDecodedBytesBounded(t *testing.T) {
 		t.Fatalf("last message: %d bytes", len(r.body))
 	}
 }
+
+// TestRESTConsumeFromTime: GET /topics/{t}?time=RFC3339 reads from the
+// first message appended at or after that time.
+func TestRESTConsumeFromTime(t *testing.T) {
+	s := startREST(t, httpapi.DefaultConfig())
+	u := s.url + "/topics/tm"
+	do(t, "PUT", u, "").want(t, "create", 201)
+	do(t, "POST", u, "old", "X-Sizes", "3").want(t, "produce old", 200)
+	mid := time.Now()
+	do(t, "POST", u, "new", "X-Sizes", "3").want(t, "produce new", 200)
+
+	r := do(t, "GET", u+"?time="+mid.UTC().Format(time.RFC3339Nano), "").want(t, "consume from mid", 200)
+	if r.body != "new" || r.h.Get("X-Id") != "1" {
+		t.Fatalf("consume from the time between the batches: %q X-Id %q, want new at 1", r.body, r.h.Get("X-Id"))
+	}
+	if r := do(t, "GET", u+"?time=2000-01-01T00:00:00Z", "").want(t, "consume from 2000", 200); r.body != "oldnew" {
+		t.Fatalf("consume from before the oldest: %q", r.body)
+	}
+	if r := do(t, "GET", u+"?time="+mid.Add(time.Hour).UTC().Format(time.RFC3339), "").want(t, "consume from later", 204); r.h.Get("X-Id") != "2" {
+		t.Fatalf("consume from after the newest: X-Id %q, want 2", r.h.Get("X-Id"))
+	}
+	do(t, "GET", u+"?time=yesterday", "").want(t, "a bad time", 400)
+	do(t, "GET", u+"?time=1600-01-01T00:00:00Z", "").want(t, "a time out of range", 400)
+	do(t, "GET", u+"?time=2000-01-01T00:00:00Z&id=0", "").want(t, "time and id", 400)
+	do(t, "GET", s.url+"/topics/missing?time=2000-01-01T00:00:00Z", "").want(t, "a missing topic", 404)
+}
