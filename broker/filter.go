@@ -78,6 +78,17 @@ func (f *filters) keep(expr string, names []string) ([]string, error) {
 	return kept, nil
 }
 
+// FilterTopics returns the names that match the list-topics regex expr,
+// reusing names' array. It runs on the broker's filter workers, with the
+// same bound (Config.FilterWorkers, and a queue past which the error has
+// CodeLimitReached) and the same cache of compiled patterns as the binary
+// port's list topics: the HTTP port's lists use it too. An invalid pattern
+// is protocol.ErrInvalidArgument. It blocks: never call it on an event
+// loop.
+func (b *Broker) FilterTopics(expr string, names []string) ([]string, error) {
+	return b.filters.keep(expr, names)
+}
+
 // compile returns expr's filter from the cache, compiling it on a miss;
 // a pattern refused is remembered too. When the cache is full an
 // arbitrary entry makes room. Runs on a filter worker.

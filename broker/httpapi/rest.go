@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +22,9 @@ import (
 var (
 	// ErrBadRequest: a parameter or header is missing or malformed.
 	ErrBadRequest = errors.New("httpapi: bad request")
+	// ErrBusy: a bounded shared resource (the filter workers of list
+	// topics' regexes) is fully taken; retry later.
+	ErrBusy = errors.New("httpapi: server busy")
 	// ErrNotReady: the volumes are still being recovered.
 	ErrNotReady = errors.New("httpapi: server is starting: volumes are being recovered")
 	// ErrTooLarge: a request body is over Config.MaxBodyBytes.
@@ -112,7 +114,7 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 		status, msg = http.StatusUnauthorized, err.Error()
 	case errors.Is(err, ErrForbidden):
 		status, msg = http.StatusForbidden, err.Error()
-	case errors.Is(err, ErrAuthLimited):
+	case errors.Is(err, ErrAuthLimited), errors.Is(err, ErrBusy):
 		status, msg = http.StatusTooManyRequests, err.Error()
 	default:
 		a.cfg.Logger.Error("http request failed", "err", err)
@@ -145,31 +147,30 @@ func (a *API) listTopics(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s := a.store(w)
-	if s == nil {
+	st := a.state.Load()
+	if st == nil {
+		a.fail(w, ErrNotReady)
 		return
 	}
 	q := r.URL.Query()
-	var re *regexp.Regexp
-	if expr := q.Get("regex"); expr != "" {
-		var err error
-		if re, err = protocol.CompileTopicFilter(expr); err != nil {
-			a.fail(w, badRequest("%s", strings.TrimPrefix(err.Error(), protocol.ErrInvalidArgument.Error()+": ")))
-			return
-		}
-	}
-	names := s.ListTopics(q.Get("prefix"))
+	names := st.store.ListTopics(q.Get("prefix"))
 	if a.cfg.Auth != nil {
 		names = grant.Filter(names)
 	}
-	if re != nil {
-		kept := names[:0]
-		for _, n := range names {
-			if re.MatchString(n) {
-				kept = append(kept, n)
+	if expr := q.Get("regex"); expr != "" {
+		// On the broker's filter workers: bounded, compiled once.
+		var err error
+		if names, err = st.broker.FilterTopics(expr, names); err != nil {
+			var pe *protocol.Error
+			switch {
+			case errors.Is(err, protocol.ErrInvalidArgument):
+				err = badRequest("%s", strings.TrimPrefix(err.Error(), protocol.ErrInvalidArgument.Error()+": "))
+			case errors.As(err, &pe) && pe.Code == protocol.CodeLimitReached:
+				err = fmt.Errorf("%w: %s", ErrBusy, pe.Message)
 			}
+			a.fail(w, err)
+			return
 		}
-		names = kept
 	}
 	if strings.Contains(r.Header.Get("Accept"), "application/json") {
 		writeJSON(w, http.StatusOK, struct {

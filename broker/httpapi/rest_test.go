@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -430,4 +431,57 @@ func TestRESTConsumeFromTime(t *testing.T) {
 	do(t, "GET", u+"?time=1600-01-01T00:00:00Z", "").want(t, "a time out of range", 400)
 	do(t, "GET", u+"?time=2000-01-01T00:00:00Z&id=0", "").want(t, "time and id", 400)
 	do(t, "GET", s.url+"/topics/missing?time=2000-01-01T00:00:00Z", "").want(t, "a missing topic", 404)
+}
+
+// TestRESTRegexOnFilterWorkers: the HTTP port's list-topics regexes run on
+// the broker's filter workers, under their bound: with one worker, a burst
+// of costly filters is partly refused with 429 naming FilterWorkers, the
+// rest answered, none failing otherwise.
+func TestRESTRegexOnFilterWorkers(t *testing.T) {
+	const requests = 200
+	s := startREST(t, httpapi.DefaultConfig(), func(_ *storage.Options, c *broker.Config) { c.FilterWorkers = 1 })
+	for i := range 2 {
+		do(t, "PUT", s.url+"/topics/"+string(rune('b'+i))+strings.Repeat("a", 20), "").want(t, "create", 201)
+	}
+	u := s.url + "/topics?regex=" + url.QueryEscape("(?:a?){1000}z") // slow to match names of a's
+	tr := &http.Transport{MaxConnsPerHost: requests, MaxIdleConnsPerHost: requests}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	for range requests {
+		wg.Go(func() {
+			resp, err := hc.Get(u)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			codes[resp.StatusCode]++
+			switch resp.StatusCode {
+			case 200:
+				if len(b) != 0 {
+					t.Errorf("list answered %q, want no names", b)
+				}
+			case 429:
+				if !strings.Contains(string(b), "FilterWorkers") {
+					t.Errorf("refusal %q does not name FilterWorkers", b)
+				}
+			default:
+				t.Errorf("list: %d %q", resp.StatusCode, b)
+			}
+		})
+	}
+	wg.Wait()
+	if codes[200] == 0 || codes[429] == 0 {
+		t.Fatalf("answers by status %v: want some 200 and some 429 (one worker, 64 waiting at most)", codes)
+	}
+	t.Logf("answers by status %v", codes)
+	if r := do(t, "GET", s.url+"/topics?regex=^c", "").want(t, "list after the burst", 200); r.body != "c"+strings.Repeat("a", 20)+"\n" {
+		t.Fatalf("list after the burst: %q", r.body)
+	}
 }
