@@ -77,8 +77,8 @@
 //
 // Payload field types: int32, uint32, int64 as in the header (little-endian);
 // a string is a uint16 byte count followed by that many bytes (no
-// terminator). A topic name is 1-255 bytes of [A-Za-z0-9._-] and neither
-// "." nor ".." (ValidTopic).
+// terminator). A topic name is 1-255 bytes of [A-Za-z0-9._:@-] and neither
+// "." nor ".." (ValidTopic). Names are case-sensitive.
 //
 // # Versions, correlation, errors
 //

@@ -67,8 +67,8 @@ var (
 	errNameCount       = wrap(ErrMalformed, "topic count does not fit the payload")
 
 	errTopicLength = wrap(ErrInvalidTopic, "must be 1 to 255 bytes")
-	errTopicDots   = wrap(ErrInvalidTopic, `must not be "." or ".."`)
-	errTopicByte   = wrap(ErrInvalidTopic, "only A-Z, a-z, 0-9, '.', '_' and '-' are allowed")
+	errTopicDots   = wrap(ErrInvalidTopic, `must not be "." or "..", which name directories`)
+	errTopicByte   = wrap(ErrInvalidTopic, "only A-Z, a-z, 0-9, '.', '_', '-', ':' and '@' are allowed")
 	errLongRegex   = wrap(ErrInvalidArgument, "regex is longer than 4096 bytes")
 	errLongName    = wrap(ErrInvalidArgument, "hello: client name is longer than 255 bytes")
 	errLongToken   = wrap(ErrInvalidArgument, "hello: token is longer than 1024 bytes")

@@ -526,7 +526,7 @@ func TestTruncateRequestMode(t *testing.T) {
 }
 
 func TestValidTopic(t *testing.T) {
-	good := []string{"a", "A", "0", "orders", "my.topic_v2-x", "...", ".a", "a..", strings.Repeat("x", MaxTopicLen)}
+	good := []string{"a", "A", "0", "orders", "my.topic_v2-x", "...", ".a", "a..", "a:b", "chat:bob@example.com:alice@example.com", strings.Repeat("x", MaxTopicLen)}
 	for _, name := range good {
 		if err := ValidTopic(name); err != nil {
 			t.Errorf("ValidTopic(%q) = %v", name, err)
@@ -535,14 +535,14 @@ func TestValidTopic(t *testing.T) {
 			t.Errorf("validTopic([]byte(%q)) = %v", name, err)
 		}
 	}
-	bad := []string{"", ".", "..", "a/b", "/", "a b", "a\x00", "é", "a:b", "a\\b", "*", strings.Repeat("x", MaxTopicLen+1)}
+	bad := []string{"", ".", "..", "a/b", "/", "a b", "a\x00", "é", "a\\b", "a\nb", "a\x7f", "*", strings.Repeat("x", MaxTopicLen+1)}
 	for _, name := range bad {
 		if err := ValidTopic(name); !errors.Is(err, ErrInvalidTopic) {
 			t.Errorf("ValidTopic(%q) = %v, want ErrInvalidTopic", name, err)
 		}
 	}
 	for c := 0; c < 256; c++ {
-		want := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		want := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == ':' || c == '@'
 		if got := ValidTopic(string([]byte{'x', byte(c)})) == nil; got != want {
 			t.Errorf("byte %#x: valid %v, want %v", c, got, want)
 		}

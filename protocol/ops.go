@@ -59,7 +59,7 @@ var topicByte = func() (t [256]bool) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] = true
 	}
-	t['.'], t['_'], t['-'] = true, true, true
+	t['.'], t['_'], t['-'], t[':'], t['@'] = true, true, true, true, true
 	return t
 }()
 

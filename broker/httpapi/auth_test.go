@@ -111,7 +111,7 @@ func TestAuthHTTPRights(t *testing.T) {
 		}
 	}
 	r, b := doAuth(t, "GET", u+"/topics", tokC, "")
-	if r.StatusCode != 200 || b != "orders.eu\n" {
+	if r.StatusCode != 200 || b != "orders.eu" {
 		t.Errorf("list with a consume token on orders.*: %d %q", r.StatusCode, b)
 	}
 }

@@ -124,13 +124,21 @@ func New(cfg Config) *API {
 	}
 
 	a.route("GET /topics", a.listTopics)
-	a.route("PUT /topics/{topic}", a.onTopic(auth.Admin, a.topicAction((*storage.Store).CreateTopic, http.StatusCreated)))
-	a.route("DELETE /topics/{topic}", a.onTopic(auth.Admin, a.topicAction((*storage.Store).DeleteTopic, http.StatusNoContent)))
+	a.mux.HandleFunc("GET /topics/{$}", a.listTopics) // the original client's spelling, not a route of its own
+	a.route("PUT /topics/{topic}", a.onTopic(auth.Admin, a.topicAction((*storage.Store).CreateTopic, http.StatusCreated, storage.ErrTopicExists)))
+	a.route("DELETE /topics/{topic}", a.onTopic(auth.Admin, a.topicAction((*storage.Store).DeleteTopic, http.StatusNoContent, storage.ErrTopicNotFound)))
 	a.route("GET /topics/{topic}/info", a.onTopic(auth.Any, a.topicInfo))
 	a.route("PATCH /topics/{topic}", a.onTopic(auth.Admin, a.truncate))
 	a.route("POST /topics/{topic}", a.onTopic(auth.Produce, a.produce))
 	a.route("GET /topics/{topic}", a.onTopic(auth.Consume, a.consume))
 
+	a.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		if cfg.Docs {
+			http.Redirect(w, r, "/docs/", http.StatusFound)
+			return
+		}
+		http.NotFound(w, r)
+	})
 	a.route("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -226,8 +234,15 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Access-Control-Allow-Origin", "*")
 		h.Set("Access-Control-Expose-Headers", corsExposed)
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-			h.Set("Access-Control-Allow-Methods", "GET, HEAD, PUT, POST, PATCH, DELETE, OPTIONS")
-			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Sizes, X-Id, X-Limit")
+			// Echo what the preflight asks for, as the original server does
+			// (X-Consumer-Group and whatever a client adds); the routes and
+			// tokens still decide.
+			h.Set("Access-Control-Allow-Methods", r.Header.Get("Access-Control-Request-Method"))
+			allow := "Authorization, Content-Type, X-Sizes, X-Id, X-Limit, X-Consumer-Group, X-Topics"
+			if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
+				allow = req
+			}
+			h.Set("Access-Control-Allow-Headers", allow)
 			h.Set("Access-Control-Max-Age", "600")
 			w.WriteHeader(http.StatusNoContent)
 			return

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"math"
 	"net/http"
@@ -51,7 +52,8 @@ func (a *API) store(w http.ResponseWriter) *storage.Store {
 func topicName(r *http.Request) (string, error) {
 	name := r.PathValue("topic")
 	if err := protocol.ValidTopic(name); err != nil {
-		return "", fmt.Errorf("%w: %w", storage.ErrInvalidTopic, err)
+		// One "invalid topic name", then the reason.
+		return "", fmt.Errorf("%w %q: %s", storage.ErrInvalidTopic, name, strings.TrimPrefix(err.Error(), protocol.ErrInvalidTopic.Error()+": "))
 	}
 	return name, nil
 }
@@ -127,7 +129,11 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 		return r
 	}, msg)
 	h := w.Header()
-	h.Set("X-Errors", msg)
+	if s := sentinelOf(err); s != "" {
+		h.Set("X-Errors", s) // the original client's word for it; the body says more
+	} else {
+		h.Set("X-Errors", msg)
+	}
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Del("Content-Length")
@@ -172,26 +178,44 @@ func (a *API) listTopics(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if strings.Contains(r.Header.Get("Accept"), "application/json") {
+	// As the original server: CSV unless the client asks for JSON, HTML or
+	// (ours) plain text, one name a line. Names hold no comma.
+	accept := r.Header.Get("Accept")
+	var b strings.Builder
+	switch {
+	case strings.Contains(accept, "application/json"):
 		writeJSON(w, http.StatusOK, struct {
 			Topics []string `json:"topics"`
 		}{append([]string{}, names...)})
 		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	var b strings.Builder
-	for _, n := range names {
-		b.WriteString(n)
-		b.WriteByte('\n')
+	case strings.Contains(accept, "text/html"):
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		b.WriteString("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>haraqa topics</title></head><body><ul>\n")
+		for _, n := range names {
+			b.WriteString("<li>" + html.EscapeString(n) + "</li>\n")
+		}
+		b.WriteString("</ul></body></html>\n")
+	case strings.Contains(accept, "text/plain"):
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		for _, n := range names {
+			b.WriteString(n)
+			b.WriteByte('\n')
+		}
+	default:
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		b.WriteString(strings.Join(names, ","))
 	}
 	_, _ = io.WriteString(w, b.String())
 }
 
 // topicAction serves PUT /topics/{topic} (create, 201) and DELETE
 // /topics/{topic} (delete, 204): act on the named topic, answer status.
-func (a *API) topicAction(act func(*storage.Store, string) error, status int) topicHandler {
+// Both are idempotent, as the original server's: creating a topic that
+// exists is 201 again, deleting a missing one 204 (ok is the error that
+// counts as done).
+func (a *API) topicAction(act func(*storage.Store, string) error, status int, ok error) topicHandler {
 	return func(w http.ResponseWriter, _ *http.Request, s *storage.Store, name string) {
-		if err := act(s, name); err != nil {
+		if err := act(s, name); err != nil && !errors.Is(err, ok) {
 			a.fail(w, err)
 			return
 		}
@@ -205,6 +229,9 @@ type topicInfo struct {
 	Next     int64  `json:"next"`
 	Bytes    int64  `json:"bytes"`
 	Segments int    `json:"segments"`
+	// The original server's names for oldest and next, which its client reads.
+	MinOffset int64 `json:"minOffset"`
+	MaxOffset int64 `json:"maxOffset"`
 }
 
 // GET /topics/{topic}/info
@@ -222,7 +249,7 @@ func (a *API) writeInfo(w http.ResponseWriter, s *storage.Store, name string, er
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, topicInfo{name, info.Oldest, info.Next, info.Bytes, info.Segments})
+	writeJSON(w, http.StatusOK, topicInfo{name, info.Oldest, info.Next, info.Bytes, info.Segments, info.Oldest, info.Next})
 }
 
 // minTime and maxTime bound the times a message can carry: its append
@@ -232,10 +259,30 @@ var (
 	maxTime = time.Unix(0, math.MaxInt64).UTC()
 )
 
-// PATCH /topics/{topic}?before=OFFSET|RFC3339
+// maxPatchBody bounds a PATCH's JSON body.
+const maxPatchBody = 4 << 10
+
+// PATCH /topics/{topic}?before=OFFSET|RFC3339, or with the original
+// server's JSON body {"truncate":OFFSET} or {"before":"RFC3339"}.
 func (a *API) truncate(w http.ResponseWriter, r *http.Request, s *storage.Store, name string) {
 	var err error
 	before := r.URL.Query().Get("before")
+	if before == "" && r.ContentLength != 0 {
+		var body struct {
+			Truncate *int64 `json:"truncate"`
+			Before   string `json:"before"`
+		}
+		dec := json.NewDecoder(io.LimitReader(r.Body, maxPatchBody))
+		if derr := dec.Decode(&body); derr != nil || (body.Truncate == nil) == (body.Before == "") {
+			a.fail(w, badRequestAs(sentinelJSON, `the body must be {"truncate":OFFSET} or {"before":"RFC3339 time"}`))
+			return
+		}
+		if body.Truncate != nil {
+			before = strconv.FormatInt(*body.Truncate, 10)
+		} else {
+			before = body.Before
+		}
+	}
 	if off, perr := strconv.ParseInt(before, 10, 64); perr == nil {
 		if off < 0 {
 			a.fail(w, badRequest("before must not be negative"))
@@ -259,14 +306,14 @@ func (a *API) truncate(w http.ResponseWriter, r *http.Request, s *storage.Store,
 // add up to total.
 func parseSizes(h string, total int) ([]int, error) {
 	if h == "" {
-		return nil, badRequest("X-Sizes header is required: the message lengths joined by ':'")
+		return nil, badRequestAs(sentinelSizes, "X-Sizes header is required: the message lengths joined by ':'")
 	}
 	sizes := make([]int, 0, strings.Count(h, ":")+1)
 	sum := 0
 	for f := range strings.SplitSeq(h, ":") {
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 0 || n > total {
-			return nil, badRequest("X-Sizes: %q is not a message length", f)
+			return nil, badRequestAs(sentinelSizes, "X-Sizes: %q is not a message length", f)
 		}
 		sum += n
 		if sum > total {
@@ -275,7 +322,7 @@ func parseSizes(h string, total int) ([]int, error) {
 		sizes = append(sizes, n)
 	}
 	if sum != total {
-		return nil, badRequest("X-Sizes add up to %d bytes or more, the body has %d", sum, total)
+		return nil, badRequestAs(sentinelSizes, "X-Sizes add up to %d bytes or more, the body has %d", sum, total)
 	}
 	return sizes, nil
 }
@@ -337,7 +384,7 @@ func (a *API) consume(w http.ResponseWriter, r *http.Request, s *storage.Store, 
 	idParam := param(r, "id", "X-Id")
 	if idParam != "" {
 		if id, err = strconv.ParseInt(idParam, 10, 64); err != nil {
-			a.fail(w, badRequest("id must be an offset, got %q", idParam))
+			a.fail(w, badRequestAs(sentinelID, "id must be an offset, got %q", idParam))
 			return
 		}
 	}
@@ -363,7 +410,7 @@ func (a *API) consume(w http.ResponseWriter, r *http.Request, s *storage.Store, 
 	if v := param(r, "limit", "X-Limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < -1 || n == 0 {
-			a.fail(w, badRequest("limit must be a positive count or -1, got %q", v))
+			a.fail(w, badRequestAs(sentinelLimit, "limit must be a positive count or -1, got %q", v))
 			return
 		}
 		limit = n
@@ -384,6 +431,12 @@ func (a *API) consume(w http.ResponseWriter, r *http.Request, s *storage.Store, 
 	if err != nil {
 		if errors.Is(err, storage.ErrOffsetOutOfRange) {
 			if info, ierr := s.Info(name); ierr == nil {
+				if id > info.Next {
+					// Past the end: nothing there yet, as the original
+					// server answers (its client polls on "no content").
+					noContent(w, id)
+					return
+				}
 				w.Header().Set("X-Oldest", strconv.FormatInt(info.Oldest, 10))
 			}
 		}
@@ -392,8 +445,7 @@ func (a *API) consume(w http.ResponseWriter, r *http.Request, s *storage.Store, 
 	}
 	defer res.Release()
 	if res.Batches == 0 {
-		w.Header().Set("X-Id", strconv.FormatInt(res.Offset, 10))
-		w.WriteHeader(http.StatusNoContent)
+		noContent(w, res.Offset)
 		return
 	}
 	out := bytebufferpool.Get()
@@ -409,6 +461,14 @@ func (a *API) consume(w http.ResponseWriter, r *http.Request, s *storage.Store, 
 	h.Set("X-Sizes", sizes)
 	h.Set("Content-Length", strconv.Itoa(out.Len()))
 	_, _ = w.Write(out.B)
+}
+
+// noContent answers a consume that found nothing at id: 204 with the
+// original client's "no content".
+func noContent(w http.ResponseWriter, id int64) {
+	w.Header().Set("X-Id", strconv.FormatInt(id, 10))
+	w.Header().Set("X-Errors", sentinelNoContent)
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // read reads from id, waiting up to wait for a first message.

@@ -48,7 +48,11 @@ func explain(err error, topic string) error {
 	case errors.Is(err, client.ErrTopicExists):
 		return failf(err, "topic %q already exists", topic)
 	case errors.Is(err, client.ErrInvalidTopic):
-		return failf(err, "invalid topic name %q: use 1 to 255 characters of A-Z a-z 0-9 . _ -", topic)
+		if perr := protocol.ValidTopic(topic); perr != nil {
+			// The real reason: "." and ".." are made of allowed characters.
+			return failf(err, "invalid topic name %q: %s", topic, strings.TrimPrefix(perr.Error(), protocol.ErrInvalidTopic.Error()+": "))
+		}
+		return failf(err, "invalid topic name %q: use 1 to 255 characters of A-Z a-z 0-9 . _ - : @", topic)
 	case errors.Is(err, client.ErrReadOnly):
 		return failf(err, "topic %q is read-only after an I/O error on the server", topic)
 	}

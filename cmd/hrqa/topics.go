@@ -59,7 +59,8 @@ var topicsCreateCmd = &command{
 	args:    "TOPIC",
 	summary: "create a topic",
 	help: `Creates an empty topic; it is an error if it exists. (produce creates a
-missing topic by itself.) Names are 1 to 255 characters of A-Z a-z 0-9 . _ -
+missing topic by itself.) Names are 1 to 255 characters of A-Z a-z 0-9 . _ - : @,
+neither "." nor "..", and case-sensitive.
 
 Examples:
   hrqa topics create orders`,

@@ -1,0 +1,58 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/haraqa/haraqa/storage"
+)
+
+// This file: what the original haraqa's HTTP client depends on. Its client
+// maps exactly these X-Errors strings to its error values, so where one
+// applies the X-Errors header carries it, and the body the descriptive
+// text (see docs/http.md, "Migrating from haraqa 0.x").
+const (
+	sentinelTopicNotFound = "topic does not exist"
+	sentinelTopicExists   = "topic already exists"
+	sentinelSizes         = "invalid header: X-Sizes"
+	sentinelID            = "invalid message id"
+	sentinelLimit         = "invalid message limit"
+	sentinelTopic         = "invalid topic"
+	sentinelJSON          = "invalid body: invalid json entry"
+	sentinelEmptyBody     = "invalid body: body cannot be empty"
+	sentinelWebsocket     = "invalid websocket"
+	sentinelNoContent     = "no content"
+	sentinelClosing       = "server closing"
+)
+
+// sentineled is a bad request the original client knows by its sentinel.
+type sentineled struct {
+	sentinel string
+	err      error
+}
+
+func (e *sentineled) Error() string { return e.err.Error() }
+func (e *sentineled) Unwrap() error { return e.err }
+
+// badRequestAs is badRequest carrying the original client's sentinel.
+func badRequestAs(sentinel, format string, args ...any) error {
+	return &sentineled{sentinel: sentinel, err: fmt.Errorf("%w: "+format, append([]any{ErrBadRequest}, args...)...)}
+}
+
+// sentinelOf returns the original client's X-Errors string for err, or "".
+func sentinelOf(err error) string {
+	var s *sentineled
+	switch {
+	case errors.As(err, &s):
+		return s.sentinel
+	case errors.Is(err, storage.ErrTopicNotFound):
+		return sentinelTopicNotFound
+	case errors.Is(err, storage.ErrTopicExists):
+		return sentinelTopicExists
+	case errors.Is(err, storage.ErrInvalidTopic):
+		return sentinelTopic
+	case errors.Is(err, storage.ErrClosed):
+		return sentinelClosing
+	}
+	return ""
+}
