@@ -70,7 +70,11 @@ func dial(ctx context.Context, addr string, timeout time.Duration, tc *tls.Confi
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConnection, err)
 	}
-	c := &conn{nc: nc, pending: make(map[uint32]waiter), done: make(chan struct{})}
+	// The first request's correlation id is '\n' (10) in its first byte:
+	// an HTTP server reading it as a request line sees the line end there
+	// and answers 400 at once, which readLoop reports as ErrHTTPPort,
+	// instead of waiting for a line that never ends.
+	c := &conn{nc: nc, pending: make(map[uint32]waiter), done: make(chan struct{}), nextID: '\n' - 1}
 	c.lastSend.Store(time.Now().UnixNano())
 	go c.readLoop(maxFrame)
 	return c, nil
@@ -87,6 +91,10 @@ func (c *conn) readLoop(maxFrame int) {
 	for {
 		if _, err := io.ReadFull(r, head[:]); err != nil {
 			c.fail(err)
+			return
+		}
+		if string(head[:5]) == "HTTP/" { // an HTTP server's answer to our frame
+			c.fail(ErrHTTPPort)
 			return
 		}
 		n := int(binary.LittleEndian.Uint32(head[:]))

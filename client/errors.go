@@ -34,6 +34,10 @@ var (
 	ErrForbidden = errors.New("client: forbidden: the token does not allow this")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
+	// ErrHTTPPort: the address answered in HTTP: it is a server's HTTP
+	// port (default 4353), not its binary port (-tcp, default 14353).
+	// Wrapped in ErrConnection.
+	ErrHTTPPort = errors.New("client: this is an HTTP port; the binary protocol is on the server's -tcp port (default 14353)")
 	// ErrConnection: the connection failed; the request may or may not have
 	// reached the server.
 	ErrConnection = errors.New("client: connection failed")

@@ -38,6 +38,7 @@ var operations = []operation{
 	{"DELETE /topics/{topic}", "Topics", "deleteTopic", "Delete a topic"},
 	{"PATCH /topics/{topic}", "Topics", "truncateTopic", "Truncate a topic"},
 	{"GET /topics/{topic}/info", "Topics", "topicInfo", "Topic information"},
+	{"GET /ws/topics", "Topics", "watchTopics", "Watch topics (websocket)"},
 	{"POST /topics/{topic}", "Messages", "produce", "Produce messages"},
 	{"GET /topics/{topic}", "Messages", "consume", "Consume messages"},
 	{"GET /healthz", "Operations", "healthz", "Liveness"},

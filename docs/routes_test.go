@@ -85,6 +85,7 @@ func TestRoutes(t *testing.T) {
 		"GET /topics",
 		"GET /topics/{topic}",
 		"GET /topics/{topic}/info",
+		"GET /ws/topics",
 		"PATCH /topics/{topic}",
 		"POST /topics/{topic}",
 		"PUT /topics/{topic}",

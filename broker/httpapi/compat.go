@@ -19,7 +19,6 @@ const (
 	sentinelLimit         = "invalid message limit"
 	sentinelTopic         = "invalid topic"
 	sentinelJSON          = "invalid body: invalid json entry"
-	sentinelEmptyBody     = "invalid body: body cannot be empty"
 	sentinelWebsocket     = "invalid websocket"
 	sentinelNoContent     = "no content"
 	sentinelClosing       = "server closing"

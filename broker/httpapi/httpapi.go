@@ -49,6 +49,12 @@ type Config struct {
 	MaxMessages int
 	// MaxWait bounds a consume's long-poll wait (default 60 s).
 	MaxWait time.Duration
+	// MaxWatchers bounds the open topic watches, GET /ws/topics (default
+	// DefaultMaxWatchers, 1024); past it a watch is refused with 429.
+	MaxWatchers int
+	// MaxWatchTopics bounds the topics of one watch (default
+	// DefaultMaxWatchTopics, 100).
+	MaxWatchTopics int
 	// Auth, when set, makes every route but /healthz and /readyz need an
 	// "Authorization: Bearer TOKEN" header whose token holds the right the
 	// route needs on its topic (401 without one or with a wrong one, 403
@@ -73,6 +79,8 @@ func DefaultConfig() Config {
 		MaxConsumeBytes: 4 << 20,
 		MaxMessages:     10000,
 		MaxWait:         time.Minute,
+		MaxWatchers:     DefaultMaxWatchers,
+		MaxWatchTopics:  DefaultMaxWatchTopics,
 	}
 }
 
@@ -89,6 +97,8 @@ type API struct {
 	state   atomic.Pointer[state]
 	metrics *metrics // nil without Config.Prometheus
 	routes  []string // "METHOD /path" of the API routes, as in openapi.yaml
+
+	watchers atomic.Int64 // open GET /ws/topics watches
 }
 
 type state struct {
@@ -115,6 +125,12 @@ func New(cfg Config) *API {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = def.MaxWait
 	}
+	if cfg.MaxWatchers <= 0 {
+		cfg.MaxWatchers = def.MaxWatchers
+	}
+	if cfg.MaxWatchTopics <= 0 {
+		cfg.MaxWatchTopics = def.MaxWatchTopics
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -131,6 +147,7 @@ func New(cfg Config) *API {
 	a.route("PATCH /topics/{topic}", a.onTopic(auth.Admin, a.truncate))
 	a.route("POST /topics/{topic}", a.onTopic(auth.Produce, a.produce))
 	a.route("GET /topics/{topic}", a.onTopic(auth.Consume, a.consume))
+	a.route("GET /ws/topics", a.watchTopics)
 
 	a.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		if cfg.Docs {

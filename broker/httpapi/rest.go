@@ -116,7 +116,7 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 		status, msg = http.StatusUnauthorized, err.Error()
 	case errors.Is(err, ErrForbidden):
 		status, msg = http.StatusForbidden, err.Error()
-	case errors.Is(err, ErrAuthLimited), errors.Is(err, ErrBusy):
+	case errors.Is(err, ErrAuthLimited), errors.Is(err, ErrBusy), errors.Is(err, errTooManyWatchers):
 		status, msg = http.StatusTooManyRequests, err.Error()
 	default:
 		a.cfg.Logger.Error("http request failed", "err", err)

@@ -73,6 +73,8 @@ func message(err error, addr string) string {
 		msg = f.msg
 	case errors.As(err, &ve):
 		msg = fmt.Sprintf("cannot connect to %s: the server's certificate is not trusted (%v); give the CA that signed it with -tls-ca", addr, ve.Err)
+	case errors.Is(err, client.ErrHTTPPort):
+		msg = fmt.Sprintf("%s is an HTTP port (the REST API); hrqa speaks the binary protocol: use the server's -tcp port (default 14353)", addr)
 	case errors.As(err, &rhe):
 		msg = fmt.Sprintf("cannot connect to %s: the server does not speak TLS; leave out the -tls flags", addr)
 	case errors.Is(err, client.ErrConnection) && errors.As(err, &oe) && oe.Op == "dial":

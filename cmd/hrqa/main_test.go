@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -414,4 +416,13 @@ func TestOutputError(t *testing.T) {
 	if msg := stderr.String(); code != 1 || !strings.HasPrefix(msg, "hrqa: writing the output: ") || strings.Count(msg, "\n") != 1 {
 		t.Errorf("consume to a full disk: exit %d, stderr %q; want 1 and one line", code, msg)
 	}
+}
+
+// TestHTTPPortNamed: hrqa pointed at an HTTP port says so, rather than
+// waiting for an answer in its protocol.
+func TestHTTPPortNamed(t *testing.T) {
+	t.Parallel()
+	hs := httptest.NewServer(http.NotFoundHandler())
+	defer hs.Close()
+	fails(t, strings.TrimPrefix(hs.URL, "http://"), "", "is an HTTP port", "ping")
 }
