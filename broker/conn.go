@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"time"
@@ -174,6 +175,10 @@ func (b *Broker) readFrames(c gnet.Conn, cs *connState) gnet.Action {
 			// cannot be trusted. Nothing of the frame is buffered here.
 			b.stats.badFrame.Add(1)
 			h, _, _ := protocol.ParseRequestHeader(peekUpTo(c, protocol.HeaderSize))
+			if errors.Is(err, protocol.ErrFrameTooLarge) {
+				err = fmt.Errorf("%w: a frame of %d bytes, the server's limit is %d (-max-frame): send smaller batches (hrqa produce -batch N, client.WithMaxBatchBytes) or raise the server's -max-frame",
+					err, size, b.cfg.MaxFrameSize)
+			}
 			b.respondError(cs, h.Op, h.CorrID, err)
 			return gnet.Close
 		}

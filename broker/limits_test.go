@@ -79,6 +79,9 @@ func TestBadFrames(t *testing.T) {
 				t.Fatalf("got op %v corr %d code %v (%s), want op %v corr %d code %v",
 					r.Op, r.CorrID, r.Code, r.errMsg(), tc.op, tc.corrID, tc.code)
 			}
+			if tc.code == protocol.CodeFrameTooLarge && !strings.Contains(r.errMsg(), fmt.Sprintf("the server's limit is %d (-max-frame)", testMaxFrame)) {
+				t.Errorf("the error %q does not name the server's limit and its flag", r.errMsg())
+			}
 			c.expectClosed()
 			other.ping()
 			if tc.code == protocol.CodeFrameTooLarge || tc.send[0] < 8 {

@@ -952,7 +952,10 @@ func TestProduceConsumeMixedSizes(t *testing.T) {
 	for _, codec := range []client.Compression{client.CompressionNone, client.CompressionS2, client.CompressionZstd} {
 		t.Run(codec.String(), func(t *testing.T) {
 			c := dial(t, srv.Addr, client.WithCompression(codec))
-			ctx := testCtx(t)
+			// 27 MB through the race detector: more than testCtx's 30 s on
+			// a loaded machine.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
 			topic := "mixed-" + codec.String()
 			for i := 0; i < n; {
 				j, bytes := i, 0

@@ -26,7 +26,7 @@ func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int
 		// the messages, no intermediate batch.
 		size := protocol.BatchHeaderSize + protocol.MessagesSize(msgs...)
 		if size > c.opts.maxBatchBytes {
-			return 0, fmt.Errorf("%w: batch of %d bytes, max %d", ErrFrameTooLarge, size, c.opts.maxBatchBytes)
+			return 0, fmt.Errorf("%w: a batch of %d bytes, over the client's limit of %d (WithMaxBatchBytes, to match the server's -max-frame): produce fewer or smaller messages at a time", ErrFrameTooLarge, size, c.opts.maxBatchBytes)
 		}
 		return c.produce(ctx, topic, len(msgs), size, func(dst []byte) []byte {
 			return protocol.AppendBatch(dst, msgs...)
@@ -34,7 +34,7 @@ func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int
 	}
 	batch := protocol.AppendBatchCodec(nil, c.opts.codec, msgs...)
 	if len(batch) > c.opts.maxBatchBytes {
-		return 0, fmt.Errorf("%w: batch of %d bytes, max %d", ErrFrameTooLarge, len(batch), c.opts.maxBatchBytes)
+		return 0, fmt.Errorf("%w: a batch of %d bytes, over the client's limit of %d (WithMaxBatchBytes, to match the server's -max-frame): produce fewer or smaller messages at a time", ErrFrameTooLarge, len(batch), c.opts.maxBatchBytes)
 	}
 	return c.produce(ctx, topic, len(msgs), len(batch), func(dst []byte) []byte {
 		return append(dst, batch...)

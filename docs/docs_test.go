@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 func get(t *testing.T, h http.Handler, method, target string, hdr ...string) *http.Response {
@@ -134,7 +136,7 @@ func TestHandlerIndexLinks(t *testing.T) {
 func TestHandlerErrors(t *testing.T) {
 	h := Handler()
 	for _, p := range []string{
-		"/docs/nope", "/docs/redocs/", "/docs/index.html", "/docs/assets/", "/docs/assets/redoc",
+		"/docs/nope", "/docs/index.html", "/docs/assets/", "/docs/assets/redoc",
 		"/docs/assets/redoc/", "/docs/assets/redoc/missing.js", "/docs/docs.go", "/docs/OPENAPI.yaml",
 		"/docs/assets/swagger-ui/swagger-ui.css.map", "/other",
 	} {
@@ -322,5 +324,65 @@ func TestAssetChecksums(t *testing.T) {
 		if !listed[name] {
 			t.Errorf("%s is shipped but not listed in its README", name)
 		}
+	}
+}
+
+// TestCompressedAndSlashes: the pages and assets come gzip-compressed to a
+// client that accepts it (the Redoc script to under a third), whole to
+// one that does not, and /docs/redocs/ and /docs/swagger/ lead to the pages.
+func TestCompressedAndSlashes(t *testing.T) {
+	hs := httptest.NewServer(Handler())
+	defer hs.Close()
+	tr := &http.Transport{DisableCompression: true} // see the encoding as sent
+	defer tr.CloseIdleConnections()
+	get := func(path, enc string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", hs.URL+path, nil)
+		if enc != "" {
+			req.Header.Set("Accept-Encoding", enc)
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, b
+	}
+	const asset = "/docs/assets/redoc/redoc.standalone.js"
+	plainResp, plain := get(asset, "")
+	gzResp, gz := get(asset, "gzip, deflate")
+	if plainResp.Header.Get("Content-Encoding") != "" || gzResp.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("encodings %q and %q, want none and gzip", plainResp.Header.Get("Content-Encoding"), gzResp.Header.Get("Content-Encoding"))
+	}
+	if gzResp.Header.Get("Vary") != "Accept-Encoding" || gzResp.Header.Get("ETag") == plainResp.Header.Get("ETag") ||
+		!strings.Contains(gzResp.Header.Get("Cache-Control"), "max-age") {
+		t.Fatalf("gzip answer headers %v", gzResp.Header)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unzipped, err := io.ReadAll(zr)
+	if err != nil || !bytes.Equal(unzipped, plain) {
+		t.Fatalf("the gzip answer does not decompress to the asset: %v", err)
+	}
+	if len(gz)*3 > len(plain) {
+		t.Errorf("%s: %d bytes compressed from %d", asset, len(gz), len(plain))
+	}
+	if resp, _ := get(asset, "gzip;q=0"); resp.Header.Get("Content-Encoding") != "" {
+		t.Error("gzip sent to a client that refused it with q=0")
+	}
+	for _, p := range []string{"/docs/redocs/", "/docs/swagger/"} {
+		resp, _ := get(p, "")
+		if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != strings.TrimSuffix(p, "/") {
+			t.Errorf("GET %s: %d to %q, want 301 to the page", p, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	if resp, _ := get("/docs/nosuch/", ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /docs/nosuch/: %d, want 404", resp.StatusCode)
 	}
 }

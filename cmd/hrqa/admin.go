@@ -16,8 +16,11 @@ var truncateCmd = &command{
 	args:    "TOPIC -before OFFSET|TIME",
 	summary: "drop the messages before an offset or a time",
 	help: `Drops the messages of TOPIC before an offset or appended before a time, and
-prints the topic's new oldest offset. The server removes whole segment files
-only, so it may keep a few messages more.
+prints the topic's new oldest offset. Truncation is exact: no message before
+it can be read afterwards. The disk space comes back a segment file at a time:
+the server deletes the files that hold only dropped messages, and the rest of
+the first file stays on disk, unreadable, until the whole file goes (so
+"hrqa topics info" may still count those bytes).
 
 -before takes:
   an offset          5000 drops offsets 0 to 4999

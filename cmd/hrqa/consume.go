@@ -32,7 +32,8 @@ var consumeCmd = &command{
 each followed by a newline (-d another delimiter, -0 a NUL byte). Messages are
 printed as they are, so one that holds the delimiter reads as several: use -0
 or -format json for such data. A negative -offset counts back from the end:
--1 is the last message, -10 the last ten. -offset end starts at the end: only
+-1 is the last message, -10 the last ten; one reaching back past the oldest
+message kept starts at the oldest (-1000 on a topic of 10 prints all 10). -offset end starts at the end: only
 messages produced from then on (with -f). -offset @TIME starts at the first
 message the server appended at or after TIME (RFC 3339, such as
 @2026-12-01T09:00:00Z, or a date, midnight UTC); -since 15m is the same for
@@ -189,7 +190,10 @@ func (cs *consumer) follow(ctx context.Context, offset int64) error {
 		if err != nil {
 			return err
 		}
-		lost = false
+		if lost {
+			fmt.Fprintf(cs.e.stderr, "hrqa: connected to %s again; following from offset %d\n", cs.e.addr, m.Offset)
+			lost = false
+		}
 		if err := cs.p.print(m); err != nil {
 			return err
 		}

@@ -36,7 +36,8 @@ A delimiter at the very end of the input does not make an empty message; an
 empty line in the middle does. Stdin is streamed: each request carries up to
 -batch messages (and about 4 MiB), and lines are sent as soon as they are
 read, so "tail -f log | hrqa produce logs" sends each line at once. A message
-may be up to 64 MiB. The topic is created if it does not exist.
+may be up to 64 MiB. The topic is created if it does not exist, also when
+there is no message to send (empty stdin).
 
 If a request fails, the messages before it are stored and hrqa exits with 1;
 the failed request's messages may or may not be stored.
@@ -89,6 +90,12 @@ Examples:
 				hintTerminal(e, "reading messages from stdin, one per line; end with Ctrl-D")
 				err = p.sendStream(ctx, e.stdin, delim)
 			}
+			if err == nil && p.sent == 0 {
+				// No message: still create the topic, as promised.
+				if err = c.CreateTopic(ctx, topic); errors.Is(err, client.ErrTopicExists) {
+					err = nil
+				}
+			}
 			if ferr := out.Flush(); err == nil {
 				err = ferr
 			}
@@ -112,6 +119,7 @@ type producer struct {
 	topic   string
 	maxMsgs int
 	out     *bufio.Writer // the offsets are printed here; nil: not printed
+	sent    int           // messages acknowledged
 }
 
 // send sends msgs in one request.
@@ -120,6 +128,7 @@ func (p *producer) send(ctx context.Context, msgs [][]byte) error {
 	if err != nil {
 		return err
 	}
+	p.sent += len(msgs)
 	if p.out == nil {
 		return nil
 	}
