@@ -34,9 +34,22 @@ func WithLocateTimeout(d time.Duration) Option {
 type cluster struct {
 	top     *Client   // the Client the caller holds: options, Close, backoff
 	servers []*Client // one per address, in the order given
+	addrs   []string  // their addresses
 
-	mu    sync.Mutex
-	where map[string]*Client // topic -> the server it was found or placed on
+	mu      sync.Mutex
+	where   map[string]*Client // topic -> the server it was found or placed on
+	finding map[string]*search // searches under way, by topic: one at a time per topic
+}
+
+// search is one find under way; requests for the same topic meanwhile
+// wait for its outcome rather than asking every server again.
+type search struct {
+	done chan struct{}
+	s    *Client
+	down map[*Client]error
+	err  error
+
+	abandoned bool // the searcher's context ended first
 }
 
 // splitAddrs splits a comma-separated list of addresses, dropping blanks
@@ -56,10 +69,11 @@ func splitAddrs(list string) []string {
 // topics.
 func dialCluster(ctx context.Context, addrs []string, o options) (*Client, error) {
 	top := &Client{addr: strings.Join(addrs, ","), opts: o, done: make(chan struct{}), polls: make(map[*connSlot]struct{})}
-	k := &cluster{top: top, where: make(map[string]*Client)}
+	k := &cluster{top: top, where: make(map[string]*Client), finding: make(map[string]*search)}
 	for _, a := range addrs {
 		k.servers = append(k.servers, newClient(a, o))
 	}
+	k.addrs = addrs
 	top.cl = k
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -153,11 +167,7 @@ func placeWeight(addr, topic string) uint64 {
 
 // owner is the server a new topic is placed on.
 func (k *cluster) owner(topic string) *Client {
-	addrs := make([]string, len(k.servers))
-	for i, s := range k.servers {
-		addrs[i] = s.addr
-	}
-	return k.servers[Place(topic, addrs)]
+	return k.servers[Place(topic, k.addrs)]
 }
 
 func (k *cluster) cached(topic string) *Client {
@@ -181,12 +191,43 @@ func (k *cluster) forget(topic string, s *Client) {
 	k.mu.Unlock()
 }
 
-// find asks every server, in parallel, whether it has topic, each within
+// find returns the server topic lives on, asking every server (ask), or
+// waiting for the search for topic under way.
+func (k *cluster) find(ctx context.Context, topic string) (*Client, map[*Client]error, error) {
+	for {
+		k.mu.Lock()
+		f, ok := k.finding[topic]
+		if !ok {
+			break // k.mu held
+		}
+		k.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		if !f.abandoned || ctx.Err() != nil {
+			return f.s, f.down, f.err
+		} // the context of the request that searched ended, not ours: search again
+	}
+	f := &search{done: make(chan struct{})}
+	k.finding[topic] = f
+	k.mu.Unlock()
+	f.s, f.down, f.err = k.ask(ctx, topic)
+	f.abandoned = ctx.Err() != nil
+	k.mu.Lock()
+	delete(k.finding, topic)
+	k.mu.Unlock()
+	close(f.done)
+	return f.s, f.down, f.err
+}
+
+// ask asks every server, in parallel, whether it has topic, each within
 // the locate timeout, and returns the first that has it. When none does,
 // the error matches ErrTopicNotFound if every server answered; otherwise
 // it matches ErrUnavailable and names each server that did not answer
 // (down is the set of those).
-func (k *cluster) find(ctx context.Context, topic string) (s *Client, down map[*Client]error, err error) {
+func (k *cluster) ask(ctx context.Context, topic string) (s *Client, down map[*Client]error, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {

@@ -355,3 +355,93 @@ func TestPlace(t *testing.T) {
 		t.Fatal("Place over no servers is not -1")
 	}
 }
+
+// Many goroutines on topics the client has not seen: each topic is
+// created once, on one server, and every message gets its own offset.
+func TestSeveralServersConcurrent(t *testing.T) {
+	ctx := testCtx(t)
+	s1, s2, s3 := brokertest.Start(t, 1), brokertest.Start(t, 1), brokertest.Start(t, 1)
+	c, err := client.Dial(ctx, joinAddrs(s1, s2, s3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const topics, writers = 10, 8
+	errs := make(chan error, topics*writers)
+	for i := range topics * writers {
+		go func() {
+			_, err := c.Produce(ctx, fmt.Sprintf("c%d", i%topics), []byte("m"))
+			errs <- err
+		}()
+	}
+	for range topics * writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := 0
+	for _, s := range []*brokertest.Server{s1, s2, s3} {
+		total += len(topicsOn(t, ctx, s.Addr))
+	}
+	if total != topics {
+		t.Fatalf("the servers hold %d topics, want %d", total, topics)
+	}
+	for i := range topics {
+		if info, err := c.TopicInfo(ctx, fmt.Sprintf("c%d", i)); err != nil || info.Next != writers {
+			t.Fatalf("c%d: %+v, %v; want %d messages", i, info, err, writers)
+		}
+	}
+}
+
+// A Messages loop follows its topic to another server, from the next
+// offset, once the first says it no longer has it.
+func TestSeveralServersMessagesFollowMove(t *testing.T) {
+	ctx := testCtx(t)
+	s1, s2 := brokertest.Start(t, 1), brokertest.Start(t, 1)
+	c, err := client.Dial(ctx, joinAddrs(s1, s2), client.WithRetries(3, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, err := client.Dial(ctx, s1.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := client.Dial(ctx, s2.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := a.Produce(ctx, "f", []byte("0"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var got []string
+	for m, err := range c.Messages(mctx, "f", 0) {
+		if err != nil {
+			if !errors.Is(err, client.ErrTopicNotFound) {
+				t.Fatal(err)
+			}
+			continue // the loop looks for the topic again
+		}
+		got = append(got, string(m.Value))
+		if len(got) == 2 {
+			// Move f: the same offsets on s2, one more message, then
+			// gone from s1.
+			if _, err := b.Produce(ctx, "f", []byte("0"), []byte("1"), []byte("2")); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.DeleteTopic(ctx, "f"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(got) == 3 {
+			cancel()
+		}
+	}
+	if !slices.Equal(got, []string{"0", "1", "2"}) {
+		t.Fatalf("Messages saw %q, want 0 1 2", got)
+	}
+}
