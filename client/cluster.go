@@ -259,7 +259,7 @@ func (k *cluster) ask(ctx context.Context, topic string) (s *Client, down map[*C
 			}
 		case errors.Is(a.err, ErrClosed):
 			return nil, nil, ErrClosed
-		case errors.As(a.err, &se): // an answer: invalid name, forbidden
+		case errors.As(a.err, &se) && !errors.Is(a.err, ErrConnection): // an answer: invalid name, forbidden
 			if refused == nil {
 				refused = wrapAddr(a.s, a.err)
 			}
