@@ -42,7 +42,9 @@ const (
 // Config is one run. Start from DefaultConfig.
 type Config struct {
 	// Addr is the server's binary protocol address (default
-	// "127.0.0.1:14353"), unused with Embedded.
+	// "127.0.0.1:14353"), unused with Embedded; a comma-separated list of
+	// servers spreads the topics over them (client.Dial), so a run with
+	// Topics >= the servers loads them all and measures their aggregate.
 	Addr string
 	// Token is presented to a server started with -auth-file
 	// (client.WithToken; default "": none). It needs the admin right on

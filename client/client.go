@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -26,20 +27,33 @@ type Client struct {
 	done   chan struct{}
 
 	stats statCounters
+
+	cl *cluster // several servers: see cluster.go; nil for one
 }
 
 // Dial connects to the server at addr (host:port) and checks it answers.
+// addr may be a comma-separated list of servers ("a:14353,b:14353"): the
+// client then spreads topics over them (see the package doc, "Several
+// servers"), and Dial succeeds once one of them answers.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	o := defaultOptions()
 	for _, f := range opts {
 		f(&o)
 	}
-	c := &Client{addr: addr, opts: o, done: make(chan struct{}), polls: make(map[*connSlot]struct{})}
+	if addrs := splitAddrs(addr); len(addrs) > 1 {
+		return dialCluster(ctx, addrs, o)
+	}
+	c := newClient(addr, o)
 	if err := c.Ping(ctx); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// newClient is a Client of the server at addr, not yet connected.
+func newClient(addr string, o options) *Client {
+	return &Client{addr: addr, opts: o, done: make(chan struct{}), polls: make(map[*connSlot]struct{})}
 }
 
 // Close closes the connections. Requests in flight and Messages loops end
@@ -58,6 +72,9 @@ func (c *Client) Close() error {
 	c.main.close()
 	for s := range polls {
 		s.close()
+	}
+	if c.cl != nil {
+		c.cl.close()
 	}
 	return nil
 }
@@ -86,6 +103,9 @@ func (s *connSlot) close() {
 func (c *Client) connect(ctx context.Context, s *connSlot) (*conn, error) {
 	if c.isClosed() {
 		return nil, ErrClosed
+	}
+	if c.cl != nil { // an operation cluster.go does not route
+		return nil, fmt.Errorf("%w (%s)", ErrSeveralServers, c.addr)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -193,12 +213,18 @@ func (c *Client) doOn(ctx context.Context, s *connSlot, op protocol.Op, extraWai
 
 // Ping checks the server answers.
 func (c *Client) Ping(ctx context.Context) error {
+	if c.cl != nil {
+		return c.cl.ping(ctx)
+	}
 	_, err := c.do(ctx, protocol.OpPing, 0, true, protocol.AppendPingRequest)
 	return err
 }
 
 // CreateTopic creates a topic; ErrTopicExists if it exists.
 func (c *Client) CreateTopic(ctx context.Context, topic string) error {
+	if c.cl != nil {
+		return c.cl.onTopic(ctx, topic, true, func(s *Client) error { return s.CreateTopic(ctx, topic) })
+	}
 	_, err := c.do(ctx, protocol.OpCreateTopic, 0, true, func(dst []byte, id uint32) []byte {
 		return protocol.AppendCreateTopicRequest(dst, id, topic)
 	})
@@ -207,6 +233,9 @@ func (c *Client) CreateTopic(ctx context.Context, topic string) error {
 
 // DeleteTopic deletes a topic and its messages; ErrTopicNotFound if missing.
 func (c *Client) DeleteTopic(ctx context.Context, topic string) error {
+	if c.cl != nil {
+		return c.cl.deleteTopic(ctx, topic)
+	}
 	_, err := c.do(ctx, protocol.OpDeleteTopic, 0, true, func(dst []byte, id uint32) []byte {
 		return protocol.AppendDeleteTopicRequest(dst, id, topic)
 	})
@@ -221,6 +250,9 @@ func (c *Client) ListTopics(ctx context.Context, prefix string) ([]string, error
 // ListTopicsRegex returns the topics whose names start with prefix and
 // match regex (RE2 syntax, unanchored; empty matches all), sorted.
 func (c *Client) ListTopicsRegex(ctx context.Context, prefix, regex string) ([]string, error) {
+	if c.cl != nil {
+		return c.cl.listTopics(ctx, prefix, regex)
+	}
 	p, err := c.do(ctx, protocol.OpListTopics, 0, true, func(dst []byte, id uint32) []byte {
 		return protocol.AppendListTopicsRequest(dst, id, prefix, regex)
 	})
@@ -244,6 +276,11 @@ type TopicInfo struct {
 
 // TopicInfo returns a topic's offsets and size.
 func (c *Client) TopicInfo(ctx context.Context, topic string) (TopicInfo, error) {
+	if c.cl != nil {
+		var ti TopicInfo
+		err := c.cl.onTopic(ctx, topic, false, func(s *Client) (err error) { ti, err = s.TopicInfo(ctx, topic); return err })
+		return ti, err
+	}
 	p, err := c.do(ctx, protocol.OpTopicInfo, 0, true, func(dst []byte, id uint32) []byte {
 		return protocol.AppendTopicInfoRequest(dst, id, topic)
 	})
@@ -275,6 +312,11 @@ func (c *Client) TruncateTime(ctx context.Context, topic string, t time.Time) (i
 // are the server's, one per produced batch, so the offset is a batch's
 // first. Reading from it returns the messages appended since t.
 func (c *Client) OffsetAt(ctx context.Context, topic string, t time.Time) (int64, error) {
+	if c.cl != nil {
+		var off int64
+		err := c.cl.onTopic(ctx, topic, false, func(s *Client) (err error) { off, err = s.OffsetAt(ctx, topic, t); return err })
+		return off, err
+	}
 	p, err := c.do(ctx, protocol.OpOffsetAt, 0, true, func(dst []byte, id uint32) []byte {
 		return protocol.AppendOffsetAtRequest(dst, id, topic, unixNano(t))
 	})
@@ -298,6 +340,11 @@ func unixNano(t time.Time) int64 {
 }
 
 func (c *Client) truncate(ctx context.Context, topic string, by protocol.TruncateBy, before int64) (int64, error) {
+	if c.cl != nil {
+		var oldest int64
+		err := c.cl.onTopic(ctx, topic, false, func(s *Client) (err error) { oldest, err = s.truncate(ctx, topic, by, before); return err })
+		return oldest, err
+	}
 	p, err := c.do(ctx, protocol.OpTruncate, 0, true, func(dst []byte, id uint32) []byte {
 		return protocol.AppendTruncateRequest(dst, id, topic, by, before)
 	})
@@ -324,6 +371,9 @@ type statCounters struct {
 
 // Stats returns the counters.
 func (c *Client) Stats() Stats {
+	if c.cl != nil {
+		return c.cl.stats()
+	}
 	s := &c.stats
 	return Stats{
 		MessagesSent: s.msgsSent.Load(), BytesSent: s.bytesSent.Load(),

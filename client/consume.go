@@ -44,6 +44,14 @@ func (c *Client) Consume(ctx context.Context, topic string, offset int64, limit 
 // from the responses, which are not reused. A limit larger than one
 // response holds takes several requests.
 func (c *Client) ConsumeInto(ctx context.Context, dst []Message, topic string, offset int64, limit int) ([]Message, int64, error) {
+	if c.cl != nil {
+		var next int64
+		err := c.cl.onTopic(ctx, topic, false, func(s *Client) (err error) {
+			dst, next, err = s.ConsumeInto(ctx, dst, topic, offset, limit)
+			return err
+		})
+		return dst, next, err
+	}
 	n0 := len(dst)
 	for {
 		var got int
@@ -144,6 +152,9 @@ const followWait = 10 * time.Second
 // retried; other errors are yielded, and the loop goes on if the caller
 // keeps ranging.
 func (c *Client) Messages(ctx context.Context, topic string, from int64) iter.Seq2[Message, error] {
+	if c.cl != nil {
+		return c.cl.messages(ctx, topic, from)
+	}
 	return func(yield func(Message, error) bool) {
 		slot, release, err := c.pollSlot()
 		if err != nil {

@@ -110,6 +110,41 @@
 // ErrConnection) rather than being resent behind later batches, which
 // would break the Producer's offset order; it was not stored.
 //
+// # Several servers
+//
+// Dial takes a comma-separated list of addresses,
+// client.Dial(ctx, "a:14353,b:14353,c:14353"), and returns the same
+// *Client, which spreads topics over the servers; one address is one
+// server, as always. A topic lives on exactly one server:
+//
+//   - An existing topic is found where it lives: the first request for a
+//     topic the client has not seen asks every server for it (TopicInfo, in
+//     parallel, each within WithLocateTimeout), and the answer is cached.
+//   - A new topic (Produce with auto-create, CreateTopic, a Producer) goes
+//     to the server that Place picks: rendezvous hashing of its name over
+//     the addresses, so every client with the same list agrees, whatever
+//     its order. Give every client the same spelling of each address.
+//   - A server that says it does not have a topic found in the cache
+//     (deleted, moved) makes the client look for it again, once, before the
+//     request fails.
+//   - Every operation works as on one server. ListTopics merges every
+//     server's list, sorted, without repeats; Ping and Stats cover them all.
+//   - A server that is down fails only its own topics, fast, with an error
+//     that names it (a *ServerError carries the address; a topic that is
+//     on none of the servers that answered fails with ErrUnavailable naming
+//     those that did not). Dial succeeds once one server answers. A new
+//     topic whose place is a server that is down fails likewise rather than
+//     land elsewhere; one placed on a live server is created there even
+//     while another is down (should it live on the down one, from before the
+//     list changed, it then exists twice: see docs/scaling.md).
+//   - Adding a server to the list moves no topic: old topics are found
+//     where they are, new ones spread over the larger set.
+//
+// Readers, Producers and Messages loops run on the topic's server; a
+// Messages loop follows its topic to another server, a Reader or Producer
+// fails with the server's error. An operation added to the package that
+// this routing does not know fails with ErrSeveralServers.
+//
 // # Tokens
 //
 // A server started with -auth-file needs a token for every request but

@@ -47,6 +47,13 @@ var (
 	ErrResponseTooLarge = errors.New("client: response too large")
 	// ErrCorrupt: a batch received failed its CRC or could not be decoded.
 	ErrCorrupt = errors.New("client: corrupt batch received")
+	// ErrUnavailable: over several servers, a topic is on none of those
+	// that answered, and may be on one that did not (or would be placed
+	// on it); the error names that server and wraps its failure.
+	ErrUnavailable = errors.New("client: server unavailable")
+	// ErrSeveralServers: an operation that a client of several servers
+	// cannot route to one of them.
+	ErrSeveralServers = errors.New("client: operation not available over several servers")
 )
 
 var codeErrors = map[protocol.Code]error{

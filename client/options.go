@@ -23,6 +23,7 @@ type options struct {
 	token          string      // sent in a hello on each new connection; "" none
 	name           string      // the client's name in the hello
 	tls            *tls.Config // nil: plaintext
+	locateTimeout  time.Duration
 }
 
 func defaultOptions() options {
@@ -36,6 +37,7 @@ func defaultOptions() options {
 		maxBatchBytes:  protocol.DefaultMaxFrameSize - 1024,
 		idleTimeout:    DefaultIdleTimeout,
 		name:           "haraqa-go",
+		locateTimeout:  DefaultLocateTimeout,
 	}
 }
 

@@ -15,6 +15,11 @@ import (
 // broken connection after it was sent is not retried (it may have been
 // stored): the error says ErrConnection and the caller decides.
 func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int64, error) {
+	if c.cl != nil {
+		var base int64
+		err := c.cl.onTopic(ctx, topic, c.opts.autoCreate, func(s *Client) (err error) { base, err = s.Produce(ctx, topic, msgs...); return err })
+		return base, err
+	}
 	if len(msgs) == 0 {
 		return 0, fmt.Errorf("%w: no messages", ErrBadBatch)
 	}

@@ -69,6 +69,8 @@ type Producer struct {
 	room     chan struct{} // closed when room frees up
 	closed   bool
 
+	err error // set: the topic could not be found or placed (several servers); Send fails with it
+
 	kick chan struct{} // wakes the sender
 	quit chan struct{}
 	sem  chan struct{} // in-flight slots
@@ -105,6 +107,9 @@ func (f *Future) Wait(ctx context.Context) (int64, error) {
 
 // NewProducer returns a batching Producer for topic. Close it when done.
 func (c *Client) NewProducer(topic string, opts ...ProducerOption) *Producer {
+	if c.cl != nil {
+		return c.cl.newProducer(topic, opts)
+	}
 	o := producerOptions{batchSize: 1000, linger: 5 * time.Millisecond, maxInFlight: 4, maxMsgs: 100000, maxBytes: 64 << 20}
 	for _, f := range opts {
 		f(&o)
@@ -146,6 +151,9 @@ func (p *Producer) TrySend(msg []byte) (*Future, error) {
 }
 
 func (p *Producer) add(msg []byte) (*Future, chan struct{}, error) {
+	if p.err != nil {
+		return nil, nil, p.err
+	}
 	size := len(msg) + 10
 	if size+protocol.BatchHeaderSize > p.c.opts.maxBatchBytes {
 		return nil, nil, fmt.Errorf("%w: message of %d bytes", ErrFrameTooLarge, len(msg))

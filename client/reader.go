@@ -43,6 +43,9 @@ type fetch struct {
 // NewReader returns a Reader of topic from offset (negative counts back
 // from the end: -1 is the last message). Close it when done.
 func (c *Client) NewReader(topic string, offset int64) (*Reader, error) {
+	if c.cl != nil {
+		return c.cl.newReader(topic, offset)
+	}
 	slot, release, err := c.pollSlot()
 	if err != nil {
 		return nil, err

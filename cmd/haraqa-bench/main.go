@@ -4,6 +4,7 @@
 //
 //	haraqa-bench -embedded -mode produce -size 1024 -batch 1000 -messages 500000 -ceiling
 //	haraqa-bench -addr 127.0.0.1:14353 -mode both -producers 4 -duration 10s
+//	haraqa-bench -addr a:14353,b:14353,c:14353 -topics 3 -producers 3 -mode produce
 //	haraqa-bench -matrix -matrix-out docs/benchmarks.md
 //	haraqa-bench -embedded -tls -mode produce -size 1024 -batch 1000 -messages 200000
 //
@@ -108,7 +109,10 @@ func (o *options) flagSet(mode, single *string, stderr io.Writer) *flag.FlagSet 
 	c := &o.cfg
 	fs := flag.NewFlagSet("haraqa-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.Addr, "addr", c.Addr, "server's binary protocol address")
+	if a := os.Getenv("HARAQA_ADDR"); a != "" {
+		c.Addr = a
+	}
+	fs.StringVar(&c.Addr, "addr", c.Addr, "server's binary protocol address, or a comma-separated list of servers the topics spread over (-topics N measures their aggregate; default $HARAQA_ADDR, else shown)")
 	fs.StringVar(&c.Token, "token", os.Getenv("HARAQA_TOKEN"), "token for a server started with -auth-file, with the admin right on the benchmark's topics (default $HARAQA_TOKEN)")
 	fs.StringVar(&c.HTTPAddr, "http-addr", "", "server's HTTP port (host:port), read for the zero-copy share; without it and without -embedded the share is unknown")
 	fs.BoolVar(&c.Embedded, "embedded", false, "start an in-process server on fresh temporary volumes, removed afterwards")

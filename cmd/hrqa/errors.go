@@ -60,8 +60,13 @@ func explain(err error, topic string) error {
 }
 
 // message is the one line printed for a failure, without the "hrqa: "
-// prefix. addr is the server's address.
+// prefix. addr is the server's address (-addr), or the list of them; an
+// error from one of several servers names that one instead.
 func message(err error, addr string) string {
+	var sv *client.ServerError
+	if errors.As(err, &sv) {
+		addr = sv.Addr
+	}
 	var f *failure
 	var se *client.Error
 	var oe *net.OpError
@@ -97,6 +102,9 @@ func message(err error, addr string) string {
 		msg = fmt.Sprintf("%s: %s", se.Op, se.Message)
 	default:
 		msg = err.Error()
+	}
+	if errors.Is(err, client.ErrUnavailable) && f == nil {
+		msg = "the topic is on none of the servers that answered, or belongs on one that did not: " + msg
 	}
 	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(msg) // one line
 }

@@ -38,7 +38,7 @@ var helpCmd = &command{
 func printHelp(w io.Writer) {
 	fmt.Fprint(w, `hrqa is the command-line client of haraqa.
 
-usage: hrqa [-addr HOST:PORT] [-token TOKEN] [-tls | -tls-ca FILE] COMMAND [ARGUMENTS] [FLAGS]
+usage: hrqa [-addr HOST:PORT[,HOST:PORT...]] [-token TOKEN] [-tls | -tls-ca FILE] COMMAND [ARGUMENTS] [FLAGS]
 
 commands:
 `)
@@ -48,7 +48,8 @@ commands:
 	}
 	tw.Flush()
 	fmt.Fprint(w, `
-The server's address is -addr, else $HARAQA_ADDR, else `+defaultAddr+`.
+The server's address is -addr, else $HARAQA_ADDR, else `+defaultAddr+`;
+a comma-separated list (a:14353,b:14353) spreads topics over several servers.
 A server started with -auth-file needs a token: -token, else $HARAQA_TOKEN.
 For a server with TLS: -tls (system roots) or -tls-ca FILE, and -tls-cert FILE
 -tls-key FILE if it asks for a client certificate (or $HARAQA_TLS_CA etc.).

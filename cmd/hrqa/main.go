@@ -2,7 +2,7 @@
 // topics, produces messages from its arguments or a pipe, and prints or
 // follows a topic.
 //
-//	hrqa [-addr HOST:PORT] [-token TOKEN] COMMAND [ARGUMENTS] [FLAGS]
+//	hrqa [-addr HOST:PORT[,HOST:PORT...]] [-token TOKEN] COMMAND [ARGUMENTS] [FLAGS]
 //
 // Commands:
 //
@@ -18,6 +18,10 @@
 //	help [COMMAND]                       show the help of hrqa or of a command
 //
 // The server's address is -addr, else $HARAQA_ADDR, else 127.0.0.1:14353.
+// A comma-separated list (-addr a:14353,b:14353,c:14353) spreads topics
+// over several servers, as the Go client does (docs/scaling.md): a topic
+// is found on the server that holds it, a new one is placed by its name,
+// and "topics list" merges them all.
 // A server started with -auth-file needs a token: -token, else
 // $HARAQA_TOKEN, else none. A server started with -tls-cert speaks TLS
 // only: give -tls (the system's roots) or -tls-ca FILE, and -tls-cert FILE
@@ -144,7 +148,7 @@ type action func(ctx context.Context, e *env, args []string) error
 // included, and its action.
 func (c *command) flagSet() (*flag.FlagSet, action) {
 	fs := flag.NewFlagSet("hrqa "+c.name, flag.ContinueOnError)
-	fs.String("addr", "", "server address, HOST:PORT (default $HARAQA_ADDR, else "+defaultAddr+")")
+	fs.String("addr", "", "server address, HOST:PORT, or a comma-separated list of servers (default $HARAQA_ADDR, else "+defaultAddr+")")
 	fs.String("token", "", "token for a server started with -auth-file (default $HARAQA_TOKEN)")
 	registerTLS(fs)
 	return fs, c.setup(fs)

@@ -1,0 +1,474 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A Client dialed with several addresses ("a:14353,b:14353,c:14353") is a
+// cluster: one single-server Client per address, and a map of where each
+// topic lives. Every operation on a topic runs on that topic's server
+// through its single-server Client; the cluster only chooses which.
+
+// DefaultLocateTimeout is the default WithLocateTimeout.
+const DefaultLocateTimeout = 2 * time.Second
+
+// WithLocateTimeout bounds each server's answer when a client of several
+// servers looks for a topic it has not seen yet (default
+// DefaultLocateTimeout): a server that does not answer in time is taken
+// as down for that search, so a topic it may hold fails with
+// ErrUnavailable naming it, while the topics of the others are found.
+// The dial is part of the answer, so the bound holds for a server that
+// refuses connections or drops them alike.
+func WithLocateTimeout(d time.Duration) Option {
+	return func(o *options) { o.locateTimeout = d }
+}
+
+// cluster is the routing state of a Client of several servers.
+type cluster struct {
+	top     *Client   // the Client the caller holds: options, Close, backoff
+	servers []*Client // one per address, in the order given
+	addrs   []string  // their addresses
+
+	mu      sync.Mutex
+	where   map[string]*Client // topic -> the server it was found or placed on
+	finding map[string]*search // searches under way, by topic: one at a time per topic
+}
+
+// search is one find under way; requests for the same topic meanwhile
+// wait for its outcome rather than asking every server again.
+type search struct {
+	done chan struct{}
+	s    *Client
+	down map[*Client]error
+	err  error
+
+	abandoned bool // the searcher's context ended first
+}
+
+// splitAddrs splits a comma-separated list of addresses, dropping blanks
+// and repeats.
+func splitAddrs(list string) []string {
+	var out []string
+	for _, a := range strings.Split(list, ",") {
+		if a = strings.TrimSpace(a); a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// dialCluster is Dial for several addresses: it succeeds as soon as one
+// server answers a ping, so that a server that is down fails only its own
+// topics.
+func dialCluster(ctx context.Context, addrs []string, o options) (*Client, error) {
+	top := &Client{addr: strings.Join(addrs, ","), opts: o, done: make(chan struct{}), polls: make(map[*connSlot]struct{})}
+	k := &cluster{top: top, where: make(map[string]*Client), finding: make(map[string]*search)}
+	for _, a := range addrs {
+		k.servers = append(k.servers, newClient(a, o))
+	}
+	k.addrs = addrs
+	top.cl = k
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(addrs))
+	for _, s := range k.servers {
+		go func() { errs <- wrapAddr(s, s.Ping(ctx)) }()
+	}
+	var all []error
+	for range addrs {
+		err := <-errs
+		if err == nil {
+			return top, nil
+		}
+		all = append(all, err)
+	}
+	top.Close()
+	return nil, fmt.Errorf("client: none of the %d servers answered: %w", len(addrs), errors.Join(all...))
+}
+
+// ServerError is an error from one server of a Client dialed with several
+// addresses: the server's address and its error, which it wraps (so
+// errors.Is and errors.As see through it).
+type ServerError struct {
+	Addr string
+	Err  error
+}
+
+func (e *ServerError) Error() string { return "client: server " + e.Addr + ": " + e.Err.Error() }
+func (e *ServerError) Unwrap() error { return e.Err }
+
+// wrapAddr is err from server s as a *ServerError (nil stays nil).
+func wrapAddr(s *Client, err error) error {
+	var se *ServerError
+	if err == nil || errors.As(err, &se) {
+		return err
+	}
+	return &ServerError{Addr: s.addr, Err: err}
+}
+
+// Servers returns the addresses of the client's servers, in the order
+// given to Dial (one for a single server).
+func (c *Client) Servers() []string {
+	if c.cl == nil {
+		return []string{c.addr}
+	}
+	out := make([]string, len(c.cl.servers))
+	for i, s := range c.cl.servers {
+		out[i] = s.addr
+	}
+	return out
+}
+
+// Place returns the index in addrs of the server a new topic goes to:
+// rendezvous (highest random weight) hashing, the server whose hash of
+// (address, topic) is highest. Adding a server moves a topic's place only
+// to the new server, and only for about 1/n of the names; removing one
+// moves only the topics placed on it. Every client given the same
+// addresses, in any order, places a topic alike. It returns -1 for no
+// addresses.
+func Place(topic string, addrs []string) int {
+	best, bestW := -1, uint64(0)
+	for i, a := range addrs {
+		if w := placeWeight(a, topic); best < 0 || w > bestW || (w == bestW && a < addrs[best]) {
+			best, bestW = i, w
+		}
+	}
+	return best
+}
+
+// placeWeight hashes address and topic with 64-bit FNV-1a (a zero byte
+// between them, so no two pairs run together alike) and spreads the bits
+// with the SplitMix64 finalizer, since FNV's high bits alone mix poorly
+// for names that differ only at their end.
+func placeWeight(addr, topic string) uint64 {
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	h := uint64(offset64)
+	for i := 0; i < len(addr); i++ {
+		h = (h ^ uint64(addr[i])) * prime64
+	}
+	h = (h ^ 0) * prime64
+	for i := 0; i < len(topic); i++ {
+		h = (h ^ uint64(topic[i])) * prime64
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
+}
+
+// owner is the server a new topic is placed on.
+func (k *cluster) owner(topic string) *Client {
+	return k.servers[Place(topic, k.addrs)]
+}
+
+func (k *cluster) cached(topic string) *Client {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.where[topic]
+}
+
+func (k *cluster) remember(topic string, s *Client) {
+	k.mu.Lock()
+	k.where[topic] = s
+	k.mu.Unlock()
+}
+
+// forget drops topic's location if it is still s.
+func (k *cluster) forget(topic string, s *Client) {
+	k.mu.Lock()
+	if k.where[topic] == s {
+		delete(k.where, topic)
+	}
+	k.mu.Unlock()
+}
+
+// find returns the server topic lives on, asking every server (ask), or
+// waiting for the search for topic under way.
+func (k *cluster) find(ctx context.Context, topic string) (*Client, map[*Client]error, error) {
+	for {
+		k.mu.Lock()
+		f, ok := k.finding[topic]
+		if !ok {
+			break // k.mu held
+		}
+		k.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		if !f.abandoned || ctx.Err() != nil {
+			return f.s, f.down, f.err
+		} // the context of the request that searched ended, not ours: search again
+	}
+	f := &search{done: make(chan struct{})}
+	k.finding[topic] = f
+	k.mu.Unlock()
+	f.s, f.down, f.err = k.ask(ctx, topic)
+	f.abandoned = ctx.Err() != nil
+	k.mu.Lock()
+	delete(k.finding, topic)
+	k.mu.Unlock()
+	close(f.done)
+	return f.s, f.down, f.err
+}
+
+// ask asks every server, in parallel, whether it has topic, each within
+// the locate timeout, and returns the first that has it. When none does,
+// the error matches ErrTopicNotFound if every server answered; otherwise
+// it matches ErrUnavailable and names each server that did not answer
+// (down is the set of those).
+func (k *cluster) ask(ctx context.Context, topic string) (s *Client, down map[*Client]error, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		s   *Client
+		err error
+	}
+	answers := make(chan answer, len(k.servers))
+	for _, s := range k.servers {
+		go func() {
+			lctx, cancel := context.WithTimeout(ctx, k.top.opts.locateTimeout)
+			defer cancel()
+			_, err := s.TopicInfo(lctx, topic)
+			answers <- answer{s, err}
+		}()
+	}
+	var notFound, refused error
+	down = make(map[*Client]error)
+	var downErrs []error
+	for range k.servers {
+		a := <-answers
+		var se *Error
+		switch {
+		case a.err == nil:
+			k.remember(topic, a.s)
+			return a.s, nil, nil
+		case errors.Is(a.err, ErrTopicNotFound):
+			if notFound == nil {
+				notFound = a.err
+			}
+		case errors.Is(a.err, ErrClosed):
+			return nil, nil, ErrClosed
+		case errors.As(a.err, &se) && !errors.Is(a.err, ErrConnection): // an answer: invalid name, forbidden
+			if refused == nil {
+				refused = wrapAddr(a.s, a.err)
+			}
+		default:
+			if ctx.Err() != nil { // the caller's context, not the locate timeout
+				return nil, nil, ctx.Err()
+			}
+			down[a.s] = a.err
+			downErrs = append(downErrs, wrapAddr(a.s, a.err))
+		}
+	}
+	switch {
+	case refused != nil:
+		return nil, nil, refused
+	case len(down) == 0:
+		return nil, nil, fmt.Errorf("client: topic %q is on none of the %d servers: %w", topic, len(k.servers), notFound)
+	}
+	return nil, down, fmt.Errorf("%w: topic %q is on none of the %d servers that answered: %w",
+		ErrUnavailable, topic, len(k.servers)-len(down), errors.Join(downErrs...))
+}
+
+// route returns the server topic lives on, and whether that came from
+// the cache. With create, a topic that no server has is placed on its
+// owner by rendezvous hashing, unless the owner is down. The caveat:
+// when another server is down too, the topic may already live there (put
+// there before the set of servers changed); it is then created anew on its
+// owner, as docs/scaling.md says.
+func (k *cluster) route(ctx context.Context, topic string, create bool) (*Client, bool, error) {
+	if s := k.cached(topic); s != nil {
+		return s, true, nil
+	}
+	s, down, err := k.find(ctx, topic)
+	if err == nil || !create || !(errors.Is(err, ErrTopicNotFound) || errors.Is(err, ErrUnavailable)) {
+		return s, false, err
+	}
+	o := k.owner(topic)
+	if derr, ok := down[o]; ok {
+		return nil, false, fmt.Errorf("%w: topic %q belongs on %s, which did not answer: %w", ErrUnavailable, topic, o.addr, wrapAddr(o, derr))
+	}
+	return o, false, nil
+}
+
+// onTopic runs op on the server topic lives on (create: see route). If a
+// server found in the cache says it does not have the topic (deleted,
+// moved), the topic is looked for again and op runs once more where it is
+// found. Errors name the server.
+func (k *cluster) onTopic(ctx context.Context, topic string, create bool, op func(s *Client) error) error {
+	s, cached, err := k.route(ctx, topic, create)
+	if err != nil {
+		return err
+	}
+	err = op(s)
+	if cached && errors.Is(err, ErrTopicNotFound) {
+		k.forget(topic, s)
+		if s, _, err = k.route(ctx, topic, create); err != nil {
+			return err
+		}
+		err = op(s)
+	}
+	if err == nil && create {
+		k.remember(topic, s)
+	}
+	return wrapAddr(s, err)
+}
+
+// each runs op on every server in parallel and returns the errors of
+// those that failed, each naming its server.
+func (k *cluster) each(op func(i int, s *Client) error) error {
+	errs := make([]error, len(k.servers))
+	var wg sync.WaitGroup
+	for i, s := range k.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = wrapAddr(s, op(i, s))
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// deleteTopic deletes topic where it lives and forgets where that was.
+func (k *cluster) deleteTopic(ctx context.Context, topic string) error {
+	var where *Client
+	err := k.onTopic(ctx, topic, false, func(s *Client) error { where = s; return s.DeleteTopic(ctx, topic) })
+	if err == nil {
+		k.forget(topic, where)
+	}
+	return err
+}
+
+func (k *cluster) close() {
+	for _, s := range k.servers {
+		s.Close()
+	}
+}
+
+func (k *cluster) ping(ctx context.Context) error {
+	return k.each(func(_ int, s *Client) error { return s.Ping(ctx) })
+}
+
+// listTopics merges every server's list, sorted and without repeats, and
+// remembers where each topic was seen. With an error (naming the servers
+// that failed), the list holds the topics of the servers that answered.
+func (k *cluster) listTopics(ctx context.Context, prefix, regex string) ([]string, error) {
+	lists := make([][]string, len(k.servers))
+	err := k.each(func(i int, s *Client) error {
+		l, err := s.ListTopicsRegex(ctx, prefix, regex)
+		lists[i] = l
+		return err
+	})
+	var all []string
+	k.mu.Lock()
+	for i, l := range lists {
+		for _, t := range l {
+			if _, ok := k.where[t]; !ok {
+				k.where[t] = k.servers[i]
+			}
+		}
+		all = append(all, l...)
+	}
+	k.mu.Unlock()
+	slices.Sort(all)
+	return slices.Compact(all), err
+}
+
+func (k *cluster) stats() Stats {
+	var t Stats
+	for _, s := range k.servers {
+		st := s.Stats()
+		t.MessagesSent += st.MessagesSent
+		t.BytesSent += st.BytesSent
+		t.MessagesAcked += st.MessagesAcked
+		t.BytesAcked += st.BytesAcked
+		t.MessagesReceived += st.MessagesReceived
+		t.Errors += st.Errors
+		t.InFlight += st.InFlight
+		t.Reconnects += st.Reconnects
+	}
+	return t
+}
+
+// messages is Messages over the server topic lives on; when that server
+// says it does not have the topic, the loop looks for it again and goes on
+// where it is found, from the next offset.
+func (k *cluster) messages(ctx context.Context, topic string, from int64) iter.Seq2[Message, error] {
+	return func(yield func(Message, error) bool) {
+		bo := k.top.newBackoff(0)
+		for ctx.Err() == nil {
+			s, _, err := k.route(ctx, topic, false)
+			if err != nil {
+				if ctx.Err() != nil || !yield(Message{}, err) || errors.Is(err, ErrClosed) {
+					return
+				}
+				if bo.wait(ctx) != nil {
+					return
+				}
+				continue
+			}
+			relocate := false
+			for m, err := range s.Messages(ctx, topic, from) {
+				if err != nil {
+					relocate = errors.Is(err, ErrTopicNotFound)
+					if relocate {
+						k.forget(topic, s)
+					}
+					err = wrapAddr(s, err)
+				} else {
+					from = m.Offset + 1
+				}
+				if !yield(m, err) {
+					return
+				}
+				if relocate {
+					break
+				}
+			}
+			if !relocate {
+				return // ctx ended, or the client was closed
+			}
+			if bo.wait(ctx) != nil {
+				return
+			}
+		}
+	}
+}
+
+// newReader is NewReader on the server topic lives on.
+func (k *cluster) newReader(topic string, offset int64) (*Reader, error) {
+	var r *Reader
+	err := k.onTopic(context.Background(), topic, false, func(s *Client) error {
+		var err error
+		r, err = s.NewReader(topic, offset)
+		return err
+	})
+	return r, err
+}
+
+// newProducer is NewProducer on the server topic lives on, or is placed on
+// when the client creates topics. A topic that cannot be found or placed
+// gives a Producer whose Send fails with that error.
+func (k *cluster) newProducer(topic string, opts []ProducerOption) *Producer {
+	ctx, cancel := context.WithTimeout(context.Background(), k.top.opts.requestTimeout)
+	defer cancel()
+	s, _, err := k.route(ctx, topic, k.top.opts.autoCreate)
+	if err != nil {
+		p := k.owner(topic).NewProducer(topic, opts...)
+		p.err = err
+		return p
+	}
+	return s.NewProducer(topic, opts...)
+}
