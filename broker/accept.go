@@ -110,8 +110,14 @@ func (b *Broker) enroll(nc net.Conn, p *peer) error {
 	res, err := b.eng.Register(ctx)
 	b.enrollMu.Unlock()
 	if err == nil {
-		r := <-res
-		err = r.Err
+		select {
+		case r := <-res:
+			err = r.Err
+		case <-b.ctx.Done():
+			// Shutdown: a loop that is stopping may never answer, and
+			// Shutdown waits for the TLS goroutine calling this.
+			err = errShuttingDown
+		}
 	}
 	if err != nil {
 		b.conns.Add(-1)
