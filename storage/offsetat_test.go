@@ -70,3 +70,28 @@ func TestOffsetAt(t *testing.T) {
 		t.Fatalf("offset at in an empty topic: %d %v, want 0", got, err)
 	}
 }
+
+// TestInfoBytesAfterTruncate: a truncation within the first segment stops
+// counting the hidden batches in Bytes; DiskBytes keeps them until the file
+// goes. (populate's batches differ in size, so offset 5 is not half.)
+func TestInfoBytesAfterTruncate(t *testing.T) {
+	s, _ := openTest(t, 1)
+	populate(t, s, "b", 0, 10) // one segment, several batches
+	before, err := s.Info("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Bytes != before.DiskBytes || before.Bytes == 0 {
+		t.Fatalf("before truncating: %+v", before)
+	}
+	if err := s.Truncate("b", 5); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.Info("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.DiskBytes != before.DiskBytes || after.Bytes >= before.Bytes || after.Bytes <= 0 || after.Segments != 1 {
+		t.Fatalf("after truncating to 5 of 10: %+v, before %+v: want fewer Bytes, the same DiskBytes", after, before)
+	}
+}

@@ -53,8 +53,12 @@ type Store struct {
 type TopicInfo struct {
 	Oldest   int64 // oldest readable offset
 	Next     int64 // offset the next message will get
-	Bytes    int64 // bytes of segment data on each volume
+	Bytes    int64 // bytes of readable segment data on each volume: batches a truncation hid are not counted
 	Segments int   // segment files on each volume
+	// DiskBytes is what the segment files take on each volume, the hidden
+	// batches of a truncated first segment included (they go when the
+	// whole file does).
+	DiskBytes int64
 }
 
 // Open locks the volumes, recovers every topic on them (repairing volumes

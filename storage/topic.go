@@ -118,6 +118,15 @@ func (t *topic) info() (TopicInfo, error) {
 	for _, sg := range t.segs {
 		info.Bytes += sg.size
 	}
+	info.DiskBytes = info.Bytes
+	if len(t.segs) > 0 {
+		// A truncation within the first segment hides the batches before
+		// the one holding the oldest offset: they are on disk, not readable.
+		es := t.segs[0].entries
+		if i := sort.Search(len(es), func(i int) bool { return es[i].off > t.start }); i > 0 {
+			info.Bytes -= int64(es[i-1].pos)
+		}
+	}
 	return info, nil
 }
 

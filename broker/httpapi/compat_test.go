@@ -63,7 +63,11 @@ func TestOriginalClientExpectations(t *testing.T) {
 	xerr(do(t, "POST", u+"/c1", "xy", "X-Sizes", "1:x").want(t, "produce with bad X-Sizes", 400), "invalid header: X-Sizes")
 	xerr(do(t, "GET", u+"/c1", "", "X-Id", "abc").want(t, "consume a bad id", 400), "invalid message id")
 	xerr(do(t, "GET", u+"/c1", "", "X-Id", "0", "X-Limit", "zero").want(t, "consume a bad limit", 400), "invalid message limit")
-	xerr(do(t, "PUT", u+"/a%2Fb", "").want(t, "create a bad name", 400), "invalid topic")
+	r = do(t, "PUT", u+"/a%2Fb", "").want(t, "create a bad name", 400)
+	xerr(r, "invalid topic")
+	if strings.Count(r.body, "invalid topic name") != 1 {
+		t.Fatalf("the body %q repeats its prefix", r.body)
+	}
 	xerr(do(t, "PATCH", u+"/c1", "{not json", "Content-Type", "application/json").want(t, "truncate with bad JSON", 400), "invalid body: invalid json entry")
 
 	// DELETE of a missing topic is 204.

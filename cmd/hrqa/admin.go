@@ -19,8 +19,8 @@ var truncateCmd = &command{
 prints the topic's new oldest offset. Truncation is exact: no message before
 it can be read afterwards. The disk space comes back a segment file at a time:
 the server deletes the files that hold only dropped messages, and the rest of
-the first file stays on disk, unreadable, until the whole file goes (so
-"hrqa topics info" may still count those bytes).
+the first file stays on disk, unreadable, until the whole file goes
+("hrqa topics info" counts only readable bytes).
 
 -before takes:
   an offset          5000 drops offsets 0 to 4999

@@ -154,7 +154,8 @@ func TestProduceErrors(t *testing.T) {
 	addr, c := server(t)
 	fails(t, addr, "", `invalid topic name "a/b"`, "produce", "a/b", "x")
 	fails(t, addr, "x\n", `invalid topic name "a/b"`, "produce", "a/b")
-	fails(t, addr, "", `invalid topic name ".."`, "produce", "..", "x")
+	fails(t, addr, "", `invalid topic name "..": must not be "." or "..", which name directories`, "produce", "..", "x")
+	fails(t, addr, "", `invalid topic name "a b": only A-Z, a-z, 0-9, '.', '_', '-', ':' and '@' are allowed`, "produce", "a b", "x")
 	if topics, err := c.ListTopics(context.Background(), ""); err != nil || len(topics) != 0 {
 		t.Errorf("topics %q, %v after failed produces", topics, err)
 	}
