@@ -59,11 +59,17 @@ const (
 	OpTruncate    Op = 8 // drop old messages before an offset or a time
 	OpHello       Op = 9 // present the client's version, name and token
 
-	opMax = OpHello
+	OpCommitOffset Op = 11 // set a group's committed offset on a topic, optionally compare-and-set
+	OpFetchOffset  Op = 12 // read a group's committed offset on a topic
+	OpGroupLease   Op = 13 // take, renew or release the lease on a (group, topic)
+	OpListGroups   Op = 14 // the groups of a topic and their offsets
+	OpDeleteGroup  Op = 15 // forget a group's offset on a topic
 )
 
 // Valid reports whether op is known to this protocol version.
-func (op Op) Valid() bool { return op >= OpPing && op <= opMax }
+func (op Op) Valid() bool {
+	return op >= OpPing && op <= OpHello || op >= OpCommitOffset && op <= OpDeleteGroup
+}
 
 func (op Op) String() string {
 	switch op {
@@ -85,6 +91,16 @@ func (op Op) String() string {
 		return "truncate"
 	case OpHello:
 		return "hello"
+	case OpCommitOffset:
+		return "commit offset"
+	case OpFetchOffset:
+		return "fetch offset"
+	case OpGroupLease:
+		return "group lease"
+	case OpListGroups:
+		return "list groups"
+	case OpDeleteGroup:
+		return "delete group"
 	}
 	return "unknown op"
 }
