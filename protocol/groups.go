@@ -21,10 +21,6 @@ const (
 	// NoOffset is the committed offset of a group that has none.
 	NoOffset = -1
 
-	commitReqFixedSize    = 18 // offset, expect int64; flags uint16
-	leaseReqFixedSize     = 5  // action uint8, ttl uint32
-	groupOffsetRespSize   = 28 // ttl uint32; committed, start, next int64
-	listGroupsRespFixed   = 20 // oldest, next int64; count uint32
 	listGroupsEntryMinLen = 14 // the smallest entry: a uint16 name length, committed int64, lease uint32
 )
 
