@@ -74,6 +74,8 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 		jb, err = b.truncateJob(h, payload)
 	case protocol.OpProduce:
 		jb, err = b.produceJob(h, payload)
+	case protocol.OpCommitOffset, protocol.OpFetchOffset, protocol.OpGroupLease, protocol.OpListGroups, protocol.OpDeleteGroup:
+		jb, err = b.groupJob(h, payload)
 	}
 	if err == nil && h.Op != protocol.OpListTopics {
 		err = b.allow(cs, h.Op, jb.topic)
@@ -104,13 +106,16 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 
 // offLoop reports whether j may wait on the disk or spend CPU and so runs
 // on the connection's goroutine: create, delete and truncate (directory
-// syncs, file removals), produce when appends fsync, and a list filtered by
+// syncs, file removals), commit offset and delete group (a file rewritten
+// per volume), produce when appends fsync, and a list filtered by
 // a regex. Info, a plain list and produce without fsync are memory and
 // page-cache work.
 func (b *Broker) offLoop(j *job) bool {
 	switch j.op {
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate:
 		return true
+	case protocol.OpCommitOffset, protocol.OpDeleteGroup:
+		return true // the groups file is rewritten on every volume
 	case protocol.OpListTopics:
 		return j.regex != "" // compiling and matching: CPU no event loop may spend
 	case protocol.OpProduce:
@@ -139,6 +144,8 @@ type job struct {
 	// truncate
 	by     protocol.TruncateBy
 	before int64
+	// consumer group ops (groups.go)
+	grp *groupReq
 
 	slot  *slot
 	start time.Time // when the request arrived, for Config.ObserveRequest
@@ -200,6 +207,9 @@ func (b *Broker) runJobsEach(jobs []*job) [][]byte {
 }
 
 func (b *Broker) runJob(dst []byte, j *job) []byte {
+	if isGroupOp(j.op) {
+		return b.runGroupJob(dst, j)
+	}
 	var err error
 	switch j.op {
 	case protocol.OpCreateTopic:
