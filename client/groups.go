@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/haraqa/haraqa/protocol"
@@ -125,4 +126,13 @@ func (c *Client) lease(ctx context.Context, group, topic, member string, action 
 		return protocol.AppendLeaseRequest(dst, id, req)
 	})
 	return groupOffset(group, p, err)
+}
+
+// ValidGroup reports whether name is a valid group name: 1 to 255 bytes
+// of [A-Za-z0-9._-], not "." or "..". The error matches ErrInvalidArgument.
+func ValidGroup(name string) error {
+	if err := protocol.ValidGroup(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return nil
 }

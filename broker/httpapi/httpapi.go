@@ -217,7 +217,7 @@ func (a *API) ObserveFsync(took time.Duration) {
 }
 
 // corsExposed are the response headers a browser script may read.
-const corsExposed = "X-Sizes, X-Errors, X-Id, X-Oldest"
+const corsExposed = "X-Sizes, X-Errors, X-Id, X-Oldest, X-Committed"
 
 // ServeHTTP serves the routes above.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -227,7 +227,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Access-Control-Expose-Headers", corsExposed)
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			h.Set("Access-Control-Allow-Methods", "GET, HEAD, PUT, POST, PATCH, DELETE, OPTIONS")
-			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Sizes, X-Id, X-Limit")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Sizes, X-Id, X-Limit, X-Consumer-Group")
 			h.Set("Access-Control-Max-Age", "600")
 			w.WriteHeader(http.StatusNoContent)
 			return
