@@ -170,6 +170,9 @@ func (g *GroupReader) renew(granted time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), every)
 		_, err := g.c.lease(ctx, g.group, g.topic, g.member, 0, g.opts.lease)
 		cancel()
+		if errors.Is(err, ErrClosed) {
+			return // the client is closed: no lease to keep
+		}
 		var se *Error
 		if errors.As(err, &se) {
 			g.mu.Lock()
