@@ -106,16 +106,19 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 
 // offLoop reports whether j may wait on the disk or spend CPU and so runs
 // on the connection's goroutine: create, delete and truncate (directory
-// syncs, file removals), commit offset and delete group (a file rewritten
-// per volume), produce when appends fsync, and a list filtered by
+// syncs, file removals), the group ops (a commit rewrites a file per
+// volume under the lock the others take), produce when appends fsync, and
+// a list filtered by
 // a regex. Info, a plain list and produce without fsync are memory and
 // page-cache work.
 func (b *Broker) offLoop(j *job) bool {
 	switch j.op {
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate:
 		return true
-	case protocol.OpCommitOffset, protocol.OpDeleteGroup:
-		return true // the groups file is rewritten on every volume
+	case protocol.OpCommitOffset, protocol.OpDeleteGroup, protocol.OpFetchOffset, protocol.OpGroupLease, protocol.OpListGroups:
+		// A commit rewrites the groups file on every volume, holding the
+		// topic's group table meanwhile, which the others take.
+		return true
 	case protocol.OpListTopics:
 		return j.regex != "" // compiling and matching: CPU no event loop may spend
 	case protocol.OpProduce:

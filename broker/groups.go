@@ -9,8 +9,10 @@ import (
 
 // This file: the consumer group ops (11-15). Their state lives in the
 // store (committed offsets on every volume, leases in memory), which the
-// HTTP port shares; a commit or a group deletion writes files and runs
-// off the loop, a fetch, lease or list is memory work and runs on it.
+// HTTP port shares. Every group op runs on the connection's goroutine,
+// off the loop: a commit or a group deletion writes a file per volume
+// while it holds the topic's group table, which a fetch, lease or list
+// takes too.
 
 // groupReq is a parsed group request: copies that outlive the frame.
 type groupReq struct {
