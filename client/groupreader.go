@@ -132,14 +132,18 @@ func (g *GroupReader) Start(ctx context.Context) (GroupOffset, error) {
 		case <-t.C:
 		}
 	}
+	var err error
 	if o.Committed == NoOffset && g.opts.startSet {
 		if g.opts.start < 0 {
 			o.Start = max(o.Next+g.opts.start, o.Start)
-		} else {
-			o.Start = g.opts.start
+		} else if o.Start = g.opts.start; o.Start > o.Next {
+			err = fmt.Errorf("%w: start offset %d is past the end of topic %q (%d)", ErrOffsetOutOfRange, o.Start, g.topic, o.Next)
 		}
 	}
-	r, err := g.c.NewReader(g.topic, o.Start)
+	var r *Reader
+	if err == nil {
+		r, err = g.c.NewReader(g.topic, o.Start)
+	}
 	if err != nil {
 		_, _ = g.c.lease(ctx, g.group, g.topic, g.member, 1, 0)
 		return GroupOffset{}, err

@@ -284,6 +284,9 @@ func (cs *consumer) runGroup(ctx context.Context, group string, from *int64, fol
 		}
 	}()
 	st, err := g.Start(ctx)
+	if errors.Is(err, client.ErrOffsetOutOfRange) && from != nil {
+		return cs.outOfRange(ctx, *from, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -313,6 +316,9 @@ func (cs *consumer) runGroup(ctx context.Context, group string, from *int64, fol
 			return err
 		}
 		if err := g.CommitTo(ctx, pos); err != nil {
+			if ctx.Err() != nil && follow {
+				break // Ctrl-C during the commit: done again below
+			}
 			return err
 		}
 	}

@@ -68,6 +68,7 @@ func TestConsumeGroup(t *testing.T) {
 	if got := ok(t, addr, "", "groups", "info", "w", "g2"); !strings.Contains(got, "committed  -") {
 		t.Errorf("after delete:\n%s", got)
 	}
+	fails(t, addr, "", `offset 11 is outside topic "w": its oldest offset is 0, its next 10`, "consume", "w", "-group", "g4", "-offset", "11")
 	fails(t, addr, "", `topic "nope" does not exist`, "consume", "nope", "-group", "g")
 	fails(t, addr, "", `topic "nope" does not exist`, "groups", "list", "nope")
 	if r := hrqa(t, addr, "", "consume", "w", "-group", "a/b"); r.code != 2 {

@@ -14,11 +14,11 @@ import (
 
 // TestGroupCommitsSurviveKill: commits acknowledged before a kill -9 of
 // the server binary are there after the restart, with each fsync policy
-// (the page cache holds them under "never"), and the lease held at the
+// (the page cache holds them under "never" and "interval"), and the lease held at the
 // kill is gone with the process.
 func TestGroupCommitsSurviveKill(t *testing.T) {
 	bin := buildServer(t, t.TempDir())
-	for _, fsync := range []string{"never", "always"} {
+	for _, fsync := range []string{"never", "interval", "always"} {
 		t.Run("fsync="+fsync, func(t *testing.T) {
 			vols := []string{t.TempDir(), t.TempDir()}
 			args := append([]string{"-tcp", strconv.Itoa(freePort(t)), "-listen", "127.0.0.1", "-fsync", fsync}, vols...)
