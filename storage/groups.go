@@ -431,6 +431,9 @@ func (t *topic) syncGroups() error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
+		// Kept dirty: the next interval tries again. The commits are in
+		// every volume's page cache, so only a power loss could lose them.
+		t.s.opts.Logger.Error("fsync of the groups file failed; retried next interval", "topic", t.name, "err", err)
 		return err
 	}
 	g.dirty = false
