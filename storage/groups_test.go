@@ -361,3 +361,53 @@ func FuzzDecodeGroups(f *testing.F) {
 		}
 	})
 }
+
+// TestGroupCommitIOError: a commit whose groups file cannot be written or
+// fsynced on a volume is not acknowledged, leaves the committed offset as
+// it was, says so without a server path, and the next commit succeeds.
+func TestGroupCommitIOError(t *testing.T) {
+	for _, fsync := range []FsyncPolicy{FsyncAlways, FsyncNever} {
+		t.Run(fsync.String(), func(t *testing.T) {
+			ffs := newFaultFS()
+			opts := recOpts(t, 2)
+			opts.FS, opts.Fsync = ffs, fsync
+			s := mustOpen(t, opts)
+			if err := s.CreateTopic("g"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Append("g", protocol.AppendBatch(nil, []byte("a"), []byte("b"))); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.CommitOffset("g", "a", Commit{Offset: 1}); err != nil {
+				t.Fatal(err)
+			}
+			// The second volume's temporary file fails: after the first
+			// volume has the new file.
+			ffs.failOpen = func(name string) bool {
+				return strings.HasPrefix(name, opts.Volumes[1]) && strings.HasSuffix(name, groupsName+tmpSuffix)
+			}
+			err := s.CommitOffset("g", "a", Commit{Offset: 2})
+			if err == nil || strings.Contains(err.Error(), opts.Volumes[1]) {
+				t.Fatalf("failed commit: %v", err)
+			}
+			if err := s.CommitOffset("g", "new", Commit{Offset: 2}); err == nil {
+				t.Fatal("a new group's failed commit succeeded")
+			}
+			if o := mustFetch(t, s, "a"); o.Committed != 1 {
+				t.Fatalf("after the failure: %+v", o)
+			}
+			if gs, _ := s.ListGroups("g"); len(gs) != 1 {
+				t.Fatalf("the failed new group is listed: %+v", gs)
+			}
+			ffs.failOpen = nil
+			if err := s.CommitOffset("g", "a", Commit{Offset: 2, Compare: true, Expect: 1}); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			s = mustOpen(t, opts)
+			if o := mustFetch(t, s, "a"); o.Committed != 2 {
+				t.Fatalf("reopened: %+v", o)
+			}
+		})
+	}
+}
