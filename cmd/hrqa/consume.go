@@ -27,7 +27,7 @@ var consumeCmd = &command{
 	name:    "consume",
 	args:    "TOPIC",
 	opts:    "[-group NAME] [-offset N] [-limit N] [-f] [-d DELIM | -0 | -format json]",
-	summary: "print messages, one per line; -f follows",
+	summary: "print messages, one per line; -f follows; -group reads as a group",
 	help: `Prints the messages of TOPIC from -offset on (by default the oldest kept),
 each followed by a newline (-d another delimiter, -0 a NUL byte). Messages are
 printed as they are, so one that holds the delimiter reads as several: use -0
