@@ -50,7 +50,7 @@ func rightOf(op protocol.Op) auth.Right {
 	switch op {
 	case protocol.OpProduce:
 		return auth.Produce
-	case protocol.OpConsume, protocol.OpCommitOffset, protocol.OpFetchOffset, protocol.OpGroupLease,
+	case protocol.OpConsume, protocol.OpOffsetAt, protocol.OpCommitOffset, protocol.OpFetchOffset, protocol.OpGroupLease,
 		protocol.OpListGroups, protocol.OpDeleteGroup:
 		return auth.Consume // a group is a consumer's position
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate:

@@ -31,6 +31,8 @@ type connState struct {
 
 	stalledSince time.Time // when its output became backed up; zero once it drains
 	pausedSince  time.Time // when it was last paused for the memory budget; zero while served
+	waitSince    time.Time // when its consume began waiting for the budget's reserve; zero once served
+	handling     int       // size of the frame being handled, still in the inbound buffer
 
 	accounted   int64        // its share of Broker.stats.buffered (budget.go)
 	draining    atomic.Bool  // in Broker.draining: to be woken while over the budget
@@ -189,7 +191,9 @@ func (b *Broker) readFrames(c gnet.Conn, cs *connState) gnet.Action {
 		if err != nil {
 			return gnet.None
 		}
+		cs.handling = size
 		b.handle(c, cs, frame)
+		cs.handling = 0
 		_, _ = c.Discard(size)
 	}
 	return gnet.None

@@ -26,13 +26,17 @@ const (
 var consumeCmd = &command{
 	name:    "consume",
 	args:    "TOPIC",
-	opts:    "[-group NAME] [-offset N] [-limit N] [-f] [-d DELIM | -0 | -format json]",
+	opts:    "[-group NAME] [-offset N|end|@TIME | -since DURATION] [-limit N] [-f] [-d DELIM | -0 | -format json]",
 	summary: "print messages, one per line; -f follows; -group reads as a group",
 	help: `Prints the messages of TOPIC from -offset on (by default the oldest kept),
 each followed by a newline (-d another delimiter, -0 a NUL byte). Messages are
 printed as they are, so one that holds the delimiter reads as several: use -0
 or -format json for such data. A negative -offset counts back from the end:
--1 is the last message, -10 the last ten.
+-1 is the last message, -10 the last ten. -offset end starts at the end: only
+messages produced from then on (with -f). -offset @TIME starts at the first
+message the server appended at or after TIME (RFC 3339, such as
+@2026-12-01T09:00:00Z, or a date, midnight UTC); -since 15m is the same for
+the time 15 minutes ago.
 
 Without -f, hrqa exits once it has printed the messages up to the end of the
 topic (or -limit of them). With -f it then waits for new messages and prints
@@ -61,13 +65,18 @@ Examples:
   hrqa consume orders
   hrqa consume orders -offset -1 -f           # the last message, then follow
   hrqa consume orders -offset 100 -limit 10
+  hrqa consume orders -offset @2026-12-01T09:00:00Z
+  hrqa consume orders -since 1h -format json
+  hrqa consume orders -offset end -f          # only new messages
   hrqa consume files -0 | xargs -0 ls -ld
   hrqa consume orders -format json | jq -r .value
   hrqa consume orders -group billing -limit 100  # the next 100 for billing`,
 	setup: func(fs *flag.FlagSet) action {
 		var d delimFlags
 		d.register(fs, "follows")
-		offset := fs.Int64("offset", 0, "first offset; negative counts back from the end, -1 is the last message (default the oldest kept)")
+		var start startFlag
+		fs.Var(&start, "offset", "first offset; negative counts back from the end (-1 is the last message); end: only new messages; @TIME: the first appended at or after TIME, RFC 3339 (default the oldest kept)")
+		since := fs.Duration("since", 0, "start at the first message appended at most this long ago (e.g. 15m, 2h)")
 		limit := fs.Int("limit", 0, "stop after this many messages; 0: no limit")
 		follow := fs.Bool("f", false, "follow: wait for new messages until interrupted")
 		group := fs.String("group", "", "read as consumer group NAME: from its committed offset, committing what is printed")
@@ -83,6 +92,10 @@ Examples:
 				return err
 			case *limit < 0:
 				return usagef("-limit must not be negative, got %d", *limit)
+			case isSet(fs, "since") && isSet(fs, "offset"):
+				return usagef("-since and -offset exclude each other")
+			case *since < 0:
+				return usagef("-since must not be negative, got %s", *since)
 			case *format != "text" && *format != "json":
 				return usagef("-format %q: want text or json", *format)
 			case *format == "json" && (isSet(fs, "d") || d.nul):
@@ -97,21 +110,20 @@ Examples:
 				c: c, e: e, topic: topic, limit: *limit,
 				p: newPrinter(e.stdout, delim, *format == "json"),
 			}
-			var from *int64
-			if isSet(fs, "offset") {
-				from = offset
+			if isSet(fs, "since") {
+				start.since(*since)
 			}
 			if *group != "" {
 				if err := client.ValidGroup(*group); err != nil {
 					return usagef("-group %q: use 1 to 255 characters of A-Z a-z 0-9 . _ -", *group)
 				}
-				err = cs.runGroup(ctx, *group, from, *follow)
+				err = cs.runGroup(ctx, *group, &start, *follow)
 				if *follow && ctx.Err() != nil && err == nil {
 					return nil
 				}
 				return explainGroup(explain(err, topic), topic, *group)
 			}
-			err = cs.run(ctx, from, *follow)
+			err = cs.run(ctx, &start, *follow)
 			if *follow && ctx.Err() != nil {
 				return nil // Ctrl-C is how -f ends
 			}
@@ -130,16 +142,16 @@ type consumer struct {
 	p       *printer
 }
 
-// run prints from offset *from (nil: the oldest) to the end of the topic,
-// then with follow waits for more.
-func (cs *consumer) run(ctx context.Context, from *int64, follow bool) error {
+// run prints from where start says (unset: the oldest) to the end of the
+// topic, then with follow waits for more.
+func (cs *consumer) run(ctx context.Context, start *startFlag, follow bool) error {
 	info, err := cs.c.TopicInfo(ctx, cs.topic)
 	if err != nil {
 		return err
 	}
-	offset := info.Oldest
-	if from != nil {
-		offset = *from
+	offset, err := start.resolve(ctx, cs.c, cs.topic, info)
+	if err != nil {
+		return err
 	}
 	next, err := cs.catchUp(ctx, offset)
 	if err != nil || !follow || cs.done() {
@@ -265,14 +277,24 @@ func (p *printer) print(m client.Message) error {
 	return p.json.Encode(v)
 }
 
-// runGroup prints as a member of group: from its committed offset (from,
-// then the oldest, when it has none) to the end of the topic, then with
-// follow waits for more; it commits what it printed after each response
-// and before it returns.
-func (cs *consumer) runGroup(ctx context.Context, group string, from *int64, follow bool) (err error) {
+// runGroup prints as a member of group: from its committed offset (where
+// start says, then the oldest, when it has none) to the end of the topic,
+// then with follow waits for more; it commits what it printed after each
+// response and before it returns.
+func (cs *consumer) runGroup(ctx context.Context, group string, start *startFlag, follow bool) (err error) {
 	opts := []client.GroupOption{client.WithoutLeaseWait()}
-	if from != nil {
-		opts = append(opts, client.WithStartOffset(*from))
+	var from *int64
+	if start.set {
+		info, err := cs.c.TopicInfo(ctx, cs.topic)
+		if err != nil {
+			return err
+		}
+		off, err := start.resolve(ctx, cs.c, cs.topic, info)
+		if err != nil {
+			return err
+		}
+		from = &off
+		opts = append(opts, client.WithStartOffset(off))
 	}
 	g, err := cs.c.NewGroupReader(group, cs.topic, opts...)
 	if err != nil {

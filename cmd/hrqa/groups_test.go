@@ -31,6 +31,8 @@ func TestConsumeGroup(t *testing.T) {
 		{[]string{"consume", "w", "-group", "g1"}, ""}, // at the end: nothing, and no wait
 		{[]string{"consume", "w", "-group", "g3", "-offset", "-2"}, "9\n10\n"},
 		{[]string{"consume", "w", "-group", "g2", "-offset", "-1", "-limit", "1"}, "3\n"}, // committed: -offset ignored
+		{[]string{"consume", "w", "-group", "g5", "-offset", "end"}, ""},                  // a new group from the end
+		{[]string{"consume", "w", "-group", "g5"}, ""},                                    // it committed the end
 	} {
 		if got := ok(t, addr, "", tc.args...); got != tc.want {
 			t.Errorf("hrqa %s printed %q, want %q", strings.Join(tc.args, " "), got, tc.want)
