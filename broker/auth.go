@@ -50,8 +50,9 @@ func rightOf(op protocol.Op) auth.Right {
 	switch op {
 	case protocol.OpProduce:
 		return auth.Produce
-	case protocol.OpConsume, protocol.OpOffsetAt:
-		return auth.Consume
+	case protocol.OpConsume, protocol.OpOffsetAt, protocol.OpCommitOffset, protocol.OpFetchOffset, protocol.OpGroupLease,
+		protocol.OpListGroups, protocol.OpDeleteGroup:
+		return auth.Consume // a group is a consumer's position
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate:
 		return auth.Admin
 	}

@@ -76,6 +76,8 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 		jb, err = b.offsetAtJob(h, payload)
 	case protocol.OpProduce:
 		jb, err = b.produceJob(h, payload)
+	case protocol.OpCommitOffset, protocol.OpFetchOffset, protocol.OpGroupLease, protocol.OpListGroups, protocol.OpDeleteGroup:
+		jb, err = b.groupJob(h, payload)
 	}
 	if err == nil && h.Op != protocol.OpListTopics {
 		err = b.allow(cs, h.Op, jb.topic)
@@ -106,13 +108,19 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 
 // offLoop reports whether j may wait on the disk or spend CPU and so runs
 // on the connection's goroutine: create, delete and truncate (directory
-// syncs, file removals), produce when appends fsync, and a list filtered by
+// syncs, file removals), the group ops (a commit rewrites a file per
+// volume under the lock the others take), produce when appends fsync, and
+// a list filtered by
 // a regex. Info, a plain list and produce without fsync are memory and
 // page-cache work.
 func (b *Broker) offLoop(j *job) bool {
 	switch j.op {
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpOffsetAt:
 		return true // offset at: a binary search that reads batch headers from the disk
+	case protocol.OpCommitOffset, protocol.OpDeleteGroup, protocol.OpFetchOffset, protocol.OpGroupLease, protocol.OpListGroups:
+		// A commit rewrites the groups file on every volume, holding the
+		// topic's group table meanwhile, which the others take.
+		return true
 	case protocol.OpListTopics:
 		return j.regex != "" // compiling and matching: CPU no event loop may spend
 	case protocol.OpProduce:
@@ -141,6 +149,8 @@ type job struct {
 	// truncate
 	by     protocol.TruncateBy
 	before int64
+	// consumer group ops (groups.go)
+	grp *groupReq
 
 	slot  *slot
 	start time.Time // when the request arrived, for Config.ObserveRequest
@@ -210,6 +220,9 @@ func (b *Broker) runJobsEach(jobs []*job) [][]byte {
 }
 
 func (b *Broker) runJob(dst []byte, j *job) []byte {
+	if isGroupOp(j.op) {
+		return b.runGroupJob(dst, j)
+	}
 	var err error
 	switch j.op {
 	case protocol.OpCreateTopic:

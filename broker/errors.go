@@ -41,8 +41,14 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeShuttingDown
 	case errors.Is(err, storage.ErrNoSpace):
 		return protocol.CodeNoSpace
-	case errors.Is(err, storage.ErrTooManyFiles):
+	case errors.Is(err, storage.ErrTooManyFiles), errors.Is(err, storage.ErrTooManyGroups):
 		return protocol.CodeLimitReached
+	case errors.Is(err, storage.ErrGroupBusy):
+		return protocol.CodeGroupBusy
+	case errors.Is(err, storage.ErrCommitConflict):
+		return protocol.CodeCommitConflict
+	case errors.Is(err, storage.ErrInvalidGroup):
+		return protocol.CodeInvalidArgument
 	}
 	return protocol.CodeOf(err)
 }

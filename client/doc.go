@@ -17,6 +17,38 @@
 //	offset, err := f.Wait(ctx)
 //	p.Close()
 //
+// # Consumer groups: at-least-once
+//
+// A group reads a topic from where it committed last, whoever reads it:
+// per (group, topic) the server keeps a committed offset on every volume,
+// and one member at a time holds a lease on the pair (10 s, renewed while
+// the GroupReader is open). Another member waits for the lease (or, with
+// WithoutLeaseWait, fails at once with ErrGroupBusy); when the holder
+// closes, or crashes and its lease expires, the next member reads from the
+// last commit. Delivery is therefore at-least-once: the messages a member
+// processed after its last commit are read again by the next. Process,
+// then commit:
+//
+//	g, err := c.NewGroupReader("billing", "orders", client.WithAutoCommit(time.Second))
+//	defer g.Close() // commits what was processed, releases the lease
+//	for {
+//		msgs, err := g.Next(ctx) // the messages before these are processed
+//		if err != nil { ... }
+//		for _, m := range msgs {
+//			charge(m.Value) // make it idempotent: it may run twice
+//		}
+//		if err := g.Commit(ctx); err != nil { ... } // or leave it to the interval
+//	}
+//
+// A commit says "everything before this offset is processed". Committing
+// before processing would make it at-most-once; a handler that has
+// effects elsewhere should tolerate a message twice (dedupe by offset, or
+// make the effect idempotent). Commits are conditional on the offset the
+// reader last committed, so a member that lost its lease cannot move the
+// group back. CommitOffset, CommitOffsetIf, FetchOffset, ListGroups and
+// DeleteGroup manage groups directly (hrqa groups uses them); every group
+// request needs the consume right on its topic.
+//
 // # TLS
 //
 // A server started with -tls-cert and -tls-key speaks TLS only, on both

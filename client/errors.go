@@ -32,6 +32,12 @@ var (
 	// ErrForbidden: the token does not allow the request on its topic
 	// (code 19).
 	ErrForbidden = errors.New("client: forbidden: the token does not allow this")
+	// ErrGroupBusy: another member holds the lease of the consumer group
+	// on the topic (code 20).
+	ErrGroupBusy = errors.New("client: group busy: another member holds its lease")
+	// ErrCommitConflict: a conditional commit found another committed
+	// offset (code 21).
+	ErrCommitConflict = errors.New("client: commit conflict: the committed offset changed")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrHTTPPort: the address answered in HTTP: it is a server's HTTP
@@ -72,6 +78,8 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeIdleTimeout:      ErrIdleTimeout,
 	protocol.CodeUnauthenticated:  ErrUnauthenticated,
 	protocol.CodeForbidden:        ErrForbidden,
+	protocol.CodeGroupBusy:        ErrGroupBusy,
+	protocol.CodeCommitConflict:   ErrCommitConflict,
 }
 
 // Error is an error answered by the server: the operation, the protocol's

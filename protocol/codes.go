@@ -31,8 +31,10 @@ const (
 	CodeIdleTimeout        Code = 17 // the connection was idle and is closed; nothing sent after its last answer was read
 	CodeUnauthenticated    Code = 18 // no valid token was presented on this connection (hello)
 	CodeForbidden          Code = 19 // the connection's token does not allow this request
+	CodeGroupBusy          Code = 20 // another member holds the lease on the (group, topic)
+	CodeCommitConflict     Code = 21 // a compare-and-set commit found another committed offset
 
-	codeMax = CodeForbidden
+	codeMax = CodeCommitConflict
 )
 
 var codeNames = [...]string{
@@ -56,6 +58,8 @@ var codeNames = [...]string{
 	CodeIdleTimeout:        "idle timeout",
 	CodeUnauthenticated:    "unauthenticated",
 	CodeForbidden:          "forbidden",
+	CodeGroupBusy:          "group busy",
+	CodeCommitConflict:     "commit conflict",
 }
 
 func (c Code) String() string {

@@ -131,6 +131,11 @@
 //	                          after those answers was read, so a client may
 //	                          send it again on a new connection, produces
 //	                          included
+//	20   group busy           a group op: another member holds the lease on
+//	                          the (group, topic); the message says for how
+//	                          long; retry after it
+//	21   commit conflict      commit offset with the compare flag: the
+//	                          committed offset is not the one expected
 //
 // # Operations
 //
@@ -271,4 +276,93 @@
 // A client sends hello first on every new connection when it has a token,
 // and may pipeline requests behind it: the server handles a connection's
 // requests in order.
+//
+// # Consumer groups
+//
+// A group is a name (the topic rules: ValidGroup); per (group, topic) the
+// server keeps a committed offset, the offset the group reads from next,
+// as durably as the topic's messages, and at most one member at a time
+// holds a lease on the pair. A member id is 1-255 bytes the client picks
+// (MaxMemberLen), random per reader. Every group op needs the consume
+// right on its topic; a topic that does not exist is code 6; a bad group
+// name or member id is code 14. A new group past the server's limits
+// (1024 per topic, 65536 in all) is code 15, naming the limit.
+//
+//	op 11, commit offset  request: below      response: empty
+//	op 12, fetch offset   request: below      response: group offset
+//	op 13, group lease    request: below      response: group offset
+//	op 14, list groups    request: topic string  response: below
+//	op 15, delete group   request: below      response: empty
+//
+// Commit offset (op 11):
+//
+//	0   8  offset   int64, the offset the group reads next, 0 to the
+//	                topic's next offset (else code 9; negative: code 14)
+//	8   8  expect   int64, with the compare flag: the committed offset
+//	                required, -1 (NoOffset) for a group without one
+//	16  2  flags    uint16, bit 0: compare (CommitCompare); other bits 0
+//	18  2  topic len
+//	20  n  topic
+//	-   2  group len
+//	-   -  group
+//	-   2  member len
+//	-   -  member   the committing lease holder; empty: none
+//
+// With the compare flag the commit is applied only if the committed
+// offset is expect, else code 21 (commit conflict) and nothing changes, so
+// two members cannot silently overwrite each other. While a member other
+// than the one named holds a live lease, the commit is code 20 (group
+// busy), with or without a member. The response is sent once every volume
+// holds the commit under the server's fsync policy.
+//
+// Fetch offset (op 12) and delete group (op 15) requests:
+//
+//	0  2  topic len
+//	2  n  topic
+//	-  2  group len
+//	-  -  group
+//
+// Delete group forgets the group's offset on the topic; a group that does
+// not exist is not an error; one whose lease a member holds is code 20.
+// Resetting a group to an offset is a commit.
+//
+// Group lease (op 13) takes the lease on (group, topic) for member, renews
+// it when member holds it, or releases it:
+//
+//	0  1  action   uint8, 0: take or renew; 1: release
+//	1  4  ttl      uint32, ms; 0: DefaultLeaseMs (10000); at most MaxLeaseMs
+//	               (300000; more: code 14); the server grants at least 100
+//	5  2  topic len
+//	7  n  topic
+//	-  2  group len
+//	-  -  group
+//	-  2  member len, 1-255
+//	-  -  member
+//
+// A take while another member holds a live lease is answered at once with
+// code 20 (group busy), never held: the server parks no request for a
+// lease, whose holder may renew it for hours, and the client chooses how
+// long to wait and whether to give up. A lease that is not renewed within
+// its ttl ends, and the next take, by any member, succeeds: it starts from
+// the last commit. Leases are held in memory only; a restart frees them.
+// A release by a member not holding the lease changes nothing.
+//
+// The group offset response of fetch offset and group lease, 28 bytes:
+//
+//	0   4  lease ms   uint32, lease: the lease now held (0 after a
+//	                  release); fetch: ms left on anyone's lease, 0: none
+//	4   8  committed  int64, the committed offset, -1: none
+//	12  8  start      int64, where the group reads from: committed, raised
+//	                  to the topic's oldest offset when a truncation went
+//	                  past it; the oldest offset when there is no commit
+//	20  8  next       int64, the topic's next offset
+//
+// List groups (op 14) request is a topic string; the response, groups by
+// ascending name, those with a commit or a live lease:
+//
+//	0   8  oldest   int64, the topic's oldest offset
+//	8   8  next     int64, the topic's next offset
+//	16  4  count    uint32
+//	20  -  groups   count entries: a group string, committed int64 (-1:
+//	                none, a lease only), lease ms uint32 (0: none)
 package protocol

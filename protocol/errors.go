@@ -72,6 +72,16 @@ var (
 	errLongRegex   = wrap(ErrInvalidArgument, "regex is longer than 4096 bytes")
 	errLongName    = wrap(ErrInvalidArgument, "hello: client name is longer than 255 bytes")
 	errLongToken   = wrap(ErrInvalidArgument, "hello: token is longer than 1024 bytes")
+
+	errCommitFlags  = wrap(ErrMalformed, "unknown commit flags")
+	errLeaseAction  = wrap(ErrMalformed, "unknown lease action")
+	errGroupCount   = wrap(ErrMalformed, "group count does not fit the payload")
+	errGroupName    = wrap(ErrInvalidArgument, "group name must be 1 to 255 bytes of A-Z, a-z, 0-9, '.', '_' and '-', not \".\" or \"..\"")
+	errLongMember   = wrap(ErrInvalidArgument, "member id is longer than 255 bytes")
+	errNoMember     = wrap(ErrInvalidArgument, "group lease: the member id is empty")
+	errLeaseTTL     = wrap(ErrInvalidArgument, "group lease: longer than 300000 ms (MaxLeaseMs)")
+	errCommitOffset = wrap(ErrInvalidArgument, "commit: the offset is negative")
+	errCommitExpect = wrap(ErrInvalidArgument, "commit: the expected offset is below -1 (none)")
 )
 
 // detailError adds detail to a sentinel without hiding it from errors.Is.

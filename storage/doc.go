@@ -16,6 +16,7 @@
 //	<volume>/topics/<topic>/NNNN.log   segment log, NNNN = base offset, 20 digits zero-padded
 //	<volume>/topics/<topic>/NNNN.idx   segment index
 //	<volume>/topics/<topic>/meta       start offset, present after a truncation inside a segment
+//	<volume>/topics/<topic>/groups     consumer groups' committed offsets, present after a first commit
 //	<volume>/topics/~deleted.<topic>.N a deleted topic being removed
 //
 // Topic names are 1-255 bytes of [A-Za-z0-9._-] and neither "." nor "..",
@@ -97,6 +98,53 @@
 //
 // Written durably on every volume when a truncation moves the start inside
 // a segment that is kept. Without it, the start is the first segment's base.
+//
+// # Groups file (groups)
+//
+// The committed offsets of the topic's consumer groups, the whole table:
+//
+//	offset size field
+//	0      4    "HRQG"
+//	4      4    uint32 little-endian: count, at most MaxGroupsPerTopic (1024)
+//	8      -    count entries, by ascending group name, each:
+//	              2  uint16 little-endian: name length, 1-255
+//	              n  group name, the topic name rules
+//	              8  int64 little-endian: committed offset, >= 0
+//	-      4    uint32 little-endian: CRC32C (Castagnoli) of every byte before it
+//
+// A commit (CommitOffset) or a group deletion rewrites the file on every
+// volume in volume order and returns once the last has it: a temporary
+// file (groups.tmp) renamed over the old one, so a crash of the process at
+// any moment leaves each volume with the old table or the new one, never a
+// torn file, and kill -9 loses no acknowledged commit. The fsync policy
+// applies as to data: with FsyncAlways the temporary file is fsynced
+// before the rename and the directory after it, before the commit is
+// acknowledged; with FsyncInterval the file and the directory are fsynced
+// by the next interval's sync; with FsyncNever the kernel decides (and
+// Close's syncfs). A file of at most 272 KiB is rewritten per commit,
+// which is why groups are bounded: MaxGroupsPerTopic per topic, MaxGroups
+// (65536) over all topics, a new group past either refused with
+// ErrTooManyGroups naming the limit. Group names never become paths.
+//
+// At open, as for a batch, the reference copy is the one of the last
+// volume, in reverse volume order, whose file is valid (length, magic,
+// count, names, order, CRC): a commit reaches the last volume last, so
+// that volume never holds a commit the others lack. Every volume whose
+// copy is missing, damaged or different gets the reference, written
+// durably, and the repair is logged and counted. When no volume holds a
+// valid copy, the topic opens without groups: logged as an error and
+// counted as unreadable, never guessed.
+//
+// A committed offset is not moved by a truncation: a group whose offset
+// the oldest offset passed reads from the oldest (GroupOffset.Start).
+// Deleting a topic deletes its groups with its directories; a topic
+// created again under the name starts without any.
+//
+// Leases (Lease, ReleaseLease) live in memory only: at most one member
+// holds one on a (group, topic) at a time, until it releases it or its
+// duration (default 10 s, 100 ms to 5 min) passes without a renewal. A
+// commit or deletion while another member holds a live lease fails with
+// ErrGroupBusy. A restart frees every lease; the committed offsets stay.
 //
 // # Appends and durability
 //

@@ -37,6 +37,16 @@ var (
 	// ErrCorruptLayout: a topic directory holds files that contradict each
 	// other (overlapping segments) and cannot be opened safely.
 	ErrCorruptLayout = errors.New("storage: corrupt topic layout")
+	// ErrInvalidGroup: a group name breaks the topic naming rules, or a
+	// member id is empty or longer than 255 bytes.
+	ErrInvalidGroup = errors.New("storage: invalid group name")
+	// ErrGroupBusy: another member holds a live lease on the (group, topic).
+	ErrGroupBusy = errors.New("storage: group busy")
+	// ErrCommitConflict: a compare-and-set commit found another committed offset.
+	ErrCommitConflict = errors.New("storage: commit conflict")
+	// ErrTooManyGroups: a new group would pass MaxGroupsPerTopic or
+	// MaxGroups; the message names the limit.
+	ErrTooManyGroups = errors.New("storage: too many groups")
 	// ErrInvalidOptions: Options.Validate failed.
 	ErrInvalidOptions = errors.New("storage: invalid options")
 )

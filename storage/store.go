@@ -44,6 +44,8 @@ type Store struct {
 	stop            chan struct{}
 	wg              sync.WaitGroup
 
+	groupCount atomic.Int64 // groups of all topics, within MaxGroups
+
 	decode      *decodeBudget // bytes validation decodes into at once (decode.go)
 	space       space         // free space against Options.MinFreeBytes
 	resourceLog everyFew      // appends refused for space or descriptors
@@ -326,10 +328,12 @@ func (s *Store) buryTopic(t *topic, name string, done chan struct{}) ([]string, 
 	// t.idxMu so no queued index is being written into the directories.
 	t.wmu.Lock()
 	t.idxMu.Lock()
+	t.groups.mu.Lock() // no groups file is being written into the directories
 	t.mu.Lock()
 	graves, err := s.renameAway(name)
 	if err != nil {
 		t.mu.Unlock()
+		t.groups.mu.Unlock()
 		t.idxMu.Unlock()
 		t.wmu.Unlock()
 		s.mu.Lock()
@@ -341,6 +345,8 @@ func (s *Store) buryTopic(t *topic, name string, done chan struct{}) ([]string, 
 	}
 	t.idxDone = true // the directories are gone: no index is written again
 	t.mu.Unlock()
+	t.groups.mu.Unlock()
+	t.closeGroups(fmt.Errorf("%w: %q", ErrTopicNotFound, name)) // its groups go with it
 	t.idxMu.Unlock()
 	t.markDeleted()
 	t.wmu.Unlock()
@@ -635,7 +641,7 @@ func (s *Store) Sync() error {
 	topics := s.allTopics()
 	var errs []error
 	for _, t := range topics {
-		errs = append(errs, t.sync())
+		errs = append(errs, t.sync(), t.syncGroups())
 	}
 	return errors.Join(errs...)
 }

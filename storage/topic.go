@@ -63,6 +63,8 @@ type topic struct {
 	dirty    bool // written since the last fsync (FsyncInterval)
 	dirDirty bool // a segment was created since the last fsync (FsyncInterval)
 
+	groups groupTable // consumer groups' committed offsets and leases (groups.go)
+
 	lastWrite atomic.Int64 // append time of the last commit, Unix ns: the file budget parks the oldest first
 
 	produced, producedBytes atomic.Int64 // appended since open
@@ -575,6 +577,7 @@ func (t *topic) sync() error {
 
 // close writes the active segment's index, fsyncs and closes its files.
 func (t *topic) close() error {
+	t.closeGroups(ErrClosed)
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
 	t.mu.Lock()

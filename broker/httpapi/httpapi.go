@@ -242,7 +242,7 @@ func (a *API) ObserveFsync(took time.Duration) {
 }
 
 // corsExposed are the response headers a browser script may read.
-const corsExposed = "X-Sizes, X-Errors, X-Id, X-Oldest"
+const corsExposed = "X-Sizes, X-Errors, X-Id, X-Oldest, X-Committed"
 
 // ServeHTTP serves the routes above.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {

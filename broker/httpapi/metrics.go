@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
 )
 
 // metrics holds what /metrics serves: latency histograms observed as
@@ -130,13 +131,15 @@ var (
 	descWriteFiles    = prometheus.NewDesc("haraqa_open_write_files", "Segment files held open for appends (active and next segments).", nil, nil)
 	descMaxOpenFiles  = prometheus.NewDesc("haraqa_max_open_files", "The budget of segment files, read and write (-max-open-files).", nil, nil)
 	descTopics        = prometheus.NewDesc("haraqa_topics", "Topics.", nil, nil)
+	descGroupLag      = prometheus.NewDesc("haraqa_consumer_group_lag_messages", "Messages a consumer group has yet to commit on a topic: the topic's next offset minus where the group reads from (its committed offset, raised to the oldest offset kept).", []string{"group", "topic"}, nil)
+	descGroupOffset   = prometheus.NewDesc("haraqa_consumer_group_committed_offset", "The offset a consumer group committed on a topic: the offset it reads next.", []string{"group", "topic"}, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descProduced, descProducedBytes, descConsumed, descConsumedBytes,
 		descTopicBytes, descTopicOldest, descTopicNext, descVolumeBytes, descVolumeFree, descVolumeSegs, descSent, descRequests,
 		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descBuffered, descBudgetPauses, descIdleClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
-		descUnreadable, descDroppedTails, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics} {
+		descUnreadable, descDroppedTails, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics, descGroupLag, descGroupOffset} {
 		ch <- d
 	}
 }
@@ -176,6 +179,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge(descTopics, int64(len(topics)))
+	for topic, groups := range st.store.GroupStats() {
+		for _, g := range groups {
+			if g.Committed == storage.NoOffset {
+				continue // a lease only: nothing committed to measure from
+			}
+			gauge(descGroupLag, g.Next-g.Start, g.Group, topic)
+			gauge(descGroupOffset, g.Committed, g.Group, topic)
+		}
+	}
 
 	b, s := st.broker.Stats(), st.store.Stats()
 	counter(descSent, b.ZeroCopyBytes, "zero_copy")

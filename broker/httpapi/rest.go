@@ -92,8 +92,11 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, protocol.ErrBatchTooLarge):
 		status, msg = http.StatusRequestEntityTooLarge, "batch too large: the messages with their framing exceed the server's frame limit"
-	case errors.Is(err, ErrBadRequest), errors.Is(err, storage.ErrInvalidTopic), errors.Is(err, storage.ErrInvalidBatch):
+	case errors.Is(err, ErrBadRequest), errors.Is(err, storage.ErrInvalidTopic), errors.Is(err, storage.ErrInvalidBatch),
+		errors.Is(err, storage.ErrInvalidGroup):
 		status, msg = http.StatusBadRequest, err.Error()
+	case errors.Is(err, storage.ErrGroupBusy), errors.Is(err, storage.ErrCommitConflict), errors.Is(err, storage.ErrTooManyGroups):
+		status, msg = http.StatusConflict, err.Error()
 	case errors.Is(err, storage.ErrTopicNotFound):
 		status, msg = http.StatusNotFound, err.Error()
 	case errors.Is(err, storage.ErrTopicExists):
@@ -377,7 +380,8 @@ func param(r *http.Request, key, header string) string {
 }
 
 // GET /topics/{topic}?id=OFFSET&limit=N&wait=D, or ?time=RFC3339 instead
-// of id: from the first message appended at or after that time.
+// of id: from the first message appended at or after that time; with
+// X-Consumer-Group: G and neither (or a negative id), from G's committed offset.
 func (a *API) consume(w http.ResponseWriter, r *http.Request, s *storage.Store, name string) {
 	var err error
 	var id int64
@@ -405,6 +409,24 @@ func (a *API) consume(w http.ResponseWriter, r *http.Request, s *storage.Store, 
 			a.fail(w, err)
 			return
 		}
+	}
+	// With a consumer group and no offset (or a negative one), read from
+	// the group's committed offset and commit past what the response holds.
+	group := param(r, "group", "X-Consumer-Group")
+	idGiven := idParam != "" || r.URL.Query().Get("time") != ""
+	grouped := group != "" && (!idGiven || id < 0)
+	committed := int64(storage.NoOffset)
+	if grouped {
+		o, err := s.FetchOffset(name, group)
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		if o.Member != "" {
+			a.fail(w, fmt.Errorf("%w: topic %q, group %q: a member holds the lease for %s more", storage.ErrGroupBusy, name, group, o.LeaseLeft.Round(time.Millisecond)))
+			return
+		}
+		id, committed = o.Start, o.Committed
 	}
 	limit := a.cfg.DefaultLimit
 	if v := param(r, "limit", "X-Limit"); v != "" {
@@ -454,6 +476,21 @@ func (a *API) consume(w http.ResponseWriter, r *http.Request, s *storage.Store, 
 	if err != nil {
 		a.fail(w, err)
 		return
+	}
+	if grouped {
+		// Committed before the body is sent: a response lost on its way is
+		// not read again by the group (at-most-once over HTTP). The commit
+		// is conditional on the offset read, so two requests of the group
+		// at once do not both get the same messages: the second gets 409.
+		next := res.Offset
+		if sizes != "" {
+			next += int64(strings.Count(sizes, ":") + 1)
+		}
+		if err := s.CommitOffset(name, group, storage.Commit{Offset: next, Compare: true, Expect: committed}); err != nil {
+			a.fail(w, err)
+			return
+		}
+		w.Header().Set("X-Committed", strconv.FormatInt(next, 10))
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")

@@ -26,8 +26,8 @@ const (
 var consumeCmd = &command{
 	name:    "consume",
 	args:    "TOPIC",
-	opts:    "[-offset N|end|@TIME | -since DURATION] [-limit N] [-f] [-d DELIM | -0 | -format json]",
-	summary: "print messages, one per line; -f follows",
+	opts:    "[-group NAME] [-offset N|end|@TIME | -since DURATION] [-limit N] [-f] [-d DELIM | -0 | -format json]",
+	summary: "print messages, one per line; -f follows; -group reads as a group",
 	help: `Prints the messages of TOPIC from -offset on (by default the oldest kept),
 each followed by a newline (-d another delimiter, -0 a NUL byte). Messages are
 printed as they are, so one that holds the delimiter reads as several: use -0
@@ -45,6 +45,17 @@ each as it arrives, until -limit messages or Ctrl-C, which ends it with exit
 status 0. A topic that does not exist is an error, as is an offset past the
 end or before the oldest message kept.
 
+With -group NAME, hrqa reads as a member of consumer group NAME: it starts
+where the group committed last (-offset applies only to a group that has
+not committed; a new group starts at the oldest offset kept), and commits
+what it printed: once it has printed and flushed them, so a message is
+never committed before it is printed (at-least-once: after a crash the
+next reader prints it again). With -f it commits after each response it
+prints and when interrupted. While it runs it holds the group's lease: a
+second "consume -group" of the same group and topic fails at once with
+"group busy" rather than waiting (after a kill -9 the lease ends within
+10 s). See "hrqa groups" to list, inspect, reset or delete groups.
+
 -format json prints one object per line:
   {"offset":7,"time":"2025-01-02T15:04:05.123456789Z","value":"hello"}
 "time" is when the server appended the message (UTC). "value" is the message
@@ -59,7 +70,8 @@ Examples:
   hrqa consume orders -since 1h -format json
   hrqa consume orders -offset end -f          # only new messages
   hrqa consume files -0 | xargs -0 ls -ld
-  hrqa consume orders -format json | jq -r .value`,
+  hrqa consume orders -format json | jq -r .value
+  hrqa consume orders -group billing -limit 100  # the next 100 for billing`,
 	setup: func(fs *flag.FlagSet) action {
 		var d delimFlags
 		d.register(fs, "follows")
@@ -68,6 +80,7 @@ Examples:
 		since := fs.Duration("since", 0, "start at the first message appended at most this long ago (e.g. 15m, 2h)")
 		limit := fs.Int("limit", 0, "stop after this many messages; 0: no limit")
 		follow := fs.Bool("f", false, "follow: wait for new messages until interrupted")
+		group := fs.String("group", "", "read as consumer group NAME: from its committed offset, committing what is printed")
 		format := fs.String("format", "text", "text (the values, each followed by the delimiter) or json (offset, time and value per line)")
 		return func(ctx context.Context, e *env, args []string) error {
 			topic, err := oneTopic(args)
@@ -100,6 +113,16 @@ Examples:
 			}
 			if isSet(fs, "since") {
 				start.since(*since)
+			}
+			if *group != "" {
+				if err := client.ValidGroup(*group); err != nil {
+					return usagef("-group %q: use 1 to 255 characters of A-Z a-z 0-9 . _ -", *group)
+				}
+				err = cs.runGroup(ctx, *group, &start, *follow)
+				if *follow && ctx.Err() != nil && err == nil {
+					return nil
+				}
+				return explainGroup(explain(err, topic), topic, *group)
 			}
 			err = cs.run(ctx, &start, *follow)
 			if *follow && ctx.Err() != nil {
@@ -256,4 +279,77 @@ func (p *printer) print(m client.Message) error {
 		v.Value, v.Encoding = base64.StdEncoding.EncodeToString(m.Value), "base64"
 	}
 	return p.json.Encode(v)
+}
+
+// runGroup prints as a member of group: from its committed offset (where
+// start says, then the oldest, when it has none) to the end of the topic,
+// then with follow waits for more; it commits what it printed after each
+// response and before it returns.
+func (cs *consumer) runGroup(ctx context.Context, group string, start *startFlag, follow bool) (err error) {
+	opts := []client.GroupOption{client.WithoutLeaseWait()}
+	var from *int64
+	if start.set {
+		info, err := cs.c.TopicInfo(ctx, cs.topic)
+		if err != nil {
+			return err
+		}
+		off, err := start.resolve(ctx, cs.c, cs.topic, info)
+		if err != nil {
+			return err
+		}
+		from = &off
+		opts = append(opts, client.WithStartOffset(off))
+	}
+	g, err := cs.c.NewGroupReader(group, cs.topic, opts...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := g.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	st, err := g.Start(ctx)
+	if errors.Is(err, client.ErrOffsetOutOfRange) && from != nil {
+		return cs.outOfRange(ctx, *from, err)
+	}
+	if err != nil {
+		return err
+	}
+	pos := st.Start
+	for !cs.done() && (follow || pos < st.Next) {
+		msgs, err := g.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil && follow {
+				break // Ctrl-C: commit what was printed, below
+			}
+			if errors.Is(err, client.ErrOffsetOutOfRange) {
+				return cs.outOfRange(ctx, pos, err)
+			}
+			return err
+		}
+		for _, m := range msgs {
+			if cs.done() {
+				break
+			}
+			if err := cs.p.print(m); err != nil {
+				return err
+			}
+			cs.printed++
+			pos = m.Offset + 1
+		}
+		if err := cs.p.w.Flush(); err != nil {
+			return err
+		}
+		if err := g.CommitTo(ctx, pos); err != nil {
+			if ctx.Err() != nil && follow {
+				break // Ctrl-C during the commit: done again below
+			}
+			return err
+		}
+	}
+	// Interrupted (follow): the context is gone, the commit is not.
+	cctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+	defer cancel()
+	return g.CommitTo(cctx, pos)
 }

@@ -19,7 +19,7 @@ var helpCmd = &command{
   hrqa help topics list`,
 	setup: func(fs *flag.FlagSet) action {
 		return func(ctx context.Context, e *env, args []string) error {
-			if len(args) == 0 || (len(args) == 1 && args[0] == "topics") {
+			if len(args) == 0 || (len(args) == 1 && (args[0] == "topics" || args[0] == "groups")) {
 				printHelp(e.stdout)
 				return nil
 			}
@@ -60,6 +60,7 @@ examples:
   seq 1 3 | hrqa produce numbers          # three messages: 1, 2, 3
   hrqa consume numbers                    # print them and exit
   hrqa consume numbers -offset -1 -f      # the last one, then follow
+  hrqa consume numbers -group report      # from where group report stopped; commits
 
 Run 'hrqa help COMMAND' or 'hrqa COMMAND -h' for a command's flags and examples.
 `)

@@ -11,8 +11,13 @@
 //	topics delete TOPIC                  delete a topic and its messages
 //	topics info TOPIC                    show a topic's offsets and size
 //	produce TOPIC [MESSAGE...]           send the arguments, or stdin one message per line
-//	consume TOPIC                        print the messages, one per line; -f follows
+//	consume TOPIC                        print the messages, one per line; -f follows;
+//	                                     -group NAME reads and commits as a consumer group
 //	truncate TOPIC -before OFFSET|TIME   drop the messages before an offset or a time
+//	groups list TOPIC                    list a topic's consumer groups, offsets and lag
+//	groups info TOPIC GROUP              show a group's offsets on a topic
+//	groups reset TOPIC GROUP -to WHERE   set where a group reads next: oldest, end, OFFSET
+//	groups delete TOPIC GROUP            forget a group's offset on a topic
 //	ping                                 check that the server answers
 //	token new                            print a fresh token and its auth-file line
 //	help [COMMAND]                       show the help of hrqa or of a command
@@ -165,7 +170,9 @@ var commands []*command
 func init() {
 	commands = []*command{
 		topicsListCmd, topicsCreateCmd, topicsDeleteCmd, topicsInfoCmd,
-		produceCmd, consumeCmd, truncateCmd, pingCmd, tokenNewCmd, helpCmd,
+		produceCmd, consumeCmd, truncateCmd,
+		groupsListCmd, groupsInfoCmd, groupsResetCmd, groupsDeleteCmd,
+		pingCmd, tokenNewCmd, helpCmd,
 	}
 }
 
@@ -284,6 +291,14 @@ func findCommand(e *env, args []string) (*command, []string, error) {
 			return nil, nil, errors.New("topics needs a subcommand: list, create, delete or info")
 		}
 		name, rest = "topics "+rest[0], rest[1:]
+	} else if name == "groups" {
+		if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help") {
+			return nil, nil, flag.ErrHelp
+		}
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			return nil, nil, errors.New("groups needs a subcommand: list, info, reset or delete")
+		}
+		name, rest = "groups "+rest[0], rest[1:]
 	} else if name == "token" {
 		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
 			return nil, nil, errors.New("token needs a subcommand: new")

@@ -1,0 +1,441 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// Consumer groups: per (group, topic) a committed offset, kept in the
+// topic's groups file on every volume (see doc.go, "Groups file"), and a
+// lease in memory that at most one member holds at a time.
+
+// Group limits and lease bounds.
+const (
+	// MaxGroupsPerTopic bounds the groups a topic keeps (committed or
+	// leased); one more is refused with ErrTooManyGroups. It bounds the
+	// groups file, rewritten whole on every commit, to 272 KiB.
+	MaxGroupsPerTopic = 1024
+	// MaxGroups bounds the groups of all topics together, so that the
+	// tables held in memory stay under about 20 MiB.
+	MaxGroups = 65536
+	// DefaultLease is the lease a member gets when it asks for none.
+	DefaultLease = protocol.DefaultLeaseMs * time.Millisecond
+	// MinLease is the shortest lease granted: shorter requests get it.
+	MinLease = 100 * time.Millisecond
+	// MaxLease is the longest lease granted.
+	MaxLease = protocol.MaxLeaseMs * time.Millisecond
+	// NoOffset is the committed offset of a group without a commit.
+	NoOffset = protocol.NoOffset
+)
+
+// GroupOffset is the state of one (group, topic).
+type GroupOffset struct {
+	Group string
+	// Committed is the offset the group committed last, NoOffset if none.
+	Committed int64
+	// Start is where the group reads from: Committed, raised to the
+	// topic's oldest offset when a truncation went past it, or the oldest
+	// offset when the group has no commit.
+	Start int64
+	// Oldest and Next are the topic's offsets.
+	Oldest, Next int64
+	// LeaseLeft is the time left on the lease held on the pair (0: none);
+	// Member holds it.
+	LeaseLeft time.Duration
+	Member    string
+}
+
+// Commit describes a commit (Store.CommitOffset).
+type Commit struct {
+	// Offset is the offset the group reads from next: one past the last
+	// message it processed. At least 0, at most the topic's next offset.
+	Offset int64
+	// Compare makes the commit conditional: it is applied only while the
+	// committed offset is Expect (NoOffset: none), else ErrCommitConflict.
+	Compare bool
+	Expect  int64
+	// Member is the committing lease holder; empty for none. A commit is
+	// refused with ErrGroupBusy while another member holds a live lease.
+	Member string
+}
+
+// groupEntry is one group of a topic. Committed is NoOffset for a group
+// that only holds a lease, which is not written to the groups file.
+type groupEntry struct {
+	committed int64
+	member    string    // lease holder; "" for none
+	until     time.Time // lease expiry
+}
+
+func (e *groupEntry) leasedBy(now time.Time) string {
+	if e.member != "" && now.Before(e.until) {
+		return e.member
+	}
+	return ""
+}
+
+// groupTable is a topic's groups. mu is taken before the topic's mu and
+// after its wmu and idxMu (buryTopic takes all four).
+type groupTable struct {
+	mu    sync.Mutex
+	m     map[string]*groupEntry
+	gone  error // set when the topic is deleted or closed: no more writes
+	dirty bool  // FsyncInterval: the groups file was written since the last sync
+}
+
+func validGroup(name string) error {
+	if err := protocol.ValidGroup(name); err != nil {
+		return fmt.Errorf("%w: %q", ErrInvalidGroup, name)
+	}
+	return nil
+}
+
+// groupOp looks up topic name, checks the group name and runs fn with the
+// topic's group table locked.
+func (s *Store) groupOp(name, group string, fn func(t *topic, g *groupTable) error) error {
+	t, err := s.lookup(name)
+	if err != nil {
+		return err
+	}
+	if err := validGroup(group); err != nil {
+		return err
+	}
+	g := &t.groups
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gone != nil {
+		return g.gone
+	}
+	return fn(t, g)
+}
+
+// view returns the state of group, whose entry e may be nil. g.mu must
+// be held.
+func (t *topic) viewLocked(group string, e *groupEntry, now time.Time) GroupOffset {
+	t.mu.RLock()
+	oldest, next := t.start, t.next
+	t.mu.RUnlock()
+	o := GroupOffset{Group: group, Committed: NoOffset, Oldest: oldest, Next: next}
+	if e != nil {
+		o.Committed = e.committed
+		if o.Member = e.leasedBy(now); o.Member != "" {
+			o.LeaseLeft = e.until.Sub(now)
+		}
+	}
+	o.Start = min(max(o.Committed, oldest), next)
+	return o
+}
+
+// FetchOffset returns the state of group on topic name; a group never
+// committed has Committed NoOffset and starts at the oldest offset.
+func (s *Store) FetchOffset(name, group string) (GroupOffset, error) {
+	var o GroupOffset
+	err := s.groupOp(name, group, func(t *topic, g *groupTable) error {
+		o = t.viewLocked(group, g.m[group], time.Now())
+		return nil
+	})
+	return o, err
+}
+
+// CommitOffset sets the committed offset of group on topic name, on every
+// volume, under the fsync policy, before it returns; see Commit for the
+// conditions. Errors: ErrGroupBusy, ErrCommitConflict,
+// ErrOffsetOutOfRange (an offset past the topic's next), ErrTooManyGroups.
+func (s *Store) CommitOffset(name, group string, c Commit) error {
+	if c.Offset < 0 || c.Compare && c.Expect < NoOffset {
+		return fmt.Errorf("%w: topic %q, group %q: commit offset %d, expected %d", ErrOffsetOutOfRange, name, group, c.Offset, c.Expect)
+	}
+	return s.groupOp(name, group, func(t *topic, g *groupTable) error {
+		now := time.Now()
+		e := g.m[group]
+		if e != nil {
+			if m := e.leasedBy(now); m != "" && m != c.Member {
+				return busyErr(name, group, e.until.Sub(now))
+			}
+		}
+		cur := int64(NoOffset)
+		if e != nil {
+			cur = e.committed
+		}
+		if c.Compare && cur != c.Expect {
+			return fmt.Errorf("%w: topic %q, group %q: committed offset is %d, not %d", ErrCommitConflict, name, group, cur, c.Expect)
+		}
+		t.mu.RLock()
+		next := t.next
+		t.mu.RUnlock()
+		if c.Offset > next {
+			return fmt.Errorf("%w: topic %q, group %q: commit offset %d is past the next offset %d", ErrOffsetOutOfRange, name, group, c.Offset, next)
+		}
+		if e == nil {
+			if err := s.reserveGroup(t, g, name, group); err != nil {
+				return err
+			}
+			e = &groupEntry{committed: NoOffset}
+			g.m[group] = e
+		}
+		prev := e.committed
+		e.committed = c.Offset
+		if err := t.writeGroupsLocked(g); err != nil {
+			if e.committed = prev; prev == NoOffset && e.member == "" {
+				s.dropGroupLocked(g, group)
+			}
+			return err
+		}
+		return nil
+	})
+}
+
+// Lease takes, or renews when member holds it, the lease of member on
+// (group, topic name) for ttl (0: DefaultLease; within [MinLease,
+// MaxLease]), and returns the group's state. Another member's live lease
+// is ErrGroupBusy: the caller decides whether to wait and ask again. A
+// lease lives in memory only; a restart frees every lease.
+func (s *Store) Lease(name, group, member string, ttl time.Duration) (GroupOffset, error) {
+	if member == "" || len(member) > protocol.MaxMemberLen {
+		return GroupOffset{}, fmt.Errorf("%w: member id must be 1 to %d bytes", ErrInvalidGroup, protocol.MaxMemberLen)
+	}
+	if ttl == 0 {
+		ttl = DefaultLease
+	}
+	ttl = min(max(ttl, MinLease), MaxLease)
+	var o GroupOffset
+	err := s.groupOp(name, group, func(t *topic, g *groupTable) error {
+		now := time.Now()
+		e := g.m[group]
+		if e != nil {
+			if m := e.leasedBy(now); m != "" && m != member {
+				return busyErr(name, group, e.until.Sub(now))
+			}
+		} else {
+			if err := s.reserveGroup(t, g, name, group); err != nil {
+				return err
+			}
+			e = &groupEntry{committed: NoOffset}
+			g.m[group] = e
+		}
+		e.member, e.until = member, now.Add(ttl)
+		o = t.viewLocked(group, e, now)
+		return nil
+	})
+	return o, err
+}
+
+// ReleaseLease gives up member's lease on (group, topic name), if it holds
+// it, and returns the group's state.
+func (s *Store) ReleaseLease(name, group, member string) (GroupOffset, error) {
+	var o GroupOffset
+	err := s.groupOp(name, group, func(t *topic, g *groupTable) error {
+		now := time.Now()
+		e := g.m[group]
+		if e != nil && e.member == member {
+			e.member, e.until = "", time.Time{}
+			if e.committed == NoOffset {
+				s.dropGroupLocked(g, group)
+				e = nil
+			}
+		}
+		o = t.viewLocked(group, e, now)
+		return nil
+	})
+	return o, err
+}
+
+// DeleteGroup forgets group on topic name, on every volume. A group that
+// does not exist is not an error; one whose lease a member holds is
+// ErrGroupBusy.
+func (s *Store) DeleteGroup(name, group string) error {
+	return s.groupOp(name, group, func(t *topic, g *groupTable) error {
+		now := time.Now()
+		e := g.m[group]
+		if e == nil {
+			return nil
+		}
+		if e.leasedBy(now) != "" {
+			return busyErr(name, group, e.until.Sub(now))
+		}
+		s.dropGroupLocked(g, group)
+		if e.committed == NoOffset {
+			return nil
+		}
+		if err := t.writeGroupsLocked(g); err != nil {
+			if s.reserveGroup(t, g, name, group) == nil {
+				g.m[group] = e // not deleted: the file may still hold it
+			}
+			return err
+		}
+		return nil
+	})
+}
+
+// ListGroups returns the groups of topic name, by name.
+func (s *Store) ListGroups(name string) ([]GroupOffset, error) {
+	t, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return t.listGroups(), nil
+}
+
+func (t *topic) listGroups() []GroupOffset {
+	g := &t.groups
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	out := make([]GroupOffset, 0, len(g.m))
+	for name, e := range g.m {
+		o := t.viewLocked(name, e, now)
+		if o.Committed == NoOffset && o.Member == "" {
+			continue // an expired lease of a group never committed
+		}
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b GroupOffset) int { return strings.Compare(a.Group, b.Group) })
+	return out
+}
+
+// GroupStats returns every group of every topic, by topic then group, for
+// metrics.
+func (s *Store) GroupStats() map[string][]GroupOffset {
+	out := make(map[string][]GroupOffset)
+	for _, t := range s.allTopics() {
+		if gs := t.listGroups(); len(gs) > 0 {
+			out[t.name] = gs
+		}
+	}
+	return out
+}
+
+func busyErr(name, group string, left time.Duration) error {
+	return fmt.Errorf("%w: topic %q, group %q: another member holds the lease for %s more", ErrGroupBusy, name, group, left.Round(time.Millisecond))
+}
+
+// reserveGroup makes room for one more group in g, within the limits;
+// expired leases of groups never committed are dropped first. g.mu must
+// be held.
+func (s *Store) reserveGroup(t *topic, g *groupTable, name, group string) error {
+	if g.m == nil {
+		g.m = make(map[string]*groupEntry)
+	}
+	if len(g.m) >= MaxGroupsPerTopic {
+		now := time.Now()
+		for n, e := range g.m {
+			if e.committed == NoOffset && e.leasedBy(now) == "" {
+				s.dropGroupLocked(g, n)
+			}
+		}
+		if len(g.m) >= MaxGroupsPerTopic {
+			return fmt.Errorf("%w: topic %q has %d groups, the limit (MaxGroupsPerTopic); group %q is refused: delete unused groups", ErrTooManyGroups, name, MaxGroupsPerTopic, group)
+		}
+	}
+	if s.groupCount.Add(1) > MaxGroups {
+		s.groupCount.Add(-1)
+		return fmt.Errorf("%w: the server holds %d groups over all topics, the limit (MaxGroups); group %q on topic %q is refused", ErrTooManyGroups, MaxGroups, group, name)
+	}
+	return nil
+}
+
+// dropGroupLocked removes group from g. g.mu must be held.
+func (s *Store) dropGroupLocked(g *groupTable, group string) {
+	if _, ok := g.m[group]; ok {
+		delete(g.m, group)
+		s.groupCount.Add(-1)
+	}
+}
+
+// closeGroups stops writes to t's groups file (err says why) and returns
+// t's groups to the store's count. It takes g.mu; the caller may hold
+// wmu and idxMu, never mu.
+func (t *topic) closeGroups(err error) {
+	g := &t.groups
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gone == nil {
+		g.gone = err
+		t.s.groupCount.Add(-int64(len(g.m)))
+	}
+}
+
+// writeGroupsLocked writes the groups file of t from g to every volume, in
+// volume order: with FsyncAlways each copy durably (temporary file, fsync,
+// rename, fsync of the directory); otherwise a temporary file renamed into
+// place, which a crash of the process cannot tear, fsynced with the
+// directory by the next sync under FsyncInterval. g.mu must be held.
+func (t *topic) writeGroupsLocked(g *groupTable) error {
+	data := encodeGroups(g.m)
+	for v := range t.s.opts.Volumes {
+		path := filepath.Join(t.s.topicDir(v, t.name), groupsName)
+		var err error
+		if t.s.opts.Fsync == FsyncAlways {
+			err = t.s.writeFileDurable(path, data)
+		} else {
+			err = t.s.writeFile(path, data)
+		}
+		if err != nil {
+			t.s.opts.Logger.Error("writing the groups file failed", "topic", t.name, "volume", t.s.opts.Volumes[v], "err", err)
+			if noSpaceErr(err) {
+				return fmt.Errorf("%w: topic %q: the groups file could not be written", ErrNoSpace, t.name)
+			}
+			return &groupWriteError{topic: t.name, cause: err}
+		}
+	}
+	if t.s.opts.Fsync == FsyncInterval {
+		g.dirty = true
+	}
+	return nil
+}
+
+// groupWriteError is a failed write of a groups file, as a client is told
+// it: without the server's paths, which the log has.
+type groupWriteError struct {
+	topic string
+	cause error
+}
+
+func (e *groupWriteError) Error() string {
+	return fmt.Sprintf("storage: topic %q: the groups file could not be written", e.topic)
+}
+func (e *groupWriteError) Unwrap() error { return e.cause }
+
+// syncGroups fsyncs the groups file and the directory of t on every
+// volume if it was written since the last sync (FsyncInterval).
+func (t *topic) syncGroups() error {
+	g := &t.groups
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.dirty || g.gone != nil {
+		return nil
+	}
+	var errs []error
+	for v := range t.s.opts.Volumes {
+		dir := t.s.topicDir(v, t.name)
+		f, err := t.s.fs.OpenFile(filepath.Join(dir, groupsName), os.O_RDONLY, 0)
+		if err == nil {
+			err = f.Sync()
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err == nil {
+			err = t.s.fs.SyncDir(dir)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("storage: topic %q: fsync groups file: %w", t.name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		// Kept dirty: the next interval tries again. The commits are in
+		// every volume's page cache, so only a power loss could lose them.
+		t.s.opts.Logger.Error("fsync of the groups file failed; retried next interval", "topic", t.name, "err", err)
+		return err
+	}
+	g.dirty = false
+	return nil
+}
