@@ -46,6 +46,11 @@ func (c *Client) CommitOffsetIf(ctx context.Context, group, topic string, offset
 }
 
 func (c *Client) commit(ctx context.Context, group, topic, member string, offset int64, compare bool, prev int64) error {
+	if c.cl != nil { // a group lives with its topic
+		return c.cl.onTopic(ctx, topic, false, func(s *Client) error {
+			return s.commit(ctx, group, topic, member, offset, compare, prev)
+		})
+	}
 	req := protocol.CommitRequest{Offset: offset, Expect: prev, Topic: []byte(topic), Group: []byte(group), Member: []byte(member)}
 	if compare {
 		req.Flags = protocol.CommitCompare
@@ -66,6 +71,11 @@ func (c *Client) commit(ctx context.Context, group, topic, member string, offset
 // FetchOffset returns the state of group on topic. A group that never
 // committed has Committed NoOffset and starts at the topic's oldest offset.
 func (c *Client) FetchOffset(ctx context.Context, group, topic string) (GroupOffset, error) {
+	if c.cl != nil {
+		var o GroupOffset
+		err := c.cl.onTopic(ctx, topic, false, func(s *Client) (err error) { o, err = s.FetchOffset(ctx, group, topic); return err })
+		return o, err
+	}
 	p, err := c.do(ctx, protocol.OpFetchOffset, 0, true, func(dst []byte, id uint32) []byte {
 		return protocol.AppendGroupRequest(dst, protocol.OpFetchOffset, id, topic, group)
 	})
@@ -87,6 +97,11 @@ func groupOffset(group string, p []byte, err error) (GroupOffset, error) {
 // ListGroups returns the groups of topic that have committed or hold a
 // lease, by name, and the topic's next offset in each.
 func (c *Client) ListGroups(ctx context.Context, topic string) ([]GroupOffset, error) {
+	if c.cl != nil {
+		var gs []GroupOffset
+		err := c.cl.onTopic(ctx, topic, false, func(s *Client) (err error) { gs, err = s.ListGroups(ctx, topic); return err })
+		return gs, err
+	}
 	p, err := c.do(ctx, protocol.OpListGroups, 0, true, func(dst []byte, id uint32) []byte {
 		return protocol.AppendListGroupsRequest(dst, id, topic)
 	})
@@ -112,6 +127,9 @@ func (c *Client) ListGroups(ctx context.Context, topic string) ([]GroupOffset, e
 // DeleteGroup forgets group on topic. A group that does not exist is not
 // an error; one whose lease a member holds is ErrGroupBusy.
 func (c *Client) DeleteGroup(ctx context.Context, group, topic string) error {
+	if c.cl != nil {
+		return c.cl.onTopic(ctx, topic, false, func(s *Client) error { return s.DeleteGroup(ctx, group, topic) })
+	}
 	_, err := c.do(ctx, protocol.OpDeleteGroup, 0, true, func(dst []byte, id uint32) []byte {
 		return protocol.AppendGroupRequest(dst, protocol.OpDeleteGroup, id, topic, group)
 	})
@@ -120,6 +138,11 @@ func (c *Client) DeleteGroup(ctx context.Context, group, topic string) error {
 
 // lease takes (or renews) or releases member's lease on (group, topic).
 func (c *Client) lease(ctx context.Context, group, topic, member string, action protocol.LeaseAction, ttl time.Duration) (GroupOffset, error) {
+	if c.cl != nil {
+		var o GroupOffset
+		err := c.cl.onTopic(ctx, topic, false, func(s *Client) (err error) { o, err = s.lease(ctx, group, topic, member, action, ttl); return err })
+		return o, err
+	}
 	req := protocol.LeaseRequest{Action: action, TTLMs: uint32(min(ttl.Milliseconds(), protocol.MaxLeaseMs)),
 		Topic: []byte(topic), Group: []byte(group), Member: []byte(member)}
 	p, err := c.do(ctx, protocol.OpGroupLease, 0, true, func(dst []byte, id uint32) []byte {
