@@ -2,8 +2,12 @@
 GO       ?= go
 FUZZTIME ?= 5s
 PKGS     := ./...
+# image: the container tool (podman if installed, else docker), the image's name and its second tag.
+CONTAINER ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
+IMAGE     ?= haraqa/haraqa
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build run test lint fmt-check vet unit fuzz bench-once bench bench-go torture clean
+.PHONY: all build run test lint fmt-check vet unit fuzz bench-once bench bench-go torture image clean
 
 all: build
 
@@ -57,6 +61,16 @@ bench-go:
 ## TORTURE_FLAGS shortens it, e.g. TORTURE_FLAGS='-cycles 3 -faults 5 -attack 5s'.
 torture:
 	$(GO) run ./bench/torture $(TORTURE_FLAGS)
+
+## image: the server image $(IMAGE):latest and :$(VERSION), FROM scratch, with docker or podman
+## (CONTAINER=docker to choose). The static binary is built here, so no base image is pulled.
+image:
+	rm -rf bin/image
+	mkdir -p bin/image/rootfs/tmp
+	chmod 1777 bin/image/rootfs/tmp
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/image/rootfs/haraqa ./cmd/server
+	$(CONTAINER) build -f Dockerfile -t $(IMAGE):latest -t $(IMAGE):$(VERSION) \
+		--label org.opencontainers.image.version=$(VERSION) bin/image
 
 clean:
 	rm -rf bin bench.out
