@@ -7,7 +7,7 @@ CONTAINER ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo do
 IMAGE     ?= haraqa/haraqa
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build run test lint fmt-check vet unit fuzz bench-once bench bench-go torture image clean
+.PHONY: all build run test lint fmt-check vet unit deploy-test fuzz bench-once bench bench-go torture image clean
 
 all: build
 
@@ -22,8 +22,9 @@ build:
 run:
 	$(GO) build -o bin/haraqa ./cmd/server && exec bin/haraqa -listen 127.0.0.1 ./data
 
-## test: everything CI checks: formatting, vet, race tests, every fuzz target briefly, every benchmark once.
-test: lint unit fuzz bench-once
+## test: everything CI checks: formatting, vet, race tests, the deploy module's tests (manifests, chart,
+## container image), every fuzz target briefly, every benchmark once.
+test: lint unit deploy-test fuzz bench-once
 
 lint: fmt-check vet
 
@@ -33,10 +34,18 @@ fmt-check:
 
 vet:
 	$(GO) vet $(PKGS)
+	cd deploy && $(GO) vet ./...
 
 unit:
 	bash .ci/chromium
 	HARAQA_BROWSER_TEST=1 $(GO) test -race -count=1 $(PKGS)
+
+## deploy-test: the deploy module (its own go.mod, so Helm and the Kubernetes API stay out of the
+## main module): the manifests and the chart decoded strictly and checked against the server, and
+## the image built and run (podman installed first by .ci/podman; skipped only where it cannot be).
+deploy-test:
+	if bash .ci/podman; then export HARAQA_IMAGE_TEST=1; else echo "podman cannot be installed here: TestImage will be skipped"; fi; \
+	cd deploy && $(GO) test -count=1 ./...
 
 ## fuzz: run each fuzz target for FUZZTIME.
 fuzz:
