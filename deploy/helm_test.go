@@ -160,12 +160,17 @@ func TestChartTLS(t *testing.T) {
 }
 
 func TestChartRefusesIncompleteValues(t *testing.T) {
-	for _, values := range []string{
-		"tls: {enabled: true}",
-		"auth: {enabled: true}",
+	for values, want := range map[string]string{
+		"tls: {enabled: true}":    "secretName",
+		"auth: {enabled: true}":   "secretName",
+		"volume: {size: 100Gi}":   "volume", // a misspelt key: the schema allows no others
+		"volumes: {sise: 100Gi}":  "sise",
+		"replicas: three":         "replicas",
+		"flags: -fsync":           "flags",
+		"local: {medium: Memroy}": "medium",
 	} {
-		if _, _, err := render(t, "haraqa", values); err == nil || !strings.Contains(err.Error(), "secretName") {
-			t.Errorf("values %q: %v, want an error naming secretName", values, err)
+		if _, _, err := render(t, "haraqa", values); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("values %q: %v, want an error naming %s", values, err, want)
 		}
 	}
 }
