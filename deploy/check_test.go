@@ -2,14 +2,19 @@ package deploy
 
 import (
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/protocol"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -266,9 +271,10 @@ func checkObjects(t *testing.T, s server, o objects, w want) *appsv1.StatefulSet
 }
 
 // runContainerArgs runs the server with the StatefulSet's container args
-// on loopback, volumes and secret files mapped to temporary ones, and
-// checks the probe and metrics paths answer on the HTTP port and the
-// binary port serves.
+// on loopback, volumes and secret files mapped to temporary ones (an auth
+// file with one admin token; a CA, a server certificate for 127.0.0.1 and
+// a client certificate), and checks the probe and metrics paths answer on
+// the HTTP port and the binary port serves.
 func runContainerArgs(t *testing.T, s server, sts *appsv1.StatefulSet) {
 	t.Helper()
 	c := sts.Spec.Template.Spec.Containers[0]
@@ -279,18 +285,25 @@ func runContainerArgs(t *testing.T, s server, sts *appsv1.StatefulSet) {
 	dir := t.TempDir()
 	var flags []string
 	token := "deploy-test-token"
+	var pki *testPKI
+	if _, ok := set["tls-cert"]; ok {
+		pki = newTestPKI(t, filepath.Join(dir, "tls"))
+	}
 	for i := 0; i < len(c.Args)-len(vols); i++ {
 		a := c.Args[i]
 		flags = append(flags, a)
 		name := strings.TrimLeft(a, "-")
 		if v, ok := set[name]; ok && !s.flags[name].bool && i+1 < len(c.Args) && c.Args[i+1] == v {
 			i++
-			if name == "auth-file" {
+			switch name {
+			case "auth-file":
 				v = filepath.Join(dir, "auth")
 				sum := sha256.Sum256([]byte(token))
 				if err := os.WriteFile(v, []byte(hex.EncodeToString(sum[:])+" admin *\n"), 0o600); err != nil {
 					t.Fatal(err)
 				}
+			case "tls-cert", "tls-key", "tls-client-ca":
+				v = filepath.Join(pki.dir, filepath.Base(v)) // tls.crt, tls.key, ca.crt as in a Secret
 			}
 			flags = append(flags, v)
 		}
@@ -300,15 +313,44 @@ func runContainerArgs(t *testing.T, s server, sts *appsv1.StatefulSet) {
 		local = append(local, filepath.Join(dir, "vol", vols[i]))
 	}
 	r := s.start(t, flags, local)
-	get(t, r.http, "/healthz", "", 200, r.log)
-	get(t, r.http, "/readyz", "", 200, r.log)
+	_, mtls := set["tls-client-ca"]
+	hc, scheme := &http.Client{Timeout: 2 * time.Second}, "http://"
+	if pki != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: pki.clientConfig(mtls)}
+		scheme = "https://"
+	}
+	url := func(path string) string { return scheme + r.http + path }
+	getURL(t, hc, url("/healthz"), "", 200, r.log)
+	getURL(t, hc, url("/readyz"), "", 200, r.log)
 	metricsToken := ""
 	if set["auth-metrics"] == "true" {
-		get(t, r.http, "/metrics", "", 401, r.log)
+		getURL(t, hc, url("/metrics"), "", 401, r.log)
 		metricsToken = token
 	}
-	if m := get(t, r.http, "/metrics", metricsToken, 200, r.log); !strings.Contains(m, "haraqa_") {
+	if m := getURL(t, hc, url("/metrics"), metricsToken, 200, r.log); !strings.Contains(m, "haraqa_") {
 		t.Errorf("/metrics has no haraqa_ metrics:\n%.500s", m)
+	}
+	if pki != nil {
+		// The binary port answers a ping over TLS (the client's TLS
+		// options are not needed for that).
+		conn, err := tls.Dial("tcp", r.tcp, pki.clientConfig(mtls))
+		if err != nil {
+			t.Fatalf("TLS to the binary port: %v\n%s", err, r.log())
+		}
+		conn.SetDeadline(time.Now().Add(ioTimeout))
+		if _, err := conn.Write(protocol.AppendPingRequest(nil, 7)); err != nil {
+			t.Fatal(err)
+		}
+		head := make([]byte, protocol.HeaderSize)
+		if _, err := io.ReadFull(conn, head); err != nil {
+			t.Fatalf("ping over TLS: %v\n%s", err, r.log())
+		}
+		if h, _, err := protocol.ParseResponseHeader(head); err != nil || h.Code != protocol.CodeOK || h.CorrID != 7 {
+			t.Fatalf("ping over TLS: %+v %v", h, err)
+		}
+		conn.Close()
+		r.stop(t)
+		return
 	}
 	ctx := t.Context()
 	var opts []client.Option

@@ -155,7 +155,10 @@ func TestChartTLS(t *testing.T) {
 		if mtls {
 			flags["tls-client-ca"] = "/etc/haraqa/tls/ca.crt"
 		}
-		checkObjects(t, s, o, want{replicas: 1, size: "10Gi", tls: true, mtls: mtls, flags: flags})
+		sts := checkObjects(t, s, o, want{replicas: 1, size: "10Gi", tls: true, mtls: mtls, flags: flags})
+		if !t.Failed() {
+			runContainerArgs(t, s, sts)
+		}
 	}
 }
 

@@ -230,11 +230,16 @@ func (r *running) stop(t *testing.T) {
 // body. A token, unless "", goes in an Authorization header.
 func get(t *testing.T, addr, path, token string, want int, log func() string) string {
 	t.Helper()
-	c := &http.Client{Timeout: 2 * time.Second}
+	return getURL(t, &http.Client{Timeout: 2 * time.Second}, "http://"+addr+path, token, want, log)
+}
+
+// getURL is get with a client of the caller's and a whole URL.
+func getURL(t *testing.T, c *http.Client, url, token string, want int, log func() string) string {
+	t.Helper()
 	deadline := time.Now().Add(ioTimeout)
 	var last string
 	for {
-		req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		req, err := http.NewRequest(http.MethodGet, url, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +258,7 @@ func get(t *testing.T, addr, path, token string, want int, log func() string) st
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("GET %s%s: %s, want %d\n%s", addr, path, last, want, log())
+			t.Fatalf("GET %s: %s, want %d\n%s", url, last, want, log())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
