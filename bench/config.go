@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"time"
@@ -68,6 +69,11 @@ type Config struct {
 	// a VM costs 12-15 us per 4 KiB page on first touch. 1 GiB cut a
 	// 1 KiB x 1000 produce run from 290 to 80 MB/s here.
 	Ballast int64
+	// TLS, when set, is the client's TLS configuration (haraqa-bench's
+	// -tls flags). With Embedded, the embedded server then speaks TLS on
+	// its port with a self-signed certificate made in memory, which a
+	// copy of TLS trusts as its only root. Default nil: plaintext.
+	TLS *tls.Config
 	// Dir is where the temporary volumes and the ceiling's files go
 	// (default os.TempDir()).
 	Dir string

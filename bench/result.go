@@ -23,6 +23,7 @@ type Result struct {
 	Volumes   int     `json:"volumes,omitempty"` // embedded only
 	Fsync     string  `json:"fsync,omitempty"`   // embedded only
 	Compress  string  `json:"compress"`
+	TLS       bool    `json:"tls,omitempty"`  // the client spoke TLS
 	Rate      float64 `json:"rate"`           // messages/s asked for, 0: as fast as possible
 	Warmup    float64 `json:"warmup_seconds"` // untimed phase before
 
@@ -86,6 +87,7 @@ func (r *runner) newResult() *Result {
 	if c.Compress == "" {
 		res.Compress = "none"
 	}
+	res.TLS = c.TLS != nil
 	if c.Mode != ModeProduce {
 		res.Consumers = c.Consumers
 	}
@@ -214,6 +216,9 @@ func (res *Result) WriteTable(w io.Writer) error {
 	}
 	if res.Compress != "none" {
 		fmt.Fprintf(&sb, ", %s", res.Compress)
+	}
+	if res.TLS {
+		sb.WriteString(", TLS")
 	}
 	if res.Rate > 0 {
 		fmt.Fprintf(&sb, ", paced at %.0f msgs/s", res.Rate)

@@ -57,13 +57,14 @@ func Run(ctx context.Context, cfg Config, ui UI) (res *Result, err error) {
 	if cfg.Token != "" {
 		r.copts = append(r.copts, client.WithToken(cfg.Token), client.WithClientName("haraqa-bench"))
 	}
+	clientTLS := cfg.TLS
 	log := ui.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	var srv *embedded
 	if cfg.Embedded {
-		if srv, err = startEmbedded(&cfg, log); err != nil {
+		if srv, clientTLS, err = startEmbedded(&cfg, log); err != nil {
 			return nil, err
 		}
 		defer func() {
@@ -72,6 +73,9 @@ func Run(ctx context.Context, cfg Config, ui UI) (res *Result, err error) {
 			}
 		}()
 		r.addr = srv.addr()
+	}
+	if clientTLS != nil {
+		r.copts = append(r.copts, client.WithTLS(clientTLS))
 	}
 	admin, err := r.dial(ctx)
 	if err != nil {

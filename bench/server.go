@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -33,11 +34,20 @@ type embedded struct {
 }
 
 // startEmbedded opens a store on volumes fresh directories under dir and
-// serves it on 127.0.0.1:0, as the haraqa binary does with the same flags.
-func startEmbedded(cfg *Config, log *slog.Logger) (*embedded, error) {
+// serves it on 127.0.0.1:0, as the haraqa binary does with the same flags;
+// with cfg.TLS, over TLS with a self-signed certificate, and returns the
+// client configuration that trusts it.
+func startEmbedded(cfg *Config, log *slog.Logger) (*embedded, *tls.Config, error) {
+	var srvTLS, cliTLS *tls.Config
+	if cfg.TLS != nil {
+		var err error
+		if srvTLS, cliTLS, err = selfSigned(cfg.TLS); err != nil {
+			return nil, nil, err
+		}
+	}
 	dir, err := os.MkdirTemp(cfg.Dir, "haraqa-bench-")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrServer, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrServer, err)
 	}
 	vols := make([]string, cfg.Volumes)
 	for i := range vols {
@@ -46,8 +56,9 @@ func startEmbedded(cfg *Config, log *slog.Logger) (*embedded, error) {
 	sc := server.DefaultConfig(vols...)
 	if err := sc.Storage.Fsync.UnmarshalText([]byte(cfg.Fsync)); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
+	sc.TLS = srvTLS
 	sc.Storage.Entries = cfg.Entries
 	sc.Broker.Addr = "127.0.0.1:0"
 	sc.HTTPAddr = "" // the load reads the broker's counters directly
@@ -67,11 +78,11 @@ func startEmbedded(cfg *Config, log *slog.Logger) (*embedded, error) {
 	if err != nil {
 		os.RemoveAll(dir)
 		if errors.Is(err, server.ErrInvalidConfig) {
-			return nil, fmt.Errorf("%w: %w", ErrUsage, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrUsage, err)
 		}
-		return nil, fmt.Errorf("%w: %w", ErrServer, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrServer, err)
 	}
-	return e, nil
+	return e, cliTLS, nil
 }
 
 func (e *embedded) addr() string { return e.srv.Addr().String() }

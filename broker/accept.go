@@ -68,7 +68,13 @@ func (b *Broker) accept(ln net.Listener) {
 				go b.refuse(nc)
 				continue
 			}
-			if err = b.enroll(nc); err == nil {
+			if b.cfg.TLS != nil {
+				b.tlsWG.Add(1)
+				go b.serveTLS(nc) // handshakes off the accept goroutine (tls.go)
+				backoff = 0
+				continue
+			}
+			if err = b.enroll(nc, nil); err == nil {
 				backoff = 0
 				continue
 			}
@@ -90,9 +96,14 @@ func (b *Broker) accept(ln net.Listener) {
 }
 
 // enroll hands nc to an event loop. gnet duplicates its descriptor and
-// closes nc; the duplicate may fail as accept does (EMFILE).
-func (b *Broker) enroll(nc net.Conn) error {
-	res, err := b.eng.Register(gnet.NewNetConnContext(b.ctx, nc))
+// closes nc; the duplicate may fail as accept does (EMFILE). p is the
+// client behind a TLS connection's socket pair, nil for a TCP connection.
+func (b *Broker) enroll(nc net.Conn, p *peer) error {
+	ctx := gnet.NewNetConnContext(b.ctx, nc)
+	if p != nil {
+		ctx = gnet.NewContext(ctx, p) // the conn's context until OnOpen
+	}
+	res, err := b.eng.Register(ctx)
 	if err == nil {
 		r := <-res
 		err = r.Err

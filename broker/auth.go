@@ -23,16 +23,6 @@ var (
 		Message: "too many failed authentications from this address: wait and retry"}
 )
 
-// remoteAddr is the address of the client of c, as host:port: the one
-// place the broker takes it from, for the failed-authentication limiter
-// and for logs.
-func remoteAddr(c gnet.Conn) string {
-	if a := c.RemoteAddr(); a != nil {
-		return a.String()
-	}
-	return ""
-}
-
 // needsHello reports whether a request of op must be refused as
 // unauthenticated: the broker checks tokens, the connection has not
 // presented a valid one, and op is neither ping nor hello.
@@ -86,7 +76,10 @@ func (b *Broker) hello(c gnet.Conn, cs *connState, h protocol.RequestHeader, pay
 	resp := protocol.HelloResponse{Version: protocol.Version}
 	if a := b.cfg.Auth; a != nil {
 		cs.grant = nil
-		remote := remoteAddr(c)
+		remote := ""
+		if a := remoteAddr(c); a != nil {
+			remote = a.String()
+		}
 		g, err := a.Authenticate(remote, string(req.Token))
 		if err != nil {
 			b.stats.authFailures.Add(1)

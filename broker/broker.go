@@ -41,6 +41,8 @@ type Broker struct {
 	stopping   atomic.Bool
 	stopMu     sync.RWMutex   // orders inflight.Add against Shutdown's Wait
 	inflight   sync.WaitGroup // produce goroutines
+	tlsWG      sync.WaitGroup // TLS handshakes and pumps (tls.go)
+	tlsLog     rateLog        // of failed TLS handshakes
 
 	stalledMu sync.Mutex
 	stalled   map[gnet.Conn]time.Time  // connections waiting for their output to drain, since when
@@ -217,6 +219,14 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	err := b.eng.Stop(ctx)
 	if rerr := <-b.runErr; err == nil {
 		err = rerr
+	}
+	// The event loops closed every connection: the TLS pumps see EOF and
+	// close their clients; handshakes in progress ended with b.ctx.
+	tlsDone := make(chan struct{})
+	go func() { b.tlsWG.Wait(); close(tlsDone) }()
+	select {
+	case <-tlsDone:
+	case <-ctx.Done():
 	}
 	return err
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -65,6 +66,12 @@ type Config struct {
 	// topic (see package auth). Nil (the default): no tokens, everything
 	// allowed. The Authorizer stays the caller's, who may Reload it.
 	Auth *auth.Authorizer
+	// TLS, when set, makes the binary port speak TLS only, with this
+	// configuration (certificates, client authentication): a connection's
+	// handshake runs on a goroutine of its own, within 10 s and counted
+	// against MaxConns, then the connection is served through a socket
+	// pair (see docs/security.md, "TLS"). Default nil: plaintext.
+	TLS *tls.Config
 	// EventLoops is the number of gnet event loops (default 0: one per CPU).
 	EventLoops int
 	// Logger receives connection and request errors (default slog.Default()).

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -36,7 +37,8 @@ type connState struct {
 	inboundLeft int          // unread input at the end of the last callback
 	lastRecv    atomic.Int64 // Unix nanoseconds of the last bytes received (idle.go)
 
-	grant *auth.Grant // the rights of its last successful hello (Config.Auth); loop-owned
+	grant  *auth.Grant // the rights of its last successful hello (Config.Auth); loop-owned
+	remote net.Addr    // a TLS client's TCP address (tls.go); nil: c.RemoteAddr()
 
 	w worker // shared with the connection's goroutine
 }
@@ -52,6 +54,9 @@ func (b *Broker) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close
 	}
 	cs := &connState{}
+	if p, ok := c.Context().(*peer); ok {
+		cs.remote = p.remote
+	}
 	cs.w.b, cs.w.conn = b, c
 	c.SetContext(cs)
 	b.stats.connections.Add(1)
@@ -60,10 +65,12 @@ func (b *Broker) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 }
 
 // isProbe reports whether c came through the engine's own Unix socket:
-// Start's probe, the only connection that socket ever takes.
+// Start's probe, the only connection that socket ever takes. The other
+// Unix connections, a TLS connection's socket pair, come with a context
+// (peer, then connState).
 func isProbe(c gnet.Conn) bool {
 	a := c.LocalAddr()
-	return a != nil && a.Network() == "unix"
+	return a != nil && a.Network() == "unix" && c.Context() == nil
 }
 
 // OnClose releases what a connection still holds.

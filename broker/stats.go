@@ -26,6 +26,7 @@ type Stats struct {
 	BudgetPauses    int64 // times a connection stopped being read for the memory budget
 	IdleClosed      int64 // connections closed for idleness (Config.IdleTimeout)
 	AuthFailures    int64 // hellos refused: unknown token, or too many failures (Config.Auth)
+	TLSErrors       int64 // TLS handshakes that failed (Config.TLS)
 }
 
 type counters struct {
@@ -36,6 +37,7 @@ type counters struct {
 	buffered, budgetPauses, idleClosed           atomic.Int64
 	authFailures                                 atomic.Int64
 	pending                                      atomic.Int64 // responses owed
+	tlsErrors                                    atomic.Int64
 }
 
 // Stats returns the counters.
@@ -59,6 +61,7 @@ func (b *Broker) Stats() Stats {
 		BudgetPauses:    s.budgetPauses.Load(),
 		IdleClosed:      s.idleClosed.Load(),
 		AuthFailures:    s.authFailures.Load(),
+		TLSErrors:       s.tlsErrors.Load(),
 	}
 }
 

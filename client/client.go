@@ -97,7 +97,7 @@ func (c *Client) connect(ctx context.Context, s *connSlot) (*conn, error) {
 		s.conn.close()
 	}
 	reconnect := s.conn != nil
-	cn, err := dial(ctx, c.addr, c.opts.dialTimeout, c.opts.responseLimit())
+	cn, err := dial(ctx, c.addr, c.opts.dialTimeout, c.opts.tls, c.opts.responseLimit())
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -55,9 +56,17 @@ type response struct {
 	err     error
 }
 
-func dial(ctx context.Context, addr string, timeout time.Duration, maxFrame int) (*conn, error) {
-	d := net.Dialer{Timeout: timeout}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+// dial connects to addr, with TLS when tc is set (the handshake within
+// timeout and ctx too).
+func dial(ctx context.Context, addr string, timeout time.Duration, tc *tls.Config, maxFrame int) (*conn, error) {
+	d := &net.Dialer{Timeout: timeout}
+	var nc net.Conn
+	var err error
+	if tc != nil {
+		nc, err = (&tls.Dialer{NetDialer: d, Config: tc}).DialContext(ctx, "tcp", addr)
+	} else {
+		nc, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConnection, err)
 	}

@@ -17,6 +17,20 @@
 //	offset, err := f.Wait(ctx)
 //	p.Close()
 //
+// # TLS
+//
+// A server started with -tls-cert and -tls-key speaks TLS only, on both
+// ports. WithTLS dials with a *tls.Config (the handshake within the dial
+// timeout); TLSConfigFromFiles makes one from PEM files, as hrqa's -tls-ca,
+// -tls-cert and -tls-key do:
+//
+//	tc, err := client.TLSConfigFromFiles("ca.pem", "", "", "", false)
+//	c, err := client.Dial(ctx, "mq.example:14353", client.WithTLS(tc))
+//
+// A server that does not trust the certificate, or wants one that was not
+// sent (-tls-client-ca), fails Dial with ErrConnection; so does a
+// plaintext client on a TLS port, with the server's message saying so.
+//
 // A Client holds one TCP connection and pipelines the requests of every
 // goroutine on it; it is safe for concurrent use. Requests sent together
 // share one write. Messages loops and Readers each hold a connection of

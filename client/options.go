@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"time"
 
 	"github.com/haraqa/haraqa/protocol"
@@ -19,8 +20,9 @@ type options struct {
 	maxBatchBytes  int
 	maxResponse    int // 0: responseLimit's default
 	idleTimeout    time.Duration
-	token          string // sent in a hello on each new connection; "" none
-	name           string // the client's name in the hello
+	token          string      // sent in a hello on each new connection; "" none
+	name           string      // the client's name in the hello
+	tls            *tls.Config // nil: plaintext
 }
 
 func defaultOptions() options {
@@ -80,6 +82,13 @@ const DefaultIdleTimeout = 9 * time.Minute
 // they idle). Keep it under the server's -idle-timeout. Nothing runs while
 // the client idles: the check is made when the next request is sent.
 func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idleTimeout = max(d, 0) } }
+
+// WithTLS makes the client speak TLS with cfg, for a server started with
+// -tls-cert and -tls-key (default: plaintext). The handshake is part of
+// each connection attempt, bounded by WithDialTimeout and the context.
+// cfg.ServerName, when empty, is the host of the address dialed. See
+// TLSConfigFromFiles for a configuration made from PEM files.
+func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 
 // WithAutoCreate makes Produce create a missing topic (default true).
 func WithAutoCreate(on bool) Option { return func(o *options) { o.autoCreate = on } }

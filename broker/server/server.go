@@ -13,8 +13,10 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -68,6 +70,26 @@ type Config struct {
 	HTTPIdleTimeout time.Duration
 	// HTTPMaxHeaderBytes bounds a request's headers (default 64 KiB).
 	HTTPMaxHeaderBytes int
+	// TLSCertFile and TLSKeyFile, when set, make both ports speak TLS
+	// only, presenting this PEM certificate (chain) and key (default
+	// "": plaintext). Both or neither. They are read at Start, which
+	// fails if they cannot be, and again on ReloadTLS and whenever their
+	// modification time changes (see TLSReloadCheck); a reload that fails
+	// keeps the previous certificate and logs why.
+	TLSCertFile string
+	TLSKeyFile  string
+	// TLSClientCAFile, when set with TLSCertFile, is a PEM file of the
+	// certificate authorities whose client certificates both ports
+	// require (mutual TLS); reloaded with the certificate (default "":
+	// no client certificates asked for).
+	TLSClientCAFile string
+	// TLSReloadCheck is how often the TLS files' modification times are
+	// checked (default DefaultTLSReloadCheck, 5 s).
+	TLSReloadCheck time.Duration
+	// TLS, when set and TLSCertFile is not, is both ports' TLS
+	// configuration as given, never reloaded: for a certificate made in
+	// memory (haraqa-bench -embedded -tls). Default nil.
+	TLS *tls.Config
 	// Ballast is the size in bytes of a GC ballast: an allocation never
 	// touched, which costs address space, not memory, and raises the heap
 	// size the GC paces itself against, so small heaps are collected less
@@ -115,6 +137,16 @@ func (c *Config) Validate() error {
 	if c.HTTP.Logger == nil {
 		c.HTTP.Logger = c.Logger
 	}
+	switch {
+	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
+		return fmt.Errorf("%w: TLS needs both a certificate and a key file", ErrInvalidConfig)
+	case c.TLSClientCAFile != "" && c.TLSCertFile == "" && c.TLS == nil:
+		return fmt.Errorf("%w: a client CA needs TLS: give a certificate and a key", ErrInvalidConfig)
+	case c.TLSReloadCheck < 0:
+		return fmt.Errorf("%w: TLS reload check %s: want 0 (the default) or more", ErrInvalidConfig, c.TLSReloadCheck)
+	case c.TLSReloadCheck == 0:
+		c.TLSReloadCheck = DefaultTLSReloadCheck
+	}
 	if c.Ballast < 0 {
 		return fmt.Errorf("%w: ballast %d bytes: want 0 or more", ErrInvalidConfig, c.Ballast)
 	}
@@ -157,6 +189,10 @@ type Server struct {
 	broker   *broker.Broker
 	ballast  []byte
 	auth     *auth.Authorizer // nil without Config.AuthFile
+	certs    *certs           // nil unless TLSCertFile is set
+	tls      *tls.Config      // both ports' TLS configuration; nil: plaintext
+	tlsStop  chan struct{}    // ends certs.watch
+	tlsDone  chan struct{}    // closed when it has
 }
 
 // New checks cfg and returns a server; Start serves it.
@@ -214,6 +250,9 @@ func (s *Server) Start() (err error) {
 		}
 	}()
 	s.ballast = make([]byte, s.cfg.Ballast)
+	if err := s.startTLS(); err != nil {
+		return err
+	}
 	if err := s.listenHTTP(); err != nil {
 		return err
 	}
@@ -224,7 +263,11 @@ func (s *Server) Start() (err error) {
 	st := s.store.Stats()
 	s.log.Info("volumes open", "volumes", strings.Join(s.cfg.Storage.Volumes, ","),
 		"topics", len(s.store.ListTopics("")), "repairs", st.Repairs, "took", time.Since(begun).Round(time.Millisecond))
-	if s.broker, err = broker.New(s.store, s.run.Broker); err != nil {
+	bc := s.run.Broker
+	if s.tls != nil {
+		bc.TLS = s.tls // else Broker.TLS as given
+	}
+	if s.broker, err = broker.New(s.store, bc); err != nil {
 		return err
 	}
 	if err := s.broker.Start(); err != nil {
@@ -238,7 +281,7 @@ func (s *Server) Start() (err error) {
 	if s.hl != nil {
 		attrs = append(attrs, "http", s.hl.Addr().String())
 	}
-	s.log.Info("serving", append(attrs, "fsync", s.store.FsyncPolicy().String())...)
+	s.log.Info("serving", append(attrs, "fsync", s.store.FsyncPolicy().String(), "tls", s.tls != nil)...)
 	s.warnOpen()
 	return nil
 }
@@ -274,21 +317,59 @@ func (s *Server) hlAddr() net.Addr {
 	return s.hl.Addr()
 }
 
-// Reload reads the auth file again (Config.AuthFile; nothing to do
-// without one). On an error the rules in force stay, and the error (which
-// names the file and line, never a token) is logged and returned. New
-// rules apply to HTTP requests and binary connections that say hello from
-// then on; a connection keeps the rights of its last hello.
+// Reload reads the auth file (Config.AuthFile) and the TLS files
+// (TLSCertFile, TLSKeyFile, TLSClientCAFile) again, those that are set.
+// On an error what is in force stays, and the error (which names the file
+// and line, never a token or a key) is logged and returned. New rules
+// apply to HTTP requests and binary connections that say hello from then
+// on; a connection keeps the rights of its last hello. A new certificate
+// serves new connections; open ones keep theirs.
 func (s *Server) Reload() error {
-	if s.auth == nil {
+	var errs []error
+	if s.auth != nil {
+		if err := s.auth.Reload(); err != nil {
+			s.log.Error("auth file not reloaded; the previous rules stay in force", "err", err)
+			errs = append(errs, err)
+		} else {
+			s.log.Info("auth file reloaded", "auth_file", s.auth.Path(), "rules", s.auth.Rules().Len())
+		}
+	}
+	if err := s.ReloadTLS(); err != nil {
+		s.log.Error("TLS files not reloaded; the previous certificate stays in force", "err", err)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// startTLS loads the TLS files, if any, and watches them for changes.
+// mu must be held.
+func (s *Server) startTLS() error {
+	if s.cfg.TLSCertFile == "" {
+		s.tls = s.cfg.TLS
 		return nil
 	}
-	if err := s.auth.Reload(); err != nil {
-		s.log.Error("auth file not reloaded; the previous rules stay in force", "err", err)
+	c, err := loadCerts(s.cfg.TLSCertFile, s.cfg.TLSKeyFile, s.cfg.TLSClientCAFile, s.log)
+	if err != nil {
 		return err
 	}
-	s.log.Info("auth file reloaded", "auth_file", s.auth.Path(), "rules", s.auth.Rules().Len())
+	s.certs, s.tls = c, c.config()
+	s.tlsStop, s.tlsDone = make(chan struct{}), make(chan struct{})
+	go c.watch(s.cfg.TLSReloadCheck, s.tlsStop, s.tlsDone)
 	return nil
+}
+
+// ReloadTLS reads the TLS files again (Reload, on SIGHUP, calls it): new connections on both ports get the new certificate and
+// client CAs, established ones keep theirs. On failure the previous
+// configuration stays in force and the error says why. Without TLS files
+// it does nothing.
+func (s *Server) ReloadTLS() error {
+	s.mu.Lock()
+	c := s.certs
+	s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.reload()
 }
 
 // listenHTTP starts the HTTP port, if there is one. mu must be held.
@@ -310,16 +391,39 @@ func (s *Server) listenHTTP() error {
 		IdleTimeout:       s.cfg.HTTPIdleTimeout,
 		MaxHeaderBytes:    s.cfg.HTTPMaxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          log.New(httpErrorLog{s.log}, "", 0),
 	}
 	s.httpDone = make(chan error, 1)
+	served := hl
+	if s.tls != nil {
+		// Handshakes run in each connection's goroutine, bounded by the
+		// read timeouts; no ALPN: HTTP/1.1, as on a plaintext port.
+		served = tls.NewListener(hl, s.tls)
+	}
 	go func() {
-		err := s.hs.Serve(hl)
+		err := s.hs.Serve(served)
 		if !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http port stopped", "err", err)
 		}
 		s.httpDone <- err
 	}()
 	return nil
+}
+
+// httpErrorLog routes net/http's error log to the server's logger: failed
+// TLS handshakes (a scanner, a client without the CA) at debug level, as
+// they come once per connection from anyone who can reach the port; the
+// rest as warnings.
+type httpErrorLog struct{ l *slog.Logger }
+
+func (h httpErrorLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		h.l.Debug(msg)
+	} else {
+		h.l.Warn(msg)
+	}
+	return len(p), nil
 }
 
 // Run starts the server, serves until ctx is done, then shuts it down,
@@ -425,14 +529,19 @@ func (s *Server) closeLocked(ctx context.Context) error {
 	if s.store != nil {
 		errs = append(errs, s.store.Close())
 	}
+	if s.tlsStop != nil {
+		close(s.tlsStop)
+		<-s.tlsDone
+		s.tlsStop = nil
+	}
 	runtime.KeepAlive(s.ballast)
 	s.ballast = nil
 	return errors.Join(errs...)
 }
 
-// ReloadOnHangup rereads the auth file (Reload) on every SIGHUP until ctx
-// ends; from its call on, SIGHUP no longer stops the process. A failed
-// reload is logged and keeps the old rules.
+// ReloadOnHangup rereads the auth and TLS files (Reload) on every SIGHUP
+// until ctx ends; from its call on, SIGHUP no longer stops the process. A
+// failed reload is logged and keeps what was in force.
 func (s *Server) ReloadOnHangup(ctx context.Context) {
 	hups := make(chan os.Signal, 1)
 	signal.Notify(hups, syscall.SIGHUP)

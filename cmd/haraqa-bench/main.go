@@ -5,6 +5,7 @@
 //	haraqa-bench -embedded -mode produce -size 1024 -batch 1000 -messages 500000 -ceiling
 //	haraqa-bench -addr 127.0.0.1:14353 -mode both -producers 4 -duration 10s
 //	haraqa-bench -matrix -matrix-out docs/benchmarks.md
+//	haraqa-bench -embedded -tls -mode produce -size 1024 -batch 1000 -messages 200000
 //
 // The result is a table on stdout (-json: one JSON object); a progress
 // bar goes to stderr when it is a terminal. Exit status: 0 when every
@@ -22,12 +23,14 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/term"
 
 	"github.com/haraqa/haraqa/bench"
+	"github.com/haraqa/haraqa/client"
 )
 
 func main() {
@@ -45,6 +48,29 @@ type options struct {
 	cpuProfile string
 	matrix     bool
 	mcfg       bench.MatrixConfig
+	tls        tlsFlags
+}
+
+// tlsFlags are -tls, -tls-ca, -tls-cert, -tls-key and -tls-server-name,
+// as hrqa's, with the same environment variables as defaults.
+type tlsFlags struct {
+	on                        bool
+	ca, cert, key, serverName string
+}
+
+// register defines the TLS flags on fs, their defaults read with getenv.
+func (t *tlsFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	on := false
+	switch strings.ToLower(getenv("HARAQA_TLS")) {
+	case "", "0", "f", "false", "no", "off":
+	default:
+		on = true
+	}
+	fs.BoolVar(&t.on, "tls", on, "speak TLS, trusting the system's roots; with -embedded the server gets a self-signed certificate made in memory (default $HARAQA_TLS)")
+	fs.StringVar(&t.ca, "tls-ca", getenv("HARAQA_TLS_CA"), "speak TLS, trusting the CA certificates in this PEM file (default $HARAQA_TLS_CA)")
+	fs.StringVar(&t.cert, "tls-cert", getenv("HARAQA_TLS_CERT"), "client certificate PEM file, for a server that requires one (default $HARAQA_TLS_CERT)")
+	fs.StringVar(&t.key, "tls-key", getenv("HARAQA_TLS_KEY"), "key PEM file of -tls-cert (default $HARAQA_TLS_KEY)")
+	fs.StringVar(&t.serverName, "tls-server-name", getenv("HARAQA_TLS_SERVER_NAME"), "name the server's certificate must carry, when not the host of -addr (default $HARAQA_TLS_SERVER_NAME)")
 }
 
 // defaultDuration is the length of a run given neither -messages nor
@@ -63,6 +89,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: unexpected argument %q", bench.ErrUsage, fs.Arg(0))
 	}
 	c.Mode, c.Single = bench.Mode(mode), bench.Single(single)
+	tc, err := client.TLSConfigFromFiles(o.tls.ca, o.tls.cert, o.tls.key, o.tls.serverName, o.tls.on)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", bench.ErrUsage, err)
+	}
+	c.TLS = tc
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.matrix {
@@ -102,6 +133,7 @@ func (o *options) flagSet(mode, single *string, stderr io.Writer) *flag.FlagSet 
 	fs.BoolVar(&c.SharedClient, "shared-client", false, "one client (one pipelined connection) for every producer and consumer instead of one each")
 	fs.BoolVar(&c.Keep, "keep", false, "keep the topics on the server afterwards (not with -embedded)")
 	fs.StringVar(&c.TopicPrefix, "topic-prefix", "", "name the topics PREFIX-0, PREFIX-1, ... (default: bench- and a time stamp)")
+	o.tls.register(fs, os.Getenv)
 	fs.BoolVar(&o.json, "json", false, "print the result as one JSON object")
 	fs.StringVar(&o.report, "report", "", "write a self-contained HTML report with charts to this file")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")

@@ -51,6 +51,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-matrix", "-reps", "0"}, "reps"},
 		{[]string{"-nosuchflag"}, "nosuchflag"},
 		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"-tls-cert", "c.pem"}, "both its certificate and its key"},
+		{[]string{"-matrix", "-tls"}, "-tls does not apply to -matrix"},
 	}
 	for _, tc := range cases {
 		code, stdout, stderr := runArgs(t, tc.args...)
@@ -174,5 +176,24 @@ func TestExitCodeOnCorruption(t *testing.T) {
 	var m map[string]any
 	if err := json.Unmarshal([]byte(stdout), &m); err != nil || m["corrupt"] != 1.0 || m["errors"] != 0.0 {
 		t.Fatalf("%v: %s", err, stdout)
+	}
+}
+
+// TestEmbeddedTLS: -embedded -tls serves the embedded server over TLS with
+// a certificate made in memory, and the run checks every message.
+func TestEmbeddedTLS(t *testing.T) {
+	for _, mode := range []string{"produce", "consume"} {
+		code, stdout, stderr := runArgs(t, "-embedded", "-tls", "-mode", mode, "-messages", "2000",
+			"-batch", "100", "-warmup", "0", "-dir", t.TempDir(), "-json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", mode, code, stderr)
+		}
+		var res bench.Result
+		if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+			t.Fatal(err)
+		}
+		if !res.TLS || res.Messages != 2000 || !res.OK() {
+			t.Fatalf("%s: %+v", mode, res)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -60,10 +61,16 @@ func message(err error, addr string) string {
 	var f *failure
 	var se *client.Error
 	var oe *net.OpError
+	var ve *tls.CertificateVerificationError
+	var rhe tls.RecordHeaderError
 	var msg string
 	switch {
 	case errors.As(err, &f):
 		msg = f.msg
+	case errors.As(err, &ve):
+		msg = fmt.Sprintf("cannot connect to %s: the server's certificate is not trusted (%v); give the CA that signed it with -tls-ca", addr, ve.Err)
+	case errors.As(err, &rhe):
+		msg = fmt.Sprintf("cannot connect to %s: the server does not speak TLS; leave out the -tls flags", addr)
 	case errors.Is(err, client.ErrConnection) && errors.As(err, &oe) && oe.Op == "dial":
 		msg = fmt.Sprintf("cannot connect to %s: %v", addr, oe.Err)
 	case errors.Is(err, client.ErrConnection) && errors.As(err, &oe):
@@ -78,6 +85,8 @@ func message(err error, addr string) string {
 		msg = fmt.Sprintf("%s needs a token: give one with -token or $HARAQA_TOKEN", addr)
 	case errors.Is(err, client.ErrForbidden) && errors.As(err, &se):
 		msg = fmt.Sprintf("the token may not do this: %s", se.Message)
+	case errors.As(err, &se) && se.Op == 0: // about the connection, not a request
+		msg = fmt.Sprintf("%s: %s", addr, se.Message)
 	case errors.As(err, &se):
 		msg = fmt.Sprintf("%s: %s", se.Op, se.Message)
 	default:

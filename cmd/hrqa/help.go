@@ -38,7 +38,7 @@ var helpCmd = &command{
 func printHelp(w io.Writer) {
 	fmt.Fprint(w, `hrqa is the command-line client of haraqa.
 
-usage: hrqa [-addr HOST:PORT] [-token TOKEN] COMMAND [ARGUMENTS] [FLAGS]
+usage: hrqa [-addr HOST:PORT] [-token TOKEN] [-tls | -tls-ca FILE] COMMAND [ARGUMENTS] [FLAGS]
 
 commands:
 `)
@@ -50,6 +50,8 @@ commands:
 	fmt.Fprint(w, `
 The server's address is -addr, else $HARAQA_ADDR, else `+defaultAddr+`.
 A server started with -auth-file needs a token: -token, else $HARAQA_TOKEN.
+For a server with TLS: -tls (system roots) or -tls-ca FILE, and -tls-cert FILE
+-tls-key FILE if it asks for a client certificate (or $HARAQA_TLS_CA etc.).
 Flags may come before or after the arguments.
 Exit status: 0 on success, 1 on a failure, 2 on a usage error.
 

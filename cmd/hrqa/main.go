@@ -18,8 +18,12 @@
 //	help [COMMAND]                       show the help of hrqa or of a command
 //
 // The server's address is -addr, else $HARAQA_ADDR, else 127.0.0.1:14353.
-// The token presented to a server started with -auth-file is -token, else
-// $HARAQA_TOKEN, else none.
+// A server started with -auth-file needs a token: -token, else
+// $HARAQA_TOKEN, else none. A server started with -tls-cert speaks TLS
+// only: give -tls (the system's roots) or -tls-ca FILE, and -tls-cert FILE
+// -tls-key FILE when it asks for a client certificate; $HARAQA_TLS,
+// $HARAQA_TLS_CA, $HARAQA_TLS_CERT, $HARAQA_TLS_KEY and
+// $HARAQA_TLS_SERVER_NAME are their defaults.
 // Flags may come before or after the arguments; "hrqa COMMAND -h" shows a
 // command's flags and examples.
 //
@@ -75,6 +79,7 @@ func main() {
 	}()
 	e := &env{stdin: os.Stdin, stdout: output{os.Stdout}, stderr: os.Stderr,
 		addr: os.Getenv("HARAQA_ADDR"), token: os.Getenv("HARAQA_TOKEN")}
+	e.tls.fromEnv(os.Getenv)
 	os.Exit(run(ctx, e, os.Args[1:]))
 }
 
@@ -84,6 +89,7 @@ type env struct {
 	stdout, stderr io.Writer
 	addr           string // server address, from -addr or $HARAQA_ADDR
 	token          string // presented to the server, from -token or $HARAQA_TOKEN; "" none
+	tls            tlsFlags
 }
 
 // output is the standard output. It marks its write errors as
@@ -107,9 +113,13 @@ func (e *outputError) Unwrap() error { return e.err }
 
 // dial connects to the server at e.addr.
 func (e *env) dial(ctx context.Context) (*client.Client, error) {
+	opts, err := e.tls.options()
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	opts := []client.Option{client.WithDialTimeout(dialTimeout), client.WithRetries(2, 100*time.Millisecond)}
+	opts = append(opts, client.WithDialTimeout(dialTimeout), client.WithRetries(2, 100*time.Millisecond))
 	if e.token != "" {
 		opts = append(opts, client.WithToken(e.token), client.WithClientName("hrqa"))
 	}
@@ -130,12 +140,13 @@ type command struct {
 
 type action func(ctx context.Context, e *env, args []string) error
 
-// flagSet returns the command's flags, -addr and -token included, and its
-// action.
+// flagSet returns the command's flags, -addr, -token and the TLS flags
+// included, and its action.
 func (c *command) flagSet() (*flag.FlagSet, action) {
 	fs := flag.NewFlagSet("hrqa "+c.name, flag.ContinueOnError)
 	fs.String("addr", "", "server address, HOST:PORT (default $HARAQA_ADDR, else "+defaultAddr+")")
 	fs.String("token", "", "token for a server started with -auth-file (default $HARAQA_TOKEN)")
+	registerTLS(fs)
 	return fs, c.setup(fs)
 }
 
@@ -190,6 +201,7 @@ func run(ctx context.Context, e *env, args []string) int {
 		if tok := fs.Lookup("token").Value.String(); tok != "" {
 			e.token = tok
 		}
+		e.tls.apply(fs)
 		err = act(ctx, e, pos)
 	}
 	var ue *usageError
@@ -213,24 +225,33 @@ func run(ctx context.Context, e *env, args []string) int {
 	return exitFailure
 }
 
-// globalFlags are the flags that may come before the command, each with
-// the env field it sets.
+// globalFlags are the flags but the TLS ones that may come before the
+// command, each with the env field it sets.
 var globalFlags = map[string]func(e *env) *string{
 	"addr":  func(e *env) *string { return &e.addr },
 	"token": func(e *env) *string { return &e.token },
 }
 
-// findCommand reads the flags before the command (globalFlags and -h) and
-// the command's name, and returns the command and the arguments after it.
+// findCommand reads the flags before the command (globalFlags, the TLS
+// flags and -h) and the command's name, and returns the command and the
+// arguments after it.
 func findCommand(e *env, args []string) (*command, []string, error) {
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
 		name, value, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
 		field, known := globalFlags[name]
+		isTLS, takesValue := isTLSFlag(name)
 		switch {
 		case name == "h" || name == "help":
 			return nil, nil, flag.ErrHelp
-		case !known:
+		case !known && !isTLS:
 			return nil, nil, fmt.Errorf("unknown flag %s before the command", args[0])
+		case isTLS && !takesValue: // -tls, -tls=false
+			if !hasValue {
+				value = "true"
+			}
+			e.tls.set(name, value)
+			args = args[1:]
+			continue
 		case hasValue:
 			args = args[1:]
 		case len(args) < 2:
@@ -241,7 +262,11 @@ func findCommand(e *env, args []string) (*command, []string, error) {
 		if value == "" {
 			return nil, nil, fmt.Errorf("flag -%s needs a value", name)
 		}
-		*field(e) = value
+		if isTLS {
+			e.tls.set(name, value)
+		} else {
+			*field(e) = value
+		}
 	}
 	if len(args) == 0 {
 		return nil, nil, errors.New("no command given")

@@ -64,6 +64,9 @@ func parseFlags(args []string, stderr io.Writer) (server.Config, error) {
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.AuthFile, "auth-file", "", "file of token hashes and their rights (see docs/security.md); every request on both ports then needs a token; reread on SIGHUP")
 	fs.BoolVar(&c.HTTP.AuthMetrics, "auth-metrics", false, "with -auth-file: /metrics and /docs need an admin token too")
+	fs.StringVar(&c.TLSCertFile, "tls-cert", "", "PEM certificate (chain) file: both ports speak TLS only; reloaded on SIGHUP and when the file changes")
+	fs.StringVar(&c.TLSKeyFile, "tls-key", "", "PEM private key file of -tls-cert")
+	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca", "", "PEM file of the CAs whose client certificates both ports then require (mutual TLS)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: haraqa [flags] VOLUME...\n\n"+
 			"Serves topics stored on the volumes (directories). Messages are written to every\n"+
@@ -122,7 +125,7 @@ func run(args []string, stderr io.Writer) int {
 }
 
 // serve runs the server until SIGINT or SIGTERM; a second signal exits at
-// once. SIGHUP rereads the auth file.
+// once. SIGHUP rereads the auth and TLS files.
 func serve(cfg server.Config) error {
 	srv, err := server.New(cfg)
 	if err != nil {

@@ -43,6 +43,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"-entries", "0", "-ballast", "0", "-tcp", "0", "-http", "0", t.TempDir()}, 2, "entries"},
 		{[]string{"-h"}, 0, "usage: haraqa"},
 		{[]string{"-cache", "false", t.TempDir()}, 2, "-flag=false"},
+		{[]string{"-tls-cert", "srv.pem", "-ballast", "0", "-tcp", "0", "-http", "0", t.TempDir()}, 2, "key file"},
+		{[]string{"-tls-client-ca", "ca.pem", "-ballast", "0", "-tcp", "0", "-http", "0", t.TempDir()}, 2, "client CA needs TLS"},
 	} {
 		var out bytes.Buffer
 		if code := run(tc.args, &out); code != tc.code || !strings.Contains(out.String(), tc.want) {
