@@ -136,12 +136,6 @@ auth: {enabled: true, secretName: q-auth, key: rules, metrics: true}
 
 func TestChartTLS(t *testing.T) {
 	s := haraqa(t)
-	if _, ok := s.flags["tls-cert"]; !ok {
-		// The chart passes -tls-cert, -tls-key and -tls-client-ca, which
-		// come with the server's TLS support; this checkout's server
-		// predates it. The checks below run once it has them.
-		t.Skip("the server has no -tls-cert flag yet")
-	}
 	for _, mtls := range []bool{false, true} {
 		values := "tls: {enabled: true, secretName: haraqa-tls}"
 		if mtls {
