@@ -103,10 +103,24 @@ func (b *Broker) enroll(nc net.Conn, p *peer) error {
 	if p != nil {
 		ctx = gnet.NewContext(ctx, p) // the conn's context until OnOpen
 	}
+	b.registerMu.Lock()
 	res, err := b.eng.Register(ctx)
+	b.registerMu.Unlock()
 	if err == nil {
-		r := <-res
-		err = r.Err
+		// gnet answers once an event loop has taken the connection; a
+		// loop that exits first (a TLS handshake finishing during
+		// Shutdown) never answers.
+		select {
+		case r := <-res:
+			err = r.Err
+		case <-b.loopsDone:
+			select {
+			case r := <-res: // taken, and closed with the others
+				err = r.Err
+			default:
+				err = ErrEngineStopped
+			}
+		}
 	}
 	if err != nil {
 		b.conns.Add(-1)

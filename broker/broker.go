@@ -37,12 +37,18 @@ type Broker struct {
 	started    chan struct{}
 	runErr     chan error
 	dead       chan struct{} // closed when the engine has stopped
+	loopsDone  chan struct{} // closed when the event loops have exited, stopping or not
 	deadErr    error         // why, once dead is closed
 	stopping   atomic.Bool
 	stopMu     sync.RWMutex   // orders inflight.Add against Shutdown's Wait
 	inflight   sync.WaitGroup // produce goroutines
 	tlsWG      sync.WaitGroup // TLS handshakes and pumps (tls.go)
 	tlsLog     rateLog        // of failed TLS handshakes
+
+	// registerMu serializes eng.Register: gnet's round-robin balancer is
+	// not safe for concurrent use, and TLS connections enroll from their
+	// handshake goroutines (accept.go, enroll).
+	registerMu sync.Mutex
 
 	stalledMu sync.Mutex
 	stalled   map[gnet.Conn]time.Time  // connections waiting for their output to drain, since when
@@ -73,6 +79,7 @@ func New(store *storage.Store, cfg Config) (*Broker, error) {
 		ready:      make(chan struct{}),
 		runErr:     make(chan error, 1),
 		dead:       make(chan struct{}),
+		loopsDone:  make(chan struct{}),
 		stalled:    make(map[gnet.Conn]time.Time),
 		draining:   make(map[gnet.Conn]*connState),
 		live:       make(map[gnet.Conn]*connState),
@@ -115,6 +122,7 @@ func (b *Broker) Start() error {
 	sock := filepath.Join(dir, "s")
 	go func() {
 		err := gnet.Rotate(b, []string{"unix://" + sock}, opts...)
+		close(b.loopsDone)
 		b.runErr <- err
 		if !b.stopping.Load() {
 			b.deadErr = fmt.Errorf("%w: %v", ErrEngineStopped, err)
