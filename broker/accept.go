@@ -98,14 +98,17 @@ func (b *Broker) accept(ln net.Listener) {
 // enroll hands nc to an event loop. gnet duplicates its descriptor and
 // closes nc; the duplicate may fail as accept does (EMFILE). p is the
 // client behind a TLS connection's socket pair, nil for a TCP connection.
+// Calls are serialized: gnet's Register picks the loop with a round-robin
+// counter it does not guard, and TLS connections enroll from their own
+// goroutines.
 func (b *Broker) enroll(nc net.Conn, p *peer) error {
 	ctx := gnet.NewNetConnContext(b.ctx, nc)
 	if p != nil {
 		ctx = gnet.NewContext(ctx, p) // the conn's context until OnOpen
 	}
-	b.registerMu.Lock()
+	b.enrollMu.Lock()
 	res, err := b.eng.Register(ctx)
-	b.registerMu.Unlock()
+	b.enrollMu.Unlock()
 	if err == nil {
 		// gnet answers once an event loop has taken the connection; a
 		// loop that exits first (a TLS handshake finishing during

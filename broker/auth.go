@@ -50,7 +50,7 @@ func rightOf(op protocol.Op) auth.Right {
 	switch op {
 	case protocol.OpProduce:
 		return auth.Produce
-	case protocol.OpConsume:
+	case protocol.OpConsume, protocol.OpOffsetAt:
 		return auth.Consume
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate:
 		return auth.Admin

@@ -45,18 +45,16 @@ type Broker struct {
 	tlsWG      sync.WaitGroup // TLS handshakes and pumps (tls.go)
 	tlsLog     rateLog        // of failed TLS handshakes
 
-	// registerMu serializes eng.Register: gnet's round-robin balancer is
-	// not safe for concurrent use, and TLS connections enroll from their
-	// handshake goroutines (accept.go, enroll).
-	registerMu sync.Mutex
-
 	stalledMu sync.Mutex
+	enrollMu  sync.Mutex               // serializes Engine.Register (accept.go)
 	stalled   map[gnet.Conn]time.Time  // connections waiting for their output to drain, since when
 	draining  map[gnet.Conn]*connState // connections with unsent output at their last count (budget.go)
 
 	liveMu    sync.Mutex
 	live      map[gnet.Conn]*connState // open connections, for the idle sweep (idle.go)
 	nextSweep time.Time                // of the idle sweep; tick goroutine only
+
+	filters *filters // list-topics regexes (filter.go)
 
 	stats counters
 }
@@ -83,6 +81,7 @@ func New(store *storage.Store, cfg Config) (*Broker, error) {
 		stalled:    make(map[gnet.Conn]time.Time),
 		draining:   make(map[gnet.Conn]*connState),
 		live:       make(map[gnet.Conn]*connState),
+		filters:    newFilters(cfg.FilterWorkers),
 	}, nil
 }
 

@@ -95,26 +95,48 @@ func (b *Broker) overBudget(c gnet.Conn, cs *connState) bool {
 
 // consumeWaits reports whether a consume of c must wait for memory: the
 // server buffers more than MaxBufferedBytes and c holds output, or it
-// buffers more than the budget and its reserve (budgetReserve) together,
-// since a consume's answer may not fit the socket and stay buffered.
-// Runs on the loop.
+// buffers more than the budget and c may not use the reserve
+// (budgetReserve): the total is over the reserve too, since a consume's
+// answer may not fit the socket and stay buffered, or c is pipelining
+// (other requests of it wait behind this one, or are unread), as clients
+// that ask for many answers and read none do. A consume that waits for
+// the reserve is woken by the tick, and is not closed for it: it holds
+// no output. Runs on the loop.
 func (b *Broker) consumeWaits(c gnet.Conn, cs *connState) bool {
 	if b.overBudget(c, cs) {
 		return true
 	}
-	if b.cfg.MaxBufferedBytes <= 0 || b.stats.buffered.Load() <= b.cfg.MaxBufferedBytes+b.cfg.MaxBufferedBytes/budgetReserve {
+	total, budget := b.stats.buffered.Load(), b.cfg.MaxBufferedBytes
+	if budget <= 0 || total <= budget || total <= budget+budget/budgetReserve && !cs.pipelining(c) {
+		cs.waitSince = time.Time{}
 		return false
 	}
-	b.pause(c, cs)
+	if cs.waitSince.IsZero() {
+		cs.waitSince = time.Now()
+		b.stats.budgetPauses.Add(1)
+	}
+	b.stalledMu.Lock()
+	b.stalled[c] = cs.waitSince
+	b.stalledMu.Unlock()
 	return true
+}
+
+// pipelining reports whether c has requests waiting behind the one at the
+// head of its queue, or unread beyond the frame being handled. Runs on
+// the loop.
+func (cs *connState) pipelining(c gnet.Conn) bool {
+	return len(cs.slots) > 1 || c.InboundBuffered() > cs.handling
 }
 
 // budgetReserve: connections holding no output may take the budget past
 // MaxBufferedBytes by MaxBufferedBytes/budgetReserve with their consumes'
-// answers. Without it, a thousand connections that each ask for one large
-// consume and do not read would each leave an answer buffered, whatever
-// the budget; with it, a well-behaved consumer is answered while a few
-// connections hog the budget.
+// answers, one consume at a time. Without it, a thousand connections that
+// each ask for one large consume and do not read would each leave an
+// answer buffered, whatever the budget; with it, a well-behaved consumer
+// is answered while a few connections hog the budget. Connections that
+// pipeline consumes do not take the reserve: once the kernel has taken
+// their first answers they hold no output either, and would spend the
+// reserve the well-behaved consumer needs.
 const budgetReserve = 8
 
 // budgetUnread and budgetCeiling bound what clients send while not read:

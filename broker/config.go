@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/haraqa/haraqa/broker/auth"
@@ -74,6 +75,13 @@ type Config struct {
 	TLS *tls.Config
 	// EventLoops is the number of gnet event loops (default 0: one per CPU).
 	EventLoops int
+	// FilterWorkers bounds the list-topics regex filters compiled or
+	// matched at once, off the event loops, whatever the number of
+	// connections asking (default DefaultFilterWorkers(): half the CPUs,
+	// at least 1; 0 means that default too), so that costly filters within protocol's bounds leave
+	// the other cores to the event loops. Up to 64 more per worker wait
+	// for one; past that a filter is refused with CodeLimitReached.
+	FilterWorkers int
 	// Logger receives connection and request errors (default slog.Default()).
 	Logger *slog.Logger
 	// ObserveRequest, when set, is told each answered request's op, whether
@@ -97,8 +105,13 @@ func DefaultConfig() Config {
 		StallTimeout:     time.Minute,
 		MaxBufferedBytes: DefaultMaxBufferedBytes(),
 		IdleTimeout:      DefaultIdleTimeout,
+		FilterWorkers:    DefaultFilterWorkers(),
 	}
 }
+
+// DefaultFilterWorkers is the default Config.FilterWorkers: half of
+// GOMAXPROCS, at least 1.
+func DefaultFilterWorkers() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // Validate checks the configuration and fills in the Logger.
 func (c *Config) Validate() error {
@@ -123,8 +136,13 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: max buffered bytes %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxBufferedBytes)
 	case c.IdleTimeout < 0:
 		return fmt.Errorf("%w: idle timeout %s: want 0 (never) or more", ErrInvalidConfig, c.IdleTimeout)
+	case c.FilterWorkers < 0:
+		return fmt.Errorf("%w: filter workers %d: want 1 or more (0: the default)", ErrInvalidConfig, c.FilterWorkers)
 	case c.EventLoops < 0:
 		return fmt.Errorf("%w: event loops %d", ErrInvalidConfig, c.EventLoops)
+	}
+	if c.FilterWorkers == 0 {
+		c.FilterWorkers = DefaultFilterWorkers()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

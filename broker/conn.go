@@ -31,6 +31,8 @@ type connState struct {
 
 	stalledSince time.Time // when its output became backed up; zero once it drains
 	pausedSince  time.Time // when it was last paused for the memory budget; zero while served
+	waitSince    time.Time // when its consume began waiting for the budget's reserve; zero once served
+	handling     int       // size of the frame being handled, still in the inbound buffer
 
 	accounted   int64        // its share of Broker.stats.buffered (budget.go)
 	draining    atomic.Bool  // in Broker.draining: to be woken while over the budget
@@ -39,6 +41,7 @@ type connState struct {
 
 	grant  *auth.Grant // the rights of its last successful hello (Config.Auth); loop-owned
 	remote net.Addr    // a TLS client's TCP address (tls.go); nil: c.RemoteAddr()
+	tls    *tlsOut     // a TLS connection's consumes, sent by its pump (tlsout.go); nil: plaintext
 
 	w worker // shared with the connection's goroutine
 }
@@ -55,7 +58,7 @@ func (b *Broker) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	cs := &connState{}
 	if p, ok := c.Context().(*peer); ok {
-		cs.remote = p.remote
+		cs.remote, cs.tls = p.remote, p.out
 	}
 	cs.w.b, cs.w.conn = b, c
 	c.SetContext(cs)
@@ -119,7 +122,7 @@ func (b *Broker) OnTraffic(c gnet.Conn) gnet.Action {
 			return b.closeIdle(c)
 		}
 	}
-	if !cs.stalledSince.IsZero() && c.OutboundBuffered()+len(cs.out) <= b.cfg.MaxOutboundBytes {
+	if !cs.stalledSince.IsZero() && cs.outbound(c) <= b.cfg.MaxOutboundBytes {
 		cs.stalledSince = time.Time{} // drained
 	}
 	b.advance(c, cs)
@@ -188,7 +191,9 @@ func (b *Broker) readFrames(c gnet.Conn, cs *connState) gnet.Action {
 		if err != nil {
 			return gnet.None
 		}
+		cs.handling = size
 		b.handle(c, cs, frame)
+		cs.handling = 0
 		_, _ = c.Discard(size)
 	}
 	return gnet.None
@@ -224,7 +229,7 @@ func (b *Broker) backedUp(c gnet.Conn, cs *connState) bool {
 	if len(cs.slots) >= b.cfg.MaxPending {
 		return true // slot completions wake the connection
 	}
-	if c.OutboundBuffered()+len(cs.out) > b.cfg.MaxOutboundBytes {
+	if cs.outbound(c) > b.cfg.MaxOutboundBytes {
 		b.stall(c, cs)
 		return true
 	}
@@ -244,6 +249,8 @@ func (b *Broker) flush(c gnet.Conn, cs *connState) {
 	if len(cs.out) > 0 {
 		if _, err := c.Write(cs.out); err != nil {
 			cs.fatal = err
+		} else {
+			cs.wrote(len(cs.out))
 		}
 	}
 	if cap(cs.out) > maxKeptOut {

@@ -92,8 +92,7 @@ func (b *Broker) serveConsume(c gnet.Conn, cs *connState, cr *consume) bool {
 		return false
 	}
 	b.unpark(cr)
-	b.sendConsume(c, cs, cr, r)
-	r.Release()
+	b.sendConsume(c, cs, cr, r) // releases r
 	b.observe(protocol.OpConsume, cr.waited, cr.start)
 	return true
 }
@@ -133,13 +132,21 @@ func (b *Broker) unpark(cr *consume) {
 // sendConsume writes the response header, then the batches: with
 // sendfile(2) straight from the segment file while gnet's outbound buffer is
 // empty and the socket takes them, and what remains through a pooled buffer
-// into gnet's outbound buffer.
+// into gnet's outbound buffer. On a TLS connection the pump sends the
+// batches (tlsout.go). It releases r.
 func (b *Broker) sendConsume(c gnet.Conn, cs *connState, cr *consume, r *storage.ReadResult) {
 	cs.out = protocol.AppendConsumeResponseHeader(cs.out, cr.corrID, cr.offset, r.End, int(r.Bytes))
 	b.flush(c, cs) // the header goes before the batch bytes
 	if cs.fatal != nil {
+		r.Release()
 		return
 	}
+	b.stats.consumedBytes.Add(r.Bytes)
+	if cs.tls != nil {
+		cs.tls.file(r)
+		return
+	}
+	defer r.Release()
 	sock := c.Fd()
 	for _, sp := range r.Spans {
 		pos, end := sp.Pos, sp.Pos+sp.Len
@@ -168,7 +175,6 @@ func (b *Broker) sendConsume(c gnet.Conn, cs *connState, cr *consume, r *storage
 			}
 		}
 	}
-	b.stats.consumedBytes.Add(r.Bytes)
 }
 
 // copySpan reads [pos, end) of f through a pooled buffer into the

@@ -72,6 +72,8 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 		}
 	case protocol.OpTruncate:
 		jb, err = b.truncateJob(h, payload)
+	case protocol.OpOffsetAt:
+		jb, err = b.offsetAtJob(h, payload)
 	case protocol.OpProduce:
 		jb, err = b.produceJob(h, payload)
 	}
@@ -109,8 +111,8 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 // page-cache work.
 func (b *Broker) offLoop(j *job) bool {
 	switch j.op {
-	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate:
-		return true
+	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpOffsetAt:
+		return true // offset at: a binary search that reads batch headers from the disk
 	case protocol.OpListTopics:
 		return j.regex != "" // compiling and matching: CPU no event loop may spend
 	case protocol.OpProduce:
@@ -168,6 +170,14 @@ func (b *Broker) truncateJob(h protocol.RequestHeader, payload []byte) (*job, er
 	return &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic), by: req.By, before: req.Before}, nil
 }
 
+func (b *Broker) offsetAtJob(h protocol.RequestHeader, payload []byte) (*job, error) {
+	req, err := protocol.ParseOffsetAtRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	return &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic), before: req.Time}, nil
+}
+
 func (b *Broker) produceJob(h protocol.RequestHeader, payload []byte) (*job, error) {
 	req, err := protocol.ParseProduceRequest(payload)
 	if err != nil {
@@ -219,23 +229,20 @@ func (b *Broker) runJob(dst []byte, j *job) []byte {
 			names = j.grant.Filter(names)
 		}
 		if j.regex != "" {
-			re, rerr := protocol.CompileTopicFilter(j.regex)
-			if rerr != nil {
-				return b.appendError(dst, j.op, j.corrID, rerr)
+			if names, err = b.filters.keep(j.regex, names); err != nil {
+				return b.appendError(dst, j.op, j.corrID, err)
 			}
-			kept := names[:0]
-			for _, n := range names {
-				if re.MatchString(n) {
-					kept = append(kept, n)
-				}
-			}
-			names = kept
 		}
 		return protocol.AppendListTopicsResponse(dst, j.corrID, names)
 	case protocol.OpTruncate:
 		var oldest int64
 		if oldest, err = b.truncate(j); err == nil {
 			return protocol.AppendTruncateResponse(dst, j.corrID, oldest)
+		}
+	case protocol.OpOffsetAt:
+		var off int64
+		if off, err = b.store.OffsetAt(j.topic, time.Unix(0, j.before)); err == nil {
+			return protocol.AppendOffsetAtResponse(dst, j.corrID, off)
 		}
 	}
 	if err != nil {

@@ -73,7 +73,7 @@ func (b *Broker) idle(c gnet.Conn, cs *connState) bool {
 	if time.Since(time.Unix(0, cs.lastRecv.Load())) < b.cfg.IdleTimeout {
 		return false
 	}
-	return len(cs.slots) == 0 && len(cs.out) == 0 && cs.big == nil && c.OutboundBuffered() == 0 &&
+	return len(cs.slots) == 0 && cs.big == nil && cs.outbound(c) == 0 &&
 		cs.w.held.Load() == 0 && cs.w.queued.Load() == 0 && cs.w.inStore.Load() == 0 && !cs.w.busy()
 }
 

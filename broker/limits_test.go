@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -251,23 +252,46 @@ const consumeCorrBase = 1 << 20
 // all answered when the poll is woken, and must still respect the bound.
 func TestBackpressure(t *testing.T) {
 	for _, behindPoll := range []bool{false, true} {
-		t.Run(map[bool]string{false: "direct", true: "behind a long poll"}[behindPoll], func(t *testing.T) {
-			testBackpressure(t, behindPoll)
-		})
+		for _, overTLS := range []bool{false, true} {
+			name := map[bool]string{false: "direct", true: "behind a long poll"}[behindPoll]
+			t.Run(fmt.Sprintf("%s/tls=%v", name, overTLS), func(t *testing.T) {
+				testBackpressure(t, behindPoll, overTLS)
+			})
+		}
 	}
 }
 
-func testBackpressure(t *testing.T, behindPoll bool) {
+// testBackpressure: over TLS the pump sends the consumes' batches, and the
+// bytes it has yet to send count against the same bound.
+func testBackpressure(t *testing.T, behindPoll, overTLS bool) {
 	const (
 		maxOut   = 1 << 20 // Config.MaxOutboundBytes
 		respSize = 1 << 20 // max bytes of each consume
 		requests = 100     // 100 MiB of responses asked for
 	)
-	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) {
+	var clientTLS *tls.Config
+	var opts []brokertest.Option
+	if overTLS {
+		ca := brokertest.NewCA(t, "test-ca")
+		serverTLS := brokertest.ServerTLS(t, ca.Server(t))
+		clientTLS = &tls.Config{RootCAs: ca.Pool}
+		opts = append(opts, func(_ *storage.Options, c *broker.Config) { c.TLS = serverTLS })
+	}
+	s := brokertest.Start(t, 1, append(opts, func(_ *storage.Options, c *broker.Config) {
 		c.MaxOutboundBytes = maxOut
 		c.MaxConsumeBytes = 4 << 20
-	})
-	p := dialRaw(t, s.Addr)
+	})...)
+	dial := func(readBuffer int) *rawConn {
+		if overTLS {
+			return dialRawTLS(t, s.Addr, clientTLS.Clone(), readBuffer)
+		}
+		c := dialRaw(t, s.Addr)
+		if readBuffer > 0 {
+			c.conn.(*net.TCPConn).SetReadBuffer(readBuffer)
+		}
+		return c
+	}
+	p := dial(0)
 	msg := make([]byte, 1000)
 	for i := range 25 { // 25 batches of ~100 KB: 2.5 MB
 		m := make([][]byte, 100)
@@ -283,8 +307,7 @@ func testBackpressure(t *testing.T, behindPoll bool) {
 	}
 	next := p.info("big").NextOffset
 
-	c := dialRaw(t, s.Addr)
-	c.conn.(*net.TCPConn).SetReadBuffer(64 << 10) // no receive-window autotuning: a fixed kernel share
+	c := dial(64 << 10) // no receive-window autotuning: a fixed kernel share
 	var req []byte
 	if behindPoll {
 		req = protocol.AppendConsumeRequest(req, 1, "big", next, 0, respSize, 10000)
@@ -332,7 +355,7 @@ func testBackpressure(t *testing.T, behindPoll bool) {
 	}
 
 	// Other connections are served meanwhile, consumes included.
-	o := dialRaw(t, s.Addr)
+	o := dial(0)
 	o.ping()
 	if got := o.consume("big", 0, 0, respSize, 0).Batches; string(got) != string(want) {
 		t.Fatalf("other connection read %d bytes, want %d", len(got), len(want))

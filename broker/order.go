@@ -31,7 +31,7 @@ func (b *Broker) advance(c gnet.Conn, cs *connState) {
 	for len(cs.slots) > 0 && cs.fatal == nil {
 		s := cs.slots[0]
 		if s.consume != nil {
-			if c.OutboundBuffered()+len(cs.out) > b.cfg.MaxOutboundBytes {
+			if cs.outbound(c) > b.cfg.MaxOutboundBytes {
 				b.stall(c, cs) // resume once the client has read
 				return
 			}

@@ -1,6 +1,8 @@
 package broker_test
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +33,44 @@ type rawConn struct {
 	tb   testing.TB
 	conn net.Conn
 	corr uint32 // last correlation id handed out
+}
+
+// startMaybeTLS starts a server with volumes, TLS on its binary port if
+// overTLS, and returns a function dialing raw connections to it.
+func startMaybeTLS(tb testing.TB, volumes int, overTLS bool, opts ...brokertest.Option) (*brokertest.Server, func() *rawConn) {
+	tb.Helper()
+	if !overTLS {
+		s := brokertest.Start(tb, volumes, opts...)
+		return s, func() *rawConn { return dialRaw(tb, s.Addr) }
+	}
+	ca := brokertest.NewCA(tb, "test-ca")
+	serverTLS := brokertest.ServerTLS(tb, ca.Server(tb))
+	s := brokertest.Start(tb, volumes, append(opts, func(_ *storage.Options, c *broker.Config) { c.TLS = serverTLS })...)
+	return s, func() *rawConn { return dialRawTLS(tb, s.Addr, &tls.Config{RootCAs: ca.Pool}, 0) }
+}
+
+// dialRawTLS is dialRaw over TLS; readBuffer, if not 0, fixes the TCP
+// receive buffer.
+func dialRawTLS(tb testing.TB, addr string, cfg *tls.Config, readBuffer int) *rawConn {
+	tb.Helper()
+	nc, err := net.DialTimeout("tcp", addr, ioTimeout)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if readBuffer > 0 {
+		nc.(*net.TCPConn).SetReadBuffer(readBuffer)
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = "127.0.0.1"
+	}
+	c := tls.Client(nc, cfg)
+	tb.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	if err := c.HandshakeContext(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return &rawConn{tb: tb, conn: c}
 }
 
 func dialRaw(tb testing.TB, addr string) *rawConn {
@@ -304,75 +344,84 @@ func withEntries(n int) brokertest.Option {
 // on the broker's slots.
 func TestPipelinedInOrder(t *testing.T) {
 	for _, p := range []storage.FsyncPolicy{storage.FsyncNever, storage.FsyncAlways} {
-		t.Run("fsync="+p.String(), func(t *testing.T) {
-			s := brokertest.Start(t, 2, withFsync(p))
-			c := dialRaw(t, s.Addr)
-			type want struct {
-				op     protocol.Op
-				id     uint32
-				code   protocol.Code
-				offset int64 // produce: base offset; consume: the message; info: next
+		for _, overTLS := range []bool{false, true} {
+			t.Run(fmt.Sprintf("fsync=%s/tls=%v", p, overTLS), func(t *testing.T) {
+				testPipelinedInOrder(t, p, overTLS)
+			})
+		}
+	}
+}
+
+// testPipelinedInOrder: over TLS the consumes' batches are sent by the
+// pump beside the rest, which goes through the socket pair; they must
+// still come in their places.
+func testPipelinedInOrder(t *testing.T, p storage.FsyncPolicy, overTLS bool) {
+	_, dial := startMaybeTLS(t, 2, overTLS, withFsync(p))
+	c := dial()
+	type want struct {
+		op     protocol.Op
+		id     uint32
+		code   protocol.Code
+		offset int64 // produce: base offset; consume: the message; info: next
+	}
+	var req []byte
+	var wants []want
+	produced := int64(0)
+	for i := range 200 {
+		id := c.id()
+		w := want{id: id}
+		switch i % 5 {
+		case 0:
+			w.op, w.offset = protocol.OpProduce, produced
+			req = protocol.AppendProduceRequest(req, id, "pipe", protocol.ProduceCreateTopic, batchOf(fmt.Sprintf("m%d", produced)))
+			produced++
+		case 1:
+			w.op = protocol.OpPing
+			req = protocol.AppendPingRequest(req, id)
+		case 2:
+			w.op, w.offset = protocol.OpConsume, produced-1
+			req = protocol.AppendConsumeRequest(req, id, "pipe", produced-1, 1, 0, 0)
+		case 3:
+			w.op, w.offset = protocol.OpTopicInfo, produced
+			req = protocol.AppendTopicInfoRequest(req, id, "pipe")
+		case 4:
+			w.op, w.code = protocol.OpTopicInfo, protocol.CodeTopicNotFound
+			req = protocol.AppendTopicInfoRequest(req, id, "missing")
+		}
+		wants = append(wants, w)
+	}
+	c.write(req)
+	for i, w := range wants {
+		r := c.read()
+		if r.CorrID != w.id || r.Op != w.op || r.Code != w.code {
+			t.Fatalf("response %d: got op %v corr %d code %v (%s), want op %v corr %d code %v",
+				i, r.Op, r.CorrID, r.Code, r.errMsg(), w.op, w.id, w.code)
+		}
+		if w.code != protocol.CodeOK {
+			continue
+		}
+		switch w.op {
+		case protocol.OpProduce:
+			pr, err := protocol.ParseProduceResponse(r.Payload)
+			if err != nil || pr.BaseOffset != w.offset || pr.Count != 1 {
+				t.Fatalf("response %d: produce %+v %v, want base offset %d: pipelined produces stored out of order",
+					i, pr, err, w.offset)
 			}
-			var req []byte
-			var wants []want
-			produced := int64(0)
-			for i := range 200 {
-				id := c.id()
-				w := want{id: id}
-				switch i % 5 {
-				case 0:
-					w.op, w.offset = protocol.OpProduce, produced
-					req = protocol.AppendProduceRequest(req, id, "pipe", protocol.ProduceCreateTopic, batchOf(fmt.Sprintf("m%d", produced)))
-					produced++
-				case 1:
-					w.op = protocol.OpPing
-					req = protocol.AppendPingRequest(req, id)
-				case 2:
-					w.op, w.offset = protocol.OpConsume, produced-1
-					req = protocol.AppendConsumeRequest(req, id, "pipe", produced-1, 1, 0, 0)
-				case 3:
-					w.op, w.offset = protocol.OpTopicInfo, produced
-					req = protocol.AppendTopicInfoRequest(req, id, "pipe")
-				case 4:
-					w.op, w.code = protocol.OpTopicInfo, protocol.CodeTopicNotFound
-					req = protocol.AppendTopicInfoRequest(req, id, "missing")
-				}
-				wants = append(wants, w)
+		case protocol.OpConsume:
+			cr, err := protocol.ParseConsumeResponse(r.Payload)
+			if err != nil {
+				t.Fatal(err)
 			}
-			c.write(req)
-			for i, w := range wants {
-				r := c.read()
-				if r.CorrID != w.id || r.Op != w.op || r.Code != w.code {
-					t.Fatalf("response %d: got op %v corr %d code %v (%s), want op %v corr %d code %v",
-						i, r.Op, r.CorrID, r.Code, r.errMsg(), w.op, w.id, w.code)
-				}
-				if w.code != protocol.CodeOK {
-					continue
-				}
-				switch w.op {
-				case protocol.OpProduce:
-					pr, err := protocol.ParseProduceResponse(r.Payload)
-					if err != nil || pr.BaseOffset != w.offset || pr.Count != 1 {
-						t.Fatalf("response %d: produce %+v %v, want base offset %d: pipelined produces stored out of order",
-							i, pr, err, w.offset)
-					}
-				case protocol.OpConsume:
-					cr, err := protocol.ParseConsumeResponse(r.Payload)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got := messagesIn(t, cr, 1)
-					if len(got) != 1 || got[0].Offset != w.offset || got[0].Data != fmt.Sprintf("m%d", w.offset) {
-						t.Fatalf("response %d: consume of offset %d got %+v", i, w.offset, got)
-					}
-				case protocol.OpTopicInfo:
-					info, err := protocol.ParseTopicInfoResponse(r.Payload)
-					if err != nil || info.NextOffset != w.offset {
-						t.Fatalf("response %d: info %+v %v, want next offset %d", i, info, err, w.offset)
-					}
-				}
+			got := messagesIn(t, cr, 1)
+			if len(got) != 1 || got[0].Offset != w.offset || got[0].Data != fmt.Sprintf("m%d", w.offset) {
+				t.Fatalf("response %d: consume of offset %d got %+v", i, w.offset, got)
 			}
-		})
+		case protocol.OpTopicInfo:
+			info, err := protocol.ParseTopicInfoResponse(r.Payload)
+			if err != nil || info.NextOffset != w.offset {
+				t.Fatalf("response %d: info %+v %v, want next offset %d", i, info, err, w.offset)
+			}
+		}
 	}
 }
 
@@ -433,7 +482,7 @@ func TestVersionAndUnknownOp(t *testing.T) {
 	}
 	c.ping()
 
-	for _, op := range []byte{0, 10, 200} {
+	for _, op := range []byte{0, 200, 255} { // ops no version defines
 		req = protocol.AppendPingRequest(nil, 78)
 		req[5] = op
 		if r = c.roundTrip(req); r.Code != protocol.CodeUnknownOp {

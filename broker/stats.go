@@ -16,7 +16,7 @@ type Stats struct {
 	ProducedBytes   int64 // batch bytes appended
 	ConsumedBytes   int64 // batch bytes sent to consumers
 	ZeroCopyBytes   int64 // of ConsumedBytes, sent with sendfile(2)
-	CopiedBytes     int64 // of ConsumedBytes, copied through a buffer
+	CopiedBytes     int64 // of ConsumedBytes, copied through a buffer (all of a TLS connection's)
 	ParkedPolls     int64 // consumes waiting for data right now
 	ClosedForFrames int64 // connections closed for an oversized or malformed frame
 	AcceptErrors    int64 // failed accepts (EMFILE and the like), each retried

@@ -22,8 +22,9 @@ import (
 // one end, as it would a TCP connection, and two goroutines (the pump) copy
 // bytes between the other end and the tls.Conn, decrypting what the client
 // sends and encrypting what the broker writes. The protocol logic stays in
-// one place, and a consume's sendfile(2) writes into the socket pair, from
-// where the pump encrypts it. See docs/security.md, "TLS".
+// one place; a consume's batches go from the segment files to the pump,
+// which encrypts them in its place in the stream (tlsout.go). See
+// docs/security.md, "TLS".
 
 // tlsHandshakeTimeout bounds a TLS handshake: a client that connects and
 // says nothing holds a connection slot (-max-conns) no longer than this.
@@ -32,11 +33,11 @@ const tlsHandshakeTimeout = 10 * time.Second
 // Pump buffers. Client to broker: 16 KiB, the largest TLS record's
 // plaintext (tls.Conn.Read returns at most one record); it is held while
 // the pump waits in Read, so an idle TLS connection costs 16 KiB here.
-// Broker to client: 64 KiB, four whole records per write, taken only while
-// bytes wait to be sent.
+// Broker to client: 256 KiB, sixteen whole records per write(2), taken
+// only while bytes wait to be sent.
 const (
 	pumpInSize  = 16 << 10
-	pumpOutSize = 64 << 10
+	pumpOutSize = 256 << 10
 )
 
 var (
@@ -51,6 +52,7 @@ const notTLSMessage = "this port speaks TLS only: connect with TLS (hrqa -tls or
 // gnet context the socket pair's end is registered with, read by OnOpen.
 type peer struct {
 	remote net.Addr // the client's TCP address
+	out    *tlsOut  // shared with the pump
 }
 
 // remoteAddr is the client's address on c: for a TLS connection, the TCP
@@ -95,7 +97,8 @@ func (b *Broker) serveTLS(nc net.Conn) {
 		b.cfg.Logger.Error("TLS connection: socket pair", "remote", nc.RemoteAddr(), "err", err)
 		return
 	}
-	if err := b.enroll(inner, &peer{remote: nc.RemoteAddr()}); err != nil {
+	out := &tlsOut{wake: wakeReader(outer)}
+	if err := b.enroll(inner, &peer{remote: nc.RemoteAddr(), out: out}); err != nil {
 		tc.Close()
 		outer.Close()
 		b.cfg.Logger.Error("TLS connection", "remote", nc.RemoteAddr(), "err", err)
@@ -103,7 +106,7 @@ func (b *Broker) serveTLS(nc net.Conn) {
 	}
 	b.tlsWG.Add(2)
 	go b.pumpIn(tc, outer)
-	go b.pumpOut(tc, bc, outer)
+	go b.pumpOut(tc, bc, outer, out)
 }
 
 // batchConn is the TCP connection under a TLS connection. Between begin
@@ -154,10 +157,9 @@ var batchBuffers = sync.Pool{New: func() any { b := make([]byte, 0, pumpOutSize+
 // pairBufferSize is the send buffer asked for on each end of a socket
 // pair (the kernel caps it at net.core.wmem_max). A Unix stream socket
 // queues what it sends against its own send buffer; the default, about
-// 200 KiB, makes a 4 MiB consume's sendfile stop at EAGAIN after a few
-// hundred KiB and the rest go through gnet's buffer, and a 1 MiB produce
-// wait for the event loop several times. Kernel memory is taken only for
-// bytes in flight.
+// 200 KiB, makes a 1 MiB produce wait for the event loop several times,
+// and large responses go through gnet's buffer. Kernel memory is taken only
+// for bytes in flight.
 const pairBufferSize = 1 << 20
 
 // socketPair returns the two ends of a new Unix stream socket pair.
@@ -216,21 +218,36 @@ func (b *Broker) pumpIn(tc *tls.Conn, outer *net.UnixConn) {
 	_ = outer.CloseWrite()
 }
 
-// pumpOut copies what the broker writes to the client, encrypted. Each
-// write to the client must finish within StallTimeout, the time the broker
-// gives a client that does not read. When the broker closes its end (or
-// the client's socket fails) it closes the TLS connection, with
-// close_notify, and the pair, which ends pumpIn too. It holds a buffer only
-// while bytes wait: an idle connection costs none here.
-func (b *Broker) pumpOut(tc *tls.Conn, bc *batchConn, outer *net.UnixConn) {
+// pumpOut copies what the broker writes to the client, encrypted, and the
+// consumes the broker files with it (tlsout.go) at their places in that
+// stream. Each write to the client must finish within StallTimeout, the
+// time the broker gives a client that does not read. When the broker
+// closes its end (or the client's socket fails) it closes the TLS
+// connection, with close_notify, and the pair, which ends pumpIn too. It
+// holds a buffer only while bytes wait: an idle connection costs none here.
+func (b *Broker) pumpOut(tc *tls.Conn, bc *batchConn, outer *net.UnixConn, out *tlsOut) {
 	defer b.tlsWG.Done()
 	defer outer.Close()
 	defer tc.Close()
+	defer out.close()
 	rc, err := outer.SyscallConn()
 	if err != nil {
 		return
 	}
+	send := func(p []byte) error {
+		_ = tc.SetWriteDeadline(time.Now().Add(b.cfg.StallTimeout))
+		bc.begin()
+		_, werr := tc.Write(p)
+		if ferr := bc.flush(); werr == nil {
+			werr = ferr
+		}
+		return werr
+	}
+	var read int64 // bytes of the pair sent
 	for {
+		if !b.sendDue(out, read, send) {
+			return
+		}
 		var bp *[]byte
 		var n int
 		var rerr error
@@ -244,6 +261,13 @@ func (b *Broker) pumpOut(tc *tls.Conn, bc *batchConn, outer *net.UnixConn) {
 			}
 			return true
 		})
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// A consume was filed (tlsOut.file): clear the deadline, then
+			// look at the jobs again, so that a job filed after the look
+			// sets it anew.
+			_ = outer.SetReadDeadline(time.Time{})
+			continue
+		}
 		if err == nil {
 			err = rerr
 		}
@@ -251,17 +275,48 @@ func (b *Broker) pumpOut(tc *tls.Conn, bc *batchConn, outer *net.UnixConn) {
 			if bp != nil {
 				pumpOutBuffers.Put(bp)
 			}
+			b.sendDue(out, read, send) // what the broker filed before it closed
 			return
 		}
-		_ = tc.SetWriteDeadline(time.Now().Add(b.cfg.StallTimeout))
-		bc.begin()
-		_, werr := tc.Write((*bp)[:n])
-		if ferr := bc.flush(); werr == nil {
-			werr = ferr
+		// The read may have taken bytes the broker wrote after filing a
+		// consume (filed while the pump waited): send each consume in its
+		// place within them. One filed after the read lies past them.
+		seg := (*bp)[:n]
+		for len(seg) > 0 {
+			job, limit := out.next(read)
+			if job != nil {
+				if b.sendJob(job, send) != nil {
+					pumpOutBuffers.Put(bp)
+					return
+				}
+				out.done()
+				continue
+			}
+			take := int64(len(seg))
+			if limit >= 0 && limit < take {
+				take = limit
+			}
+			if send(seg[:take]) != nil {
+				pumpOutBuffers.Put(bp)
+				return
+			}
+			seg, read = seg[take:], read+take
 		}
 		pumpOutBuffers.Put(bp)
-		if werr != nil {
-			return
+	}
+}
+
+// sendDue sends the jobs due once read bytes of the pair have been sent,
+// and reports whether they all went.
+func (b *Broker) sendDue(out *tlsOut, read int64, send func([]byte) error) bool {
+	for {
+		job, _ := out.next(read)
+		if job == nil {
+			return true
 		}
+		if b.sendJob(job, send) != nil {
+			return false
+		}
+		out.done()
 	}
 }

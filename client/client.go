@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -265,7 +266,35 @@ func (c *Client) Truncate(ctx context.Context, topic string, before int64) (int6
 // TruncateTime drops the messages appended before t and returns the new
 // oldest offset.
 func (c *Client) TruncateTime(ctx context.Context, topic string, t time.Time) (int64, error) {
-	return c.truncate(ctx, topic, protocol.TruncateByTime, t.UnixNano())
+	return c.truncate(ctx, topic, protocol.TruncateByTime, unixNano(t))
+}
+
+// OffsetAt returns the first offset of topic appended at or after t: the
+// oldest offset when t is at or before the oldest message, the next offset
+// (where a new message will go) when t is after the newest. Append times
+// are the server's, one per produced batch, so the offset is a batch's
+// first. Reading from it returns the messages appended since t.
+func (c *Client) OffsetAt(ctx context.Context, topic string, t time.Time) (int64, error) {
+	p, err := c.do(ctx, protocol.OpOffsetAt, 0, true, func(dst []byte, id uint32) []byte {
+		return protocol.AppendOffsetAtRequest(dst, id, topic, unixNano(t))
+	})
+	if err != nil {
+		return 0, err
+	}
+	r, err := protocol.ParseOffsetAtResponse(p)
+	return r.Offset, err
+}
+
+// unixNano is t in Unix nanoseconds, clamped to the int64 range (UnixNano
+// alone wraps around for times before 1678 or after 2262).
+func unixNano(t time.Time) int64 {
+	switch {
+	case t.Before(time.Unix(0, math.MinInt64)):
+		return math.MinInt64
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
 }
 
 func (c *Client) truncate(ctx context.Context, topic string, by protocol.TruncateBy, before int64) (int64, error) {

@@ -22,8 +22,8 @@ func startTLS(t *testing.T, cfg *tls.Config) *brokertest.Server {
 }
 
 // TestTLSRoundTrip produces and consumes over TLS, with consumes of several
-// MiB (4 MiB responses, sent by sendfile into the socket pair and
-// encrypted by the pump), and checks every byte.
+// MiB (4 MiB responses, whose batches the pump reads from the segment
+// files and encrypts), and checks every byte.
 func TestTLSRoundTrip(t *testing.T) {
 	ca := brokertest.NewCA(t, "test-ca")
 	srv := startTLS(t, brokertest.ServerTLS(t, ca.Server(t)))
@@ -47,8 +47,8 @@ func TestTLSRoundTrip(t *testing.T) {
 			t.Fatalf("message %d: offset %d, %d bytes, not what was produced", i, m.Offset, len(m.Value))
 		}
 	}
-	if st := srv.Broker.Stats(); st.ZeroCopyBytes == 0 {
-		t.Errorf("no consume went by sendfile: %+v", st)
+	if st := srv.Broker.Stats(); st.CopiedBytes < n*size || st.ZeroCopyBytes != 0 {
+		t.Errorf("the consume's batches did not go through the pump: %+v", st)
 	}
 }
 

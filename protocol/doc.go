@@ -221,6 +221,19 @@
 // the response tells the new oldest offset. An offset bound above the next
 // offset is code 9.
 //
+// Offset at (op 10) finds where to read from a time:
+//
+//	request                                    response, 8 bytes
+//	0  8  time       int64, Unix nanoseconds   0  8  offset  int64
+//	8  2  topic len
+//	10 n  topic
+//
+// The offset is the first of the first batch appended at or after time
+// (append times are the server's, one per batch): the oldest offset for a
+// time at or before the oldest message, the next offset for one after the
+// newest. It is never below the oldest offset. A consume from it returns
+// what was appended since time.
+//
 // # Hello and tokens
 //
 // Hello (op 9) presents the client: the highest protocol version it
@@ -250,7 +263,7 @@
 // The right each request needs on its topic:
 //
 //	produce       produce (creating the topic with the create flag too)
-//	consume       consume
+//	consume       consume, offset at
 //	admin         create topic, delete topic, truncate
 //	any right     topic info; list topics returns only the topics on
 //	              which the token holds some right

@@ -49,17 +49,18 @@ type Op uint8
 
 // Operations. Zero is never a valid op.
 const (
-	OpPing        Op = 1 // liveness check, empty payloads
-	OpCreateTopic Op = 2 // create a topic
-	OpDeleteTopic Op = 3 // delete a topic and its data
-	OpListTopics  Op = 4 // list topic names, filtered by prefix and regex
-	OpTopicInfo   Op = 5 // offsets and size of a topic
-	OpProduce     Op = 6 // append one batch to a topic
-	OpConsume     Op = 7 // read whole batches from an offset, long polling
-	OpTruncate    Op = 8 // drop old messages before an offset or a time
-	OpHello       Op = 9 // present the client's version, name and token
+	OpPing        Op = 1  // liveness check, empty payloads
+	OpCreateTopic Op = 2  // create a topic
+	OpDeleteTopic Op = 3  // delete a topic and its data
+	OpListTopics  Op = 4  // list topic names, filtered by prefix and regex
+	OpTopicInfo   Op = 5  // offsets and size of a topic
+	OpProduce     Op = 6  // append one batch to a topic
+	OpConsume     Op = 7  // read whole batches from an offset, long polling
+	OpTruncate    Op = 8  // drop old messages before an offset or a time
+	OpHello       Op = 9  // present the client's version, name and token
+	OpOffsetAt    Op = 10 // the first offset appended at or after a time
 
-	opMax = OpHello
+	opMax = OpOffsetAt
 )
 
 // Valid reports whether op is known to this protocol version.
@@ -85,6 +86,8 @@ func (op Op) String() string {
 		return "truncate"
 	case OpHello:
 		return "hello"
+	case OpOffsetAt:
+		return "offset at"
 	}
 	return "unknown op"
 }

@@ -118,7 +118,7 @@ func TestParseRequestHeader(t *testing.T) {
 		{"version 2, reserved set", patch(frameVersionOff, 2, byte(OpConsume), 1), ErrUnsupportedVersion, true},
 		{"reserved set", patch(frameReservedOff, 0, 1), ErrMalformed, true},
 		{"op 0", patch(frameOpOff, 0), ErrUnknownOp, true},
-		{"op 10", patch(frameOpOff, 10), ErrUnknownOp, true},
+		{"op past the last", patch(frameOpOff, byte(opMax+1)), ErrUnknownOp, true},
 		{"op 255", patch(frameOpOff, 255), ErrUnknownOp, true},
 	}
 	for _, c := range cases {
@@ -233,14 +233,14 @@ func TestCodes(t *testing.T) {
 		}
 	}
 	ops := map[Op]uint8{OpPing: 1, OpCreateTopic: 2, OpDeleteTopic: 3, OpListTopics: 4,
-		OpTopicInfo: 5, OpProduce: 6, OpConsume: 7, OpTruncate: 8, OpHello: 9}
+		OpTopicInfo: 5, OpProduce: 6, OpConsume: 7, OpTruncate: 8, OpHello: 9, OpOffsetAt: 10}
 	for op, n := range ops {
 		if uint8(op) != n || !op.Valid() || op.String() == "unknown op" {
 			t.Errorf("op %v = %d, want %d", op, op, n)
 		}
 	}
-	if Op(0).Valid() || Op(10).Valid() || Op(10).String() != "unknown op" {
-		t.Error("ops 0 and 10 must be invalid")
+	if Op(0).Valid() || (opMax + 1).Valid() || (opMax+1).String() != "unknown op" {
+		t.Errorf("ops 0 and %d must be invalid", opMax+1)
 	}
 }
 

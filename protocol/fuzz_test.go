@@ -154,6 +154,7 @@ func FuzzParseProduceRequest(f *testing.F)    { fuzzRequest(f, OpProduce) }
 func FuzzParseConsumeRequest(f *testing.F)    { fuzzRequest(f, OpConsume) }
 func FuzzParseTruncateRequest(f *testing.F)   { fuzzRequest(f, OpTruncate) }
 func FuzzParseHelloRequest(f *testing.F)      { fuzzRequest(f, OpHello) }
+func FuzzParseOffsetAtRequest(f *testing.F)   { fuzzRequest(f, OpOffsetAt) }
 
 func FuzzParseListTopicsResponse(f *testing.F) { fuzzResponse(f, OpListTopics) }
 func FuzzParseTopicInfoResponse(f *testing.F)  { fuzzResponse(f, OpTopicInfo) }
@@ -161,6 +162,7 @@ func FuzzParseProduceResponse(f *testing.F)    { fuzzResponse(f, OpProduce) }
 func FuzzParseConsumeResponse(f *testing.F)    { fuzzResponse(f, OpConsume) }
 func FuzzParseTruncateResponse(f *testing.F)   { fuzzResponse(f, OpTruncate) }
 func FuzzParseHelloResponse(f *testing.F)      { fuzzResponse(f, OpHello) }
+func FuzzParseOffsetAtResponse(f *testing.F)   { fuzzResponse(f, OpOffsetAt) }
 
 // FuzzParseErrorResponse fuzzes the error payload decoder.
 func FuzzParseErrorResponse(f *testing.F) {

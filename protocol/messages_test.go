@@ -79,6 +79,10 @@ func goldenFrames(t testing.TB) []golden {
 			"14000000 01 09 0000 2a000000 01 0400 68727161 0300 74306b", false, OpHello},
 		{"hello response", AppendHelloResponse(nil, 42, HelloResponse{Version: 1, Auth: true}),
 			"0a000000 01 09 0000 2a000000 01 01", true, OpHello},
+		{"offset at request", AppendOffsetAtRequest(nil, 42, "orders", 1700000000000000000),
+			"18000000 01 0a 0000 2a000000 00002a36fe9c9717 " + goldenOrders, false, OpOffsetAt},
+		{"offset at response", AppendOffsetAtResponse(nil, 42, 5000),
+			"10000000 01 0a 0000 2a000000 8813000000000000", true, OpOffsetAt},
 		{"error response", AppendErrorResponse(nil, OpConsume, 42, CodeTopicNotFound, "no such topic"),
 			"17000000 01 07 0600 2a000000 0d00 6e6f207375636820746f706963", true, OpConsume},
 	}
@@ -184,6 +188,12 @@ func reencodeRequest(op Op, payload []byte) ([]byte, error) {
 			return nil, err
 		}
 		return AppendHelloRequest(nil, id, req.Version, string(req.Name), string(req.Token)), err
+	case OpOffsetAt:
+		req, err := ParseOffsetAtRequest(payload)
+		if !filled(err) {
+			return nil, err
+		}
+		return AppendOffsetAtRequest(nil, id, string(req.Topic), req.Time), err
 	}
 	return nil, ErrUnknownOp
 }
@@ -240,6 +250,12 @@ func reencodeResponse(op Op, code Code, payload []byte) ([]byte, error) {
 			return nil, err
 		}
 		return AppendHelloResponse(nil, id, resp), nil
+	case OpOffsetAt:
+		resp, err := ParseOffsetAtResponse(payload)
+		if err != nil {
+			return nil, err
+		}
+		return AppendOffsetAtResponse(nil, id, resp.Offset), nil
 	}
 	return nil, ErrUnknownOp
 }
@@ -559,6 +575,8 @@ func TestParseAllocs(t *testing.T) {
 					_, _ = ParseConsumeResponse(p)
 				case OpTruncate:
 					_, _ = ParseTruncateResponse(p)
+				case OpOffsetAt:
+					_, _ = ParseOffsetAtResponse(p)
 				}
 				continue
 			}
@@ -574,6 +592,8 @@ func TestParseAllocs(t *testing.T) {
 				_, _ = ParseConsumeRequest(p)
 			case OpTruncate:
 				_, _ = ParseTruncateRequest(p)
+			case OpOffsetAt:
+				_, _ = ParseOffsetAtRequest(p)
 			}
 		}
 		_, p, _ := ParseRequestHeader(bad)

@@ -553,6 +553,59 @@ func ParseTruncateResponse(payload []byte) (TruncateResponse, error) {
 	return resp, nil
 }
 
+// --- offset at ----------------------------------------------------------
+
+// OffsetAtRequest asks for the first offset of a topic whose append time
+// is at or after Time: the oldest offset for a time before the oldest
+// message, the next offset for one after the newest.
+type OffsetAtRequest struct {
+	Time  int64 // Unix nanoseconds
+	Topic []byte
+}
+
+// AppendOffsetAtRequest appends an offset-at request.
+func AppendOffsetAtRequest(dst []byte, corrID uint32, topic string, unixNano int64) []byte {
+	start := len(dst)
+	dst = appendRequestHeader(dst, OpOffsetAt, corrID)
+	dst = appendI64(dst, unixNano)
+	dst = appendString(dst, topic)
+	return finishFrame(dst, start)
+}
+
+// ParseOffsetAtRequest parses the payload of an offset-at request.
+func ParseOffsetAtRequest(payload []byte) (OffsetAtRequest, error) {
+	r := reader{b: payload}
+	req := OffsetAtRequest{Time: r.i64(), Topic: r.str()}
+	if err := r.end(); err != nil {
+		return OffsetAtRequest{}, err
+	}
+	return req, validTopic(req.Topic)
+}
+
+// OffsetAtResponse is the payload of a successful offset-at response.
+type OffsetAtResponse struct {
+	Offset int64
+}
+
+// AppendOffsetAtResponse appends a successful offset-at response.
+func AppendOffsetAtResponse(dst []byte, corrID uint32, offset int64) []byte {
+	start := len(dst)
+	dst = appendResponseHeader(dst, OpOffsetAt, CodeOK, corrID)
+	dst = appendI64(dst, offset)
+	return finishFrame(dst, start)
+}
+
+// ParseOffsetAtResponse parses the payload of a successful offset-at
+// response.
+func ParseOffsetAtResponse(payload []byte) (OffsetAtResponse, error) {
+	r := reader{b: payload}
+	resp := OffsetAtResponse{Offset: r.i64()}
+	if err := r.end(); err != nil {
+		return OffsetAtResponse{}, err
+	}
+	return resp, nil
+}
+
 // --- hello ---------------------------------------------------------------
 
 // Hello bounds, in bytes.

@@ -102,7 +102,11 @@
 //
 // Append validates the batch (header, CRC, and the message count: for a
 // compressed body after decoding it, into at most MaxBatchBytes), then
-// queues it. One appender at a time leads: it commits
+// queues it. The validations of all appends in flight decode into at most
+// MaxDecodeBytes together (default MaxBatchBytes): a compressed append
+// waits until the decoded size its batch declares fits (Stats.DecodeWaits
+// counts those that waited), so the memory many producers' compressed
+// batches take to check does not grow with their number. One appender at a time leads: it commits
 // everything queued (one pwritev(2) per volume in volume order and, with
 // FsyncAlways, one fsync per volume, the volumes in parallel), makes the
 // batches visible to readers, wakes the appenders whose batches it
@@ -164,6 +168,22 @@
 // cut from every volume; in a sealed segment it is left in place and logged,
 // and its offsets are unreadable. Every repair is logged with topic, volume
 // and bytes, and counted in Stats.
+//
+// Recovery writes only what some volume lacks, but on a full disk even
+// that may not fit. When copying a batch of the last segment fails for
+// space (ENOSPC, EDQUOT) and the last volume does not hold that batch
+// (it ends before the batch would), the batch is one a crash caught
+// between the volumes' writes: volumes are written in order and a batch
+// is acknowledged only once the last has it, so it was never
+// acknowledged. Open then cuts every volume back to the longest prefix
+// they all hold, dropping that batch and anything after it, logs it at
+// error level ("unacknowledged tail dropped") and counts it in
+// Stats.DroppedTails and DroppedTailBytes: starting makes the disk no
+// fuller. A copy that fails for space while the last volume holds the
+// batch is restoring an acknowledged batch another volume lost, and Open
+// fails with the error, keeping every copy, until space is freed. (A last
+// volume that lost its own acknowledged tail to damage while the disk is
+// full looks like the crash and loses that tail; the log line names it.)
 //
 // Recovery reads every byte of every volume, so opening takes time in
 // proportion to the data held.

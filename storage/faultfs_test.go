@@ -38,6 +38,9 @@ type faultFS struct {
 	failOpen func(name string) bool
 	// err, when set, is the error injected instead of errInjected.
 	err error
+	// writeAtPrefix, when set, fails File.WriteAt of files under it after
+	// writing half the bytes (recovery's copies between volumes).
+	writeAtPrefix string
 }
 
 // injected is the error to inject.
@@ -148,6 +151,20 @@ func (f *faultFile) Writev(bufs [][]byte, off int64) (int, error) {
 		return n, err
 	}
 	return n, &os.PathError{Op: "pwritev", Path: f.name, Err: f.fs.injected()}
+}
+
+func (f *faultFile) WriteAt(b []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	prefix := f.fs.writeAtPrefix
+	f.fs.mu.Unlock()
+	if prefix == "" || !strings.HasPrefix(f.name, prefix) {
+		return f.File.WriteAt(b, off)
+	}
+	n, err := f.File.WriteAt(b[:len(b)/2], off)
+	if err != nil {
+		return n, err
+	}
+	return n, &os.PathError{Op: "pwrite", Path: f.name, Err: f.fs.injected()}
 }
 
 // stickyCheck appends to a topic whose files now fail, and checks that the

@@ -82,6 +82,14 @@ type Options struct {
 	// MaxBatchBytes is the largest batch accepted, header included
 	// (default 64 MiB).
 	MaxBatchBytes int
+	// MaxDecodeBytes bounds the memory that checking compressed batches
+	// decodes into at once, over every append in flight (default 0:
+	// MaxBatchBytes, so one batch of the largest declared size, or many
+	// smaller ones, at a time). An append of a compressed batch waits
+	// until the decoded size its batch declares fits; one declaring more
+	// than the whole bound waits for all of it. It does not count
+	// uncompressed batches, which are checked in place.
+	MaxDecodeBytes int64
 	// Cache keeps segment files open for reads between requests (default
 	// true). Without it every read opens and closes its files.
 	Cache bool
@@ -164,6 +172,8 @@ func (o *Options) Validate() error {
 		return bad("unknown fsync policy %d", int(o.Fsync))
 	case o.Fsync == FsyncInterval && o.FsyncInterval <= 0:
 		return bad("fsync interval must be positive, got %s", o.FsyncInterval)
+	case o.MaxDecodeBytes < 0:
+		return bad("max decode bytes must be 0 (MaxBatchBytes) or more, got %d", o.MaxDecodeBytes)
 	case o.MinFreeBytes < -1:
 		return bad("min free bytes must be -1 (automatic), 0 (none) or more, got %d", o.MinFreeBytes)
 	case o.RetentionAge < 0 || o.RetentionBytes < 0:
@@ -180,6 +190,9 @@ func (o *Options) Validate() error {
 			return bad("volume %q given twice", v)
 		}
 		seen[v] = true
+	}
+	if o.MaxDecodeBytes == 0 {
+		o.MaxDecodeBytes = int64(o.MaxBatchBytes)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -269,7 +269,7 @@ func (r *recovery) segment(dirs []string, base int64, last bool) (seg *segment, 
 		return nil, nil, err
 	}
 	copied := make([]int64, n)
-	seg, bad, err = r.scan(base, copied)
+	seg, bad, err = r.scan(base, copied, last)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -315,8 +315,10 @@ func (r *recovery) openSegment(dirs []string, base int64) (created []bool, err e
 // (counting the bytes written per volume in copied) and skipping runs no
 // volume holds a valid copy of, which it returns as unreadable ranges. It
 // stops at the first position nothing valid follows on any volume: the
-// returned segment's size and next offset end there.
-func (r *recovery) scan(base int64, copied []int64) (seg *segment, bad []offRange, err error) {
+// returned segment's size and next offset end there. In the last segment
+// it also stops where a tail the last volume lacks cannot be copied for
+// want of space (dropTail).
+func (r *recovery) scan(base int64, copied []int64, last bool) (seg *segment, bad []offRange, err error) {
 	s := r.s
 	seg = &segment{base: base, next: base}
 	maxSize := slices.Max(r.sizes)
@@ -325,7 +327,13 @@ func (r *recovery) scan(base int64, copied []int64) (seg *segment, bad []offRang
 		if src, bt := r.find(p, off, off); src >= 0 {
 			raw := r.bufs[src][:len(bt.Raw)]
 			if err := r.replicate(src, p, raw, copied); err != nil {
-				return nil, nil, err
+				if !r.unacknowledged(last, src, p, len(raw), err) {
+					return nil, nil, err
+				}
+				if err := r.dropTail(base, p, off, maxSize, err); err != nil {
+					return nil, nil, err
+				}
+				break
 			}
 			seg.entries = append(seg.entries, entry{off: off, pos: uint32(p), size: uint32(len(raw)), count: uint32(bt.Count)})
 			off += int64(bt.Count)
@@ -364,6 +372,46 @@ func (r *recovery) replicate(src int, p int64, raw []byte, copied []int64) error
 			copied[v] += c
 		}
 	}
+	return nil
+}
+
+// unacknowledged reports whether a batch of len n at p that could not be
+// copied to every volume (err) is an unacknowledged tail that recovery may
+// drop rather than fail: the copy failed for space, in the last segment
+// (the only one appends extend), and the last volume does not hold the
+// batch and nothing past its end (it ends before the batch does), while
+// an earlier one does. Volumes are written in order and a batch is
+// acknowledged only once the last one has it, so such a batch was in
+// flight at a crash. A batch that an earlier volume lacks while the last
+// one holds it was acknowledged and lost to damage: its copy failing is
+// an error.
+func (r *recovery) unacknowledged(last bool, src int, p int64, n int, err error) bool {
+	lastVol := len(r.files) - 1
+	return last && noSpaceErr(err) && src != lastVol && r.sizes[lastVol] < p+int64(n)
+}
+
+// dropTail cuts every volume's copy of the last segment base back to p,
+// the longest prefix all of them hold, because the tail from p (offsets
+// from off on, an unacknowledged batch or more, see unacknowledged) could
+// not be copied to every volume for want of space (why): starting
+// without it makes the disk no fuller, while copying it would need the
+// space the disk lacks. Logged and counted in Stats.DroppedTailBytes.
+func (r *recovery) dropTail(base, p, off, end int64, why error) error {
+	s := r.s
+	for v, f := range r.files {
+		if err := f.Truncate(p); err != nil {
+			return fmt.Errorf("storage: topic %q: cut unreplicated tail on %s: %w", r.name, s.opts.Volumes[v], err)
+		}
+		if r.sizes[v] > p {
+			s.stats.truncatedBytes.Add(r.sizes[v] - p)
+		}
+		r.sizes[v] = p
+		r.dirty[v] = true
+	}
+	s.stats.droppedTails.Add(1)
+	s.stats.droppedTailBytes.Add(end - p)
+	s.opts.Logger.Error("unacknowledged tail dropped: no space to copy it to every volume", "topic", r.name,
+		"segment", base, "position", p, "bytes", end-p, "from", off, "err", why)
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/haraqa/haraqa/protocol"
@@ -986,4 +987,73 @@ func TestRecoverHugeBaseOffset(t *testing.T) {
 	if err != nil || base != info.Next || base < 0 {
 		t.Fatalf("append: base %d %v, want %d", base, err, info.Next)
 	}
+}
+
+// TestRecoverNoSpaceForTail: after a kill between the volumes' writes on a
+// full disk, the first volume holds a batch the last one lacks, and
+// copying it there fails for space. That batch was never acknowledged
+// (the last volume is written last), so Open cuts it from every volume
+// instead of failing, and counts it; acknowledged messages all read back
+// and the topic takes appends at the dropped batch's offset. A copy that
+// fails for space while the last volume holds the batch (damage to an
+// earlier volume, an acknowledged batch) still fails Open.
+func TestRecoverNoSpaceForTail(t *testing.T) {
+	for _, vols := range []int{2, 3} {
+		t.Run(fmt.Sprintf("%d volumes", vols), func(t *testing.T) {
+			fx := newFixture(t, vols, 45)
+			next := int64(len(fx.want))
+			tail := protocol.AppendBatch(nil, []byte("unacknowledged-1"), []byte("unacknowledged-2"))
+			protocol.StampBatch(tail, next, 1)
+			appendFile(t, fx.seg(0, fx.active()), tail)
+			ffs := newFaultFS()
+			ffs.err = syscall.ENOSPC
+			ffs.writeAtPrefix = fx.vol(-1) // the last volume is full
+			fx.opts.FS = ffs
+			s, err := Open(fx.opts)
+			if err != nil {
+				t.Fatalf("open on a full last volume: %v", err)
+			}
+			t.Cleanup(func() { s.Close() })
+			st := s.Stats()
+			if st.DroppedTails != 1 || st.DroppedTailBytes != int64(len(tail)) {
+				t.Errorf("dropped %d tails of %d bytes, want 1 of %d", st.DroppedTails, st.DroppedTailBytes, len(tail))
+			}
+			rb := scan(t, s, recTopic)
+			if rb.next != next || len(rb.unreadable) != 0 {
+				t.Fatalf("next %d unreadable %v, want %d, none", rb.next, rb.unreadable, next)
+			}
+			rb.wantMsgs(t, 0, fx.want)
+			sameVolumes(t, fx.opts, recTopic)
+			ffs.mu.Lock()
+			ffs.writeAtPrefix = ""
+			ffs.mu.Unlock()
+			appendMore(t, s, recTopic)
+			fx.reopenClean(t, s)
+		})
+	}
+	t.Run("acknowledged", func(t *testing.T) {
+		fx := newFixture(t, 2, 45)
+		// The first volume lost its last batches: they are acknowledged.
+		p := fx.seg(0, fx.active())
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, fi.Size()/2); err != nil {
+			t.Fatal(err)
+		}
+		ffs := newFaultFS()
+		ffs.err = syscall.ENOSPC
+		ffs.writeAtPrefix = fx.vol(0)
+		fx.opts.FS = ffs
+		if s, err := Open(fx.opts); !errors.Is(err, syscall.ENOSPC) {
+			if err == nil {
+				s.Close()
+			}
+			t.Fatalf("open with no space to restore acknowledged batches: %v, want ENOSPC", err)
+		}
+		fx.opts.FS = OSFS{}
+		s := mustOpen(t, fx.opts)
+		scan(t, s, recTopic).wantMsgs(t, 0, fx.want)
+	})
 }

@@ -20,6 +20,10 @@ type Stats struct {
 	TruncatedBytes int64
 	// UnreadableRanges counts offset ranges found corrupted on every volume.
 	UnreadableRanges int64
+	// DroppedTails counts last segments whose unacknowledged tail (on some
+	// volumes, not on the last) was cut at open because copying it to the
+	// others failed for want of space; DroppedTailBytes their bytes.
+	DroppedTails, DroppedTailBytes int64
 	// OpenFiles is the number of read handles the file cache holds.
 	OpenFiles int
 	// WriteFiles is the number of write handles open: active segments'
@@ -27,10 +31,14 @@ type Stats struct {
 	WriteFiles int
 	// MaxOpenFiles is the budget both share (Options.MaxOpenFiles).
 	MaxOpenFiles int
+	// DecodeWaits counts appends of compressed batches that waited for
+	// Options.MaxDecodeBytes before their batch was checked.
+	DecodeWaits int64
 }
 
 type statsCounters struct {
 	repairs, repairedBytes, truncatedBytes, unreadable atomic.Int64
+	droppedTails, droppedTailBytes                     atomic.Int64
 	watchIDs                                           atomic.Uint64
 }
 
@@ -41,9 +49,12 @@ func (s *Store) Stats() Stats {
 		RepairedBytes:    s.stats.repairedBytes.Load(),
 		TruncatedBytes:   s.stats.truncatedBytes.Load(),
 		UnreadableRanges: s.stats.unreadable.Load(),
+		DroppedTails:     s.stats.droppedTails.Load(),
+		DroppedTailBytes: s.stats.droppedTailBytes.Load(),
 		OpenFiles:        s.cache.open(),
 		WriteFiles:       s.files.writeFiles(),
 		MaxOpenFiles:     int(s.files.max),
+		DecodeWaits:      s.decode.waits.Load(),
 	}
 }
 

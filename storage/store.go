@@ -44,8 +44,9 @@ type Store struct {
 	stop            chan struct{}
 	wg              sync.WaitGroup
 
-	space       space    // free space against Options.MinFreeBytes
-	resourceLog everyFew // appends refused for space or descriptors
+	decode      *decodeBudget // bytes validation decodes into at once (decode.go)
+	space       space         // free space against Options.MinFreeBytes
+	resourceLog everyFew      // appends refused for space or descriptors
 }
 
 // TopicInfo describes a topic.
@@ -80,6 +81,7 @@ func Open(opts Options) (*Store, error) {
 		stop:   make(chan struct{}),
 	}
 	s.files = newFileBudget(opts.MaxOpenFiles)
+	s.decode = newDecodeBudget(opts.MaxDecodeBytes)
 	s.cache = newFileCache(s.fs, opts.Cache, opts.MaxOpenFiles, s.files)
 	if err := s.lockVolumes(); err != nil {
 		s.unlockVolumes()
@@ -541,12 +543,16 @@ func (s *Store) validate(name string, batch []byte) (int, error) {
 		// that a body that does not hold what its header claims is refused
 		// here rather than failing every consumer. It may decode to at most
 		// MaxBatchBytes, what an uncompressed batch may hold.
+		// Validations decode into at most MaxDecodeBytes together: each
+		// waits for the size its batch declares.
+		held := s.decode.acquire(int64(bt.RawSize))
 		p := decodeScratch.Get().(*[]byte)
 		*p, err = bt.ValidateBody(s.opts.MaxBatchBytes, *p)
 		if cap(*p) > maxKeptScratch {
 			*p = nil
 		}
 		decodeScratch.Put(p)
+		s.decode.release(held)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
@@ -578,23 +584,46 @@ func (s *Store) TruncateTime(name string, before time.Time) error {
 	if err != nil {
 		return err
 	}
-	// Append times are int64 nanoseconds since 1970: a time before the
-	// first of them has nothing before it, one after the last has
-	// everything (UnixNano alone would wrap around).
-	var ns int64
-	switch {
-	case before.Before(time.Unix(0, math.MinInt64)):
-		return nil
-	case before.After(time.Unix(0, math.MaxInt64)):
-		ns = math.MaxInt64
-	default:
-		ns = before.UnixNano()
+	if before.Before(time.Unix(0, math.MinInt64)) {
+		return nil // nothing was appended before it
 	}
-	off, err := t.offsetAtTime(ns)
+	off, err := t.offsetAtTime(unixNano(before))
 	if err != nil {
 		return err
 	}
 	return t.truncate(off)
+}
+
+// OffsetAt returns the first offset of the topic whose batch was appended
+// at or after at: the oldest offset for a time at or before the oldest
+// message, the next offset for a time after the newest. The answer is a
+// batch's first offset (append times are per batch), never before the
+// oldest.
+func (s *Store) OffsetAt(name string, at time.Time) (int64, error) {
+	t, err := s.lookup(name)
+	if err != nil {
+		return 0, err
+	}
+	off, err := t.offsetAtTime(unixNano(at))
+	if err != nil {
+		return 0, err
+	}
+	t.mu.RLock()
+	oldest := t.start
+	t.mu.RUnlock()
+	return max(off, oldest), nil
+}
+
+// unixNano is t in Unix nanoseconds, clamped to the int64 range that
+// append times use (UnixNano alone would wrap around outside it).
+func unixNano(t time.Time) int64 {
+	switch {
+	case t.Before(time.Unix(0, math.MinInt64)):
+		return math.MinInt64
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
 }
 
 // Sync fsyncs the active segment of every topic on every volume.

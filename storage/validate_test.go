@@ -169,3 +169,48 @@ func TestWriteErrorNamesSegment(t *testing.T) {
 		t.Fatalf("error %q: want segment %s named, not %s", msg, segmentName(3, logSuffix), nextName)
 	}
 }
+
+// TestDecodeBudget: appends of compressed batches decode into at most
+// MaxDecodeBytes together. While the budget is taken, an append of a
+// compressed batch waits (and is counted) until it frees, then succeeds;
+// an uncompressed one, checked in place, does not wait.
+func TestDecodeBudget(t *testing.T) {
+	raw := protocol.AppendMessage(nil, bytes.Repeat([]byte{'z'}, 64<<10))
+	s, opts := openTest(t, 1, func(o *Options) { o.MaxDecodeBytes = int64(len(raw)) })
+	if err := s.CreateTopic("t"); err != nil {
+		t.Fatal(err)
+	}
+	held := s.decode.acquire(opts.MaxDecodeBytes) // as an append decoding meanwhile would
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Append("t", protocol.AppendBatchRaw(nil, protocol.CodecZstd, 1, raw))
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Stats().DecodeWaits == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("a compressed append went through while the decode budget was taken: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the compressed append neither waited nor finished")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := s.Append("t", protocol.AppendBatch(nil, []byte("plain"))); err != nil {
+		t.Fatalf("an uncompressed append while the budget is taken: %v", err)
+	}
+	s.decode.release(held)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the compressed append once the budget freed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the compressed append still waits once the budget freed")
+	}
+	if info, err := s.Info("t"); err != nil || info.Next != 2 {
+		t.Fatalf("after both appends: %+v %v, want next offset 2", info, err)
+	}
+}

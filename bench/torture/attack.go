@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -20,9 +22,13 @@ func runHostile(ctx context.Context, e *env) (string, error) {
 	if e.bufferBudget {
 		args = append(args, "-max-buffered-bytes", strconv.FormatInt(e.cfg.budget, 10))
 	}
+	args = append(args, strings.Fields(e.cfg.extra)...)
 	s, err := start(serverSpec{bin: e.bin, volumes: e.volumes("hostile", 2), args: args})
 	if err != nil {
 		return "", err
+	}
+	if e.cfg.extra != "" {
+		fmt.Fprint(os.Stderr, servingLine(s.output()))
 	}
 	defer func() {
 		if s.alive() {
@@ -110,4 +116,14 @@ func (h *hostile) summary() string {
 		}
 	}
 	return out
+}
+
+// servingLine is the server's "serving" log line, with its ports.
+func servingLine(log string) string {
+	for _, line := range strings.SplitAfter(log, "\n") {
+		if strings.Contains(line, "msg=serving ") {
+			return line
+		}
+	}
+	return ""
 }

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // tmpfsSize is the size of the volume filled in the ENOSPC phase.
@@ -59,7 +62,7 @@ func runENOSPC(ctx context.Context, e *env) (string, error) {
 	if restartProblem != nil {
 		line += fmt.Sprintf("; kill -9, restart on the full disk FAILED, after growing the tmpfs to %d MiB both intact", tmpfsSize*3/2>>20)
 	} else {
-		line += "; kill -9, restart on the full disk: both intact"
+		line += "; kill -9 with a batch on v1 only, the disk filled to the last byte, restart: the unacknowledged batch dropped, both intact"
 	}
 	resumed, err := deleteHog(ctx, s, l)
 	if err != nil {
@@ -113,6 +116,11 @@ func fillDisk(ctx context.Context, s *server, l *ledger) (line string, problem, 
 // grown by half so that the rest of the phase can check the data.
 func restartFull(ctx context.Context, s *server, spec serverSpec, l *ledger, mnt string) (_ *server, problem, err error) {
 	s.kill()
+	junk := filepath.Join(mnt, "junk")
+	if err := tearBetweenVolumes(spec.volumes, "victim", l, junk); err != nil {
+		return nil, nil, err
+	}
+	defer os.Remove(junk)
 	if s, err = start(spec); err != nil {
 		problem = fmt.Errorf("restart on the full disk after kill -9: %w", err)
 		opts := fmt.Sprintf("size=%d", tmpfsSize*3/2)
@@ -126,7 +134,73 @@ func restartFull(ctx context.Context, s *server, spec serverSpec, l *ledger, mnt
 	if _, err := checkServer(ctx, s, l); err != nil {
 		return s, problem, fmt.Errorf("after a kill -9 and restart on the full disk: %w", err)
 	}
+	if problem == nil && !strings.Contains(s.output(), "unacknowledged tail dropped") {
+		problem = fmt.Errorf("restart on the full disk: no unacknowledged tail dropped logged\n%s", tail(s.output()))
+	}
 	return s, problem, nil
+}
+
+// tearBetweenVolumes leaves what a kill between the two volumes' writes
+// leaves: a valid batch of 100 messages (over 8 KiB, more than the free
+// part of a tmpfs page) at topic's next offset on the first volume's last
+// segment only. Then it fills the file system with junk to the last byte,
+// so that copying the batch to the second volume at start-up fails for
+// space.
+func tearBetweenVolumes(vols []string, topic string, l *ledger, junk string) error {
+	logs, err := files(filepath.Join(vols[0], "topics", topic), ".log")
+	if err != nil || len(logs) == 0 {
+		return fmt.Errorf("segments of %s: %d, %v", topic, len(logs), err)
+	}
+	slices.Sort(logs)
+	last := logs[len(logs)-1]
+	data, err := os.ReadFile(last)
+	if err != nil {
+		return err
+	}
+	next := int64(-1)
+	for b := data; len(b) > 0; {
+		bt, n, err := protocol.ParseBatch(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", last, err)
+		}
+		next = bt.BaseOffset + int64(bt.Count)
+		b = b[n:]
+	}
+	if next < 0 {
+		return fmt.Errorf("%s is empty", last)
+	}
+	seq := l.next(902, 100)
+	msgs := make([][]byte, 100)
+	for i := range msgs {
+		msgs[i] = payload(902, seq+i)
+	}
+	batch := protocol.AppendBatch(nil, msgs...)
+	protocol.StampBatch(batch, next, time.Now().UnixNano())
+	f, err := os.OpenFile(last, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(batch)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return fmt.Errorf("append the torn batch: %w", err)
+	}
+	j, err := os.Create(junk)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	for _, chunk := range []int{1 << 16, 1 << 12, 1} {
+		buf := make([]byte, chunk)
+		for {
+			if _, err := j.Write(buf); err != nil {
+				if errors.Is(err, syscall.ENOSPC) {
+					break
+				}
+				return fmt.Errorf("fill the disk: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // deleteHog deletes hog and waits for victim to be acknowledged again.

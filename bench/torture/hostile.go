@@ -227,6 +227,11 @@ func (h *hostile) requestLoop(kind int, stop <-chan struct{}, build func(i int) 
 		if err != nil {
 			h.ended(kind, err)
 			c.Close()
+			select {
+			case <-stop:
+				return
+			default:
+			}
 			c = h.dial(stop)
 			continue
 		}

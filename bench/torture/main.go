@@ -35,6 +35,7 @@ type config struct {
 	attack    time.Duration // hostile load duration
 	budget    int64         // -max-buffered-bytes passed when the server has it
 	slack     int64         // RSS allowed over the budget
+	extra     string        // extra flags for the hostile phase's server, space-separated
 	seed      uint64
 }
 
@@ -80,6 +81,7 @@ func run() int {
 	flag.DurationVar(&cfg.attack, "attack", 30*time.Second, "hostile load duration")
 	flag.Int64Var(&cfg.budget, "budget", 256<<20, "-max-buffered-bytes given to the server, if it has the flag")
 	flag.Int64Var(&cfg.slack, "slack", 256<<20, "RSS allowed above the budget (runtime, page tables, caches)")
+	flag.StringVar(&cfg.extra, "server-args", "", "extra flags for the hostile phase's server, space-separated (e.g. -pprof); its serving line is printed")
 	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "random seed")
 	flag.Parse()
 

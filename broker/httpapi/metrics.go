@@ -18,7 +18,7 @@ import (
 // nothing for those.
 type metrics struct {
 	handler  http.Handler
-	requests [protocol.OpTruncate + 1][2]prometheus.Observer // by op, then waited
+	requests [256][2]prometheus.Observer // by op (nil: not an op), then waited
 	http     *prometheus.HistogramVec
 	fsync    prometheus.Histogram
 }
@@ -46,7 +46,7 @@ func newMetrics(a *API) *metrics {
 			Buckets: latencyBuckets,
 		}),
 	}
-	for op := protocol.OpPing; op <= protocol.OpTruncate; op++ {
+	for op := protocol.OpPing; op.Valid(); op++ {
 		m.requests[op][0] = req.WithLabelValues(op.String())
 		m.requests[op][1] = m.requests[op][0]
 	}
@@ -62,7 +62,7 @@ func newMetrics(a *API) *metrics {
 }
 
 func (m *metrics) observeRequest(op protocol.Op, waited bool, took time.Duration) {
-	if op < protocol.OpPing || int(op) >= len(m.requests) {
+	if !op.Valid() {
 		return // a frame with an unknown op, answered with an error
 	}
 	w := 0
@@ -125,6 +125,7 @@ var (
 	descRepairedBytes = prometheus.NewDesc("haraqa_repaired_bytes_total", "Bytes copied between volumes when they were opened.", nil, nil)
 	descTruncated     = prometheus.NewDesc("haraqa_torn_bytes_truncated_total", "Bytes of torn tails cut when the volumes were opened.", nil, nil)
 	descUnreadable    = prometheus.NewDesc("haraqa_unreadable_ranges", "Offset ranges corrupted on every volume.", nil, nil)
+	descDroppedTails  = prometheus.NewDesc("haraqa_dropped_tail_bytes_total", "Bytes of unacknowledged tails cut when the volumes were opened because copying them to every volume failed for want of space.", nil, nil)
 	descOpenFiles     = prometheus.NewDesc("haraqa_open_read_files", "Segment files held open by the read cache.", nil, nil)
 	descWriteFiles    = prometheus.NewDesc("haraqa_open_write_files", "Segment files held open for appends (active and next segments).", nil, nil)
 	descMaxOpenFiles  = prometheus.NewDesc("haraqa_max_open_files", "The budget of segment files, read and write (-max-open-files).", nil, nil)
@@ -135,7 +136,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descProduced, descProducedBytes, descConsumed, descConsumedBytes,
 		descTopicBytes, descTopicOldest, descTopicNext, descVolumeBytes, descVolumeFree, descVolumeSegs, descSent, descRequests,
 		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descBuffered, descBudgetPauses, descIdleClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
-		descUnreadable, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics} {
+		descUnreadable, descDroppedTails, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics} {
 		ch <- d
 	}
 }
@@ -194,6 +195,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRepairedBytes, s.RepairedBytes)
 	counter(descTruncated, s.TruncatedBytes)
 	gauge(descUnreadable, s.UnreadableRanges)
+	counter(descDroppedTails, s.DroppedTailBytes)
 	gauge(descOpenFiles, int64(s.OpenFiles))
 	gauge(descWriteFiles, int64(s.WriteFiles))
 	gauge(descMaxOpenFiles, int64(s.MaxOpenFiles))

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +22,9 @@ import (
 var (
 	// ErrBadRequest: a parameter or header is missing or malformed.
 	ErrBadRequest = errors.New("httpapi: bad request")
+	// ErrBusy: a bounded shared resource (the filter workers of list
+	// topics' regexes) is fully taken; retry later.
+	ErrBusy = errors.New("httpapi: server busy")
 	// ErrNotReady: the volumes are still being recovered.
 	ErrNotReady = errors.New("httpapi: server is starting: volumes are being recovered")
 	// ErrTooLarge: a request body is over Config.MaxBodyBytes.
@@ -112,7 +114,7 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 		status, msg = http.StatusUnauthorized, err.Error()
 	case errors.Is(err, ErrForbidden):
 		status, msg = http.StatusForbidden, err.Error()
-	case errors.Is(err, ErrAuthLimited):
+	case errors.Is(err, ErrAuthLimited), errors.Is(err, ErrBusy):
 		status, msg = http.StatusTooManyRequests, err.Error()
 	default:
 		a.cfg.Logger.Error("http request failed", "err", err)
@@ -145,31 +147,30 @@ func (a *API) listTopics(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s := a.store(w)
-	if s == nil {
+	st := a.state.Load()
+	if st == nil {
+		a.fail(w, ErrNotReady)
 		return
 	}
 	q := r.URL.Query()
-	var re *regexp.Regexp
-	if expr := q.Get("regex"); expr != "" {
-		var err error
-		if re, err = protocol.CompileTopicFilter(expr); err != nil {
-			a.fail(w, badRequest("%s", strings.TrimPrefix(err.Error(), protocol.ErrInvalidArgument.Error()+": ")))
-			return
-		}
-	}
-	names := s.ListTopics(q.Get("prefix"))
+	names := st.store.ListTopics(q.Get("prefix"))
 	if a.cfg.Auth != nil {
 		names = grant.Filter(names)
 	}
-	if re != nil {
-		kept := names[:0]
-		for _, n := range names {
-			if re.MatchString(n) {
-				kept = append(kept, n)
+	if expr := q.Get("regex"); expr != "" {
+		// On the broker's filter workers: bounded, compiled once.
+		var err error
+		if names, err = st.broker.FilterTopics(expr, names); err != nil {
+			var pe *protocol.Error
+			switch {
+			case errors.Is(err, protocol.ErrInvalidArgument):
+				err = badRequest("%s", strings.TrimPrefix(err.Error(), protocol.ErrInvalidArgument.Error()+": "))
+			case errors.As(err, &pe) && pe.Code == protocol.CodeLimitReached:
+				err = fmt.Errorf("%w: %s", ErrBusy, pe.Message)
 			}
+			a.fail(w, err)
+			return
 		}
-		names = kept
 	}
 	if strings.Contains(r.Header.Get("Accept"), "application/json") {
 		writeJSON(w, http.StatusOK, struct {
@@ -328,13 +329,33 @@ func param(r *http.Request, key, header string) string {
 	return r.Header.Get(header)
 }
 
-// GET /topics/{topic}?id=OFFSET&limit=N&wait=D
+// GET /topics/{topic}?id=OFFSET&limit=N&wait=D, or ?time=RFC3339 instead
+// of id: from the first message appended at or after that time.
 func (a *API) consume(w http.ResponseWriter, r *http.Request, s *storage.Store, name string) {
 	var err error
 	var id int64
-	if v := param(r, "id", "X-Id"); v != "" {
-		if id, err = strconv.ParseInt(v, 10, 64); err != nil {
-			a.fail(w, badRequest("id must be an offset, got %q", v))
+	idParam := param(r, "id", "X-Id")
+	if idParam != "" {
+		if id, err = strconv.ParseInt(idParam, 10, 64); err != nil {
+			a.fail(w, badRequest("id must be an offset, got %q", idParam))
+			return
+		}
+	}
+	if v := r.URL.Query().Get("time"); v != "" {
+		t, terr := time.Parse(time.RFC3339Nano, v)
+		switch {
+		case idParam != "":
+			a.fail(w, badRequest("give id or time, not both"))
+			return
+		case terr != nil:
+			a.fail(w, badRequest("time must be an RFC 3339 time such as 2026-12-01T09:00:00Z, got %q", v))
+			return
+		case t.Before(minTime) || t.After(maxTime):
+			a.fail(w, badRequest("time %q is out of range: times from %s to %s can be stored", v, minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339)))
+			return
+		}
+		if id, err = s.OffsetAt(name, t); err != nil {
+			a.fail(w, err)
 			return
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -403,5 +404,84 @@ func TestRESTDecodedBytesBounded(t *testing.T) {
 	r = do(t, "GET", s.url+"/topics/packed?id=19", "").want(t, "consume the last", 200)
 	if len(r.body) != len(msg) {
 		t.Fatalf("last message: %d bytes", len(r.body))
+	}
+}
+
+// TestRESTConsumeFromTime: GET /topics/{t}?time=RFC3339 reads from the
+// first message appended at or after that time.
+func TestRESTConsumeFromTime(t *testing.T) {
+	s := startREST(t, httpapi.DefaultConfig())
+	u := s.url + "/topics/tm"
+	do(t, "PUT", u, "").want(t, "create", 201)
+	do(t, "POST", u, "old", "X-Sizes", "3").want(t, "produce old", 200)
+	mid := time.Now()
+	do(t, "POST", u, "new", "X-Sizes", "3").want(t, "produce new", 200)
+
+	r := do(t, "GET", u+"?time="+mid.UTC().Format(time.RFC3339Nano), "").want(t, "consume from mid", 200)
+	if r.body != "new" || r.h.Get("X-Id") != "1" {
+		t.Fatalf("consume from the time between the batches: %q X-Id %q, want new at 1", r.body, r.h.Get("X-Id"))
+	}
+	if r := do(t, "GET", u+"?time=2000-01-01T00:00:00Z", "").want(t, "consume from 2000", 200); r.body != "oldnew" {
+		t.Fatalf("consume from before the oldest: %q", r.body)
+	}
+	if r := do(t, "GET", u+"?time="+mid.Add(time.Hour).UTC().Format(time.RFC3339), "").want(t, "consume from later", 204); r.h.Get("X-Id") != "2" {
+		t.Fatalf("consume from after the newest: X-Id %q, want 2", r.h.Get("X-Id"))
+	}
+	do(t, "GET", u+"?time=yesterday", "").want(t, "a bad time", 400)
+	do(t, "GET", u+"?time=1600-01-01T00:00:00Z", "").want(t, "a time out of range", 400)
+	do(t, "GET", u+"?time=2000-01-01T00:00:00Z&id=0", "").want(t, "time and id", 400)
+	do(t, "GET", s.url+"/topics/missing?time=2000-01-01T00:00:00Z", "").want(t, "a missing topic", 404)
+}
+
+// TestRESTRegexOnFilterWorkers: the HTTP port's list-topics regexes run on
+// the broker's filter workers, under their bound: with one worker, a burst
+// of costly filters is partly refused with 429 naming FilterWorkers, the
+// rest answered, none failing otherwise.
+func TestRESTRegexOnFilterWorkers(t *testing.T) {
+	const requests = 200
+	s := startREST(t, httpapi.DefaultConfig(), func(_ *storage.Options, c *broker.Config) { c.FilterWorkers = 1 })
+	for i := range 2 {
+		do(t, "PUT", s.url+"/topics/"+string(rune('b'+i))+strings.Repeat("a", 20), "").want(t, "create", 201)
+	}
+	u := s.url + "/topics?regex=" + url.QueryEscape("(?:a?){1000}z") // slow to match names of a's
+	tr := &http.Transport{MaxConnsPerHost: requests, MaxIdleConnsPerHost: requests}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	for range requests {
+		wg.Go(func() {
+			resp, err := hc.Get(u)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			codes[resp.StatusCode]++
+			switch resp.StatusCode {
+			case 200:
+				if len(b) != 0 {
+					t.Errorf("list answered %q, want no names", b)
+				}
+			case 429:
+				if !strings.Contains(string(b), "FilterWorkers") {
+					t.Errorf("refusal %q does not name FilterWorkers", b)
+				}
+			default:
+				t.Errorf("list: %d %q", resp.StatusCode, b)
+			}
+		})
+	}
+	wg.Wait()
+	if codes[200] == 0 || codes[429] == 0 {
+		t.Fatalf("answers by status %v: want some 200 and some 429 (one worker, 64 waiting at most)", codes)
+	}
+	t.Logf("answers by status %v", codes)
+	if r := do(t, "GET", s.url+"/topics?regex=^c", "").want(t, "list after the burst", 200); r.body != "c"+strings.Repeat("a", 20)+"\n" {
+		t.Fatalf("list after the burst: %q", r.body)
 	}
 }

@@ -1,6 +1,7 @@
 // Package server assembles a haraqa server from its parts, in one place:
 // it opens and recovers the volumes (storage), serves the binary protocol
-// (broker) and the HTTP port (httpapi), holds the GC ballast, and shuts
+// (broker) and the HTTP port (httpapi), sets the Go runtime's memory limit
+// and holds the GC ballast, and shuts
 // them down in order. The haraqa binary, haraqa-bench's embedded server and
 // the brokertest helper all start servers through it.
 //
@@ -23,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -93,9 +95,20 @@ type Config struct {
 	// Ballast is the size in bytes of a GC ballast: an allocation never
 	// touched, which costs address space, not memory, and raises the heap
 	// size the GC paces itself against, so small heaps are collected less
-	// often (default 0; the haraqa binary's -ballast flag defaults to
-	// 1 GiB). GOMEMLIMIT and GOGC serve the same end.
+	// often (default 0, as the haraqa binary's -ballast flag). The runtime
+	// counts it as heap in use, so it counts toward MemoryLimit: Validate
+	// refuses a ballast of half the limit or more. MemoryLimit serves the
+	// same end without that cost.
 	Ballast int64
+	// MemoryLimit is the Go runtime's soft memory limit in bytes
+	// (runtime/debug.SetMemoryLimit, what GOMEMLIMIT sets), set by Start
+	// and put back by Shutdown: the garbage collector runs harder as the
+	// process nears it, so the garbage of hostile or merely busy clients
+	// is collected before it takes the machine. 0 (the default): the
+	// runtime's own (GOMEMLIMIT, or none). -1: DefaultMemoryLimit of
+	// Broker.MaxBufferedBytes, unless GOMEMLIMIT is set (the haraqa
+	// binary's default).
+	MemoryLimit int64
 	// AuthFile is the path of an auth file (see package broker/auth): when
 	// set, every request on both ports needs a token it holds, with the
 	// right the request needs on its topic. Read by New, again by Reload.
@@ -150,6 +163,12 @@ func (c *Config) Validate() error {
 	if c.Ballast < 0 {
 		return fmt.Errorf("%w: ballast %d bytes: want 0 or more", ErrInvalidConfig, c.Ballast)
 	}
+	if c.MemoryLimit < -1 {
+		return fmt.Errorf("%w: memory limit %d bytes: want -1 (derived), 0 (the runtime's) or more", ErrInvalidConfig, c.MemoryLimit)
+	}
+	if limit := c.memoryLimit(); limit > 0 && c.Ballast >= limit/2 {
+		return fmt.Errorf("%w: a ballast of %d bytes counts toward the memory limit of %d bytes: want under half of it (-ballast 0, or a larger -memory-limit)", ErrInvalidConfig, c.Ballast, limit)
+	}
 	if c.HTTPReadHeaderTimeout <= 0 {
 		c.HTTPReadHeaderTimeout = 10 * time.Second
 	}
@@ -188,11 +207,39 @@ type Server struct {
 	store    *storage.Store
 	broker   *broker.Broker
 	ballast  []byte
+	oldLimit int64            // the runtime's memory limit before Start set one; -1: not set
 	auth     *auth.Authorizer // nil without Config.AuthFile
 	certs    *certs           // nil unless TLSCertFile is set
 	tls      *tls.Config      // both ports' TLS configuration; nil: plaintext
 	tlsStop  chan struct{}    // ends certs.watch
 	tlsDone  chan struct{}    // closed when it has
+}
+
+// DefaultMemoryLimit is the memory limit derived from a broker's
+// MaxBufferedBytes: what the broker may buffer before it closes clients
+// that do not read (the budget and a quarter) and memoryHeadroom for the
+// rest of the process (storage indexes and caches, goroutine stacks,
+// list and validation scratch). 0 (no limit) when the budget is 0 (no
+// bound).
+func DefaultMemoryLimit(maxBufferedBytes int64) int64 {
+	if maxBufferedBytes <= 0 {
+		return 0
+	}
+	return maxBufferedBytes + maxBufferedBytes/4 + memoryHeadroom
+}
+
+// memoryHeadroom is what DefaultMemoryLimit adds to the broker's buffers.
+const memoryHeadroom = 128 << 20
+
+// memoryLimit is the limit Start sets: 0 for none.
+func (c *Config) memoryLimit() int64 {
+	if c.MemoryLimit != -1 {
+		return c.MemoryLimit
+	}
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return 0
+	}
+	return DefaultMemoryLimit(c.Broker.MaxBufferedBytes)
 }
 
 // New checks cfg and returns a server; Start serves it.
@@ -250,6 +297,10 @@ func (s *Server) Start() (err error) {
 		}
 	}()
 	s.ballast = make([]byte, s.cfg.Ballast)
+	s.oldLimit = -1
+	if limit := s.cfg.memoryLimit(); limit > 0 {
+		s.oldLimit = debug.SetMemoryLimit(limit)
+	}
 	if err := s.startTLS(); err != nil {
 		return err
 	}
@@ -280,6 +331,9 @@ func (s *Server) Start() (err error) {
 	attrs := []any{"tcp", s.broker.Addr().String()}
 	if s.hl != nil {
 		attrs = append(attrs, "http", s.hl.Addr().String())
+	}
+	if s.oldLimit >= 0 {
+		attrs = append(attrs, "memory_limit", debug.SetMemoryLimit(-1))
 	}
 	s.log.Info("serving", append(attrs, "fsync", s.store.FsyncPolicy().String(), "tls", s.tls != nil)...)
 	s.warnOpen()
@@ -536,6 +590,10 @@ func (s *Server) closeLocked(ctx context.Context) error {
 	}
 	runtime.KeepAlive(s.ballast)
 	s.ballast = nil
+	if s.oldLimit >= 0 {
+		debug.SetMemoryLimit(s.oldLimit)
+		s.oldLimit = -1
+	}
 	return errors.Join(errs...)
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -257,5 +258,38 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 	}
 	if code := <-status; code != http.StatusNoContent && code != -1 {
 		t.Fatalf("long poll answered %d at shutdown, want 204", code)
+	}
+}
+
+// TestMemoryLimit checks that Start sets the runtime's memory limit,
+// derived from the broker's budget when asked to, and that Shutdown puts
+// the previous one back.
+func TestMemoryLimit(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "") // the derived limit gives way to a set GOMEMLIMIT
+	before := debug.SetMemoryLimit(-1)
+	cfg := testConfig(t, 1)
+	cfg.Broker.MaxBufferedBytes = 64 << 20
+	cfg.MemoryLimit = -1
+	srv := start(t, cfg)
+	want := server.DefaultMemoryLimit(64 << 20)
+	if got := debug.SetMemoryLimit(-1); got != want {
+		t.Errorf("memory limit while serving: %d, want %d (64 MiB budget and a quarter, plus headroom)", got, want)
+	}
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Errorf("memory limit after shutdown: %d, want the previous %d", got, before)
+	}
+
+	cfg = testConfig(t, 1)
+	cfg.MemoryLimit = 256 << 20
+	cfg.Ballast = 128 << 20
+	if _, err := server.New(cfg); !errors.Is(err, server.ErrInvalidConfig) || !strings.Contains(err.Error(), "memory limit") {
+		t.Errorf("a ballast of half the memory limit: %v, want ErrInvalidConfig naming the memory limit", err)
+	}
+	cfg.Ballast = 64 << 20
+	if _, err := server.New(cfg); err != nil {
+		t.Errorf("a ballast of a quarter of the memory limit: %v", err)
 	}
 }

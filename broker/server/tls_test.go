@@ -3,10 +3,13 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -173,5 +176,86 @@ func TestTLSReload(t *testing.T) {
 			t.Fatal("the changed files were not loaded")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTLSWithTokens: TLS and tokens together, on both ports, and one
+// Reload rereading both the auth file and the certificate.
+func TestTLSWithTokens(t *testing.T) {
+	ca := brokertest.NewCA(t, "test-ca")
+	dir := t.TempDir()
+	cfg := tlsConfig(t, ca, dir)
+	hash := func(tok string) string { h := sha256.Sum256([]byte(tok)); return hex.EncodeToString(h[:]) }
+	cfg.AuthFile = filepath.Join(dir, "auth")
+	brokertest.WriteFile(t, cfg.AuthFile, []byte(hash("writer")+" produce,consume t\n"+hash("reader")+" consume t\n"))
+	srv := start(t, cfg)
+	ctx := context.Background()
+	dial := func(token string) *client.Client {
+		t.Helper()
+		opts := []client.Option{client.WithTLS(&tls.Config{RootCAs: ca.Pool})}
+		if token != "" {
+			opts = append(opts, client.WithToken(token))
+		}
+		c, err := client.Dial(ctx, srv.Addr().String(), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	if _, err := dial("").Produce(ctx, "t", []byte("x")); !errors.Is(err, client.ErrUnauthenticated) {
+		t.Fatalf("produce over TLS without a token: %v, want ErrUnauthenticated", err)
+	}
+	if _, err := dial("reader").Produce(ctx, "t", []byte("x")); !errors.Is(err, client.ErrForbidden) {
+		t.Fatalf("produce over TLS with a consume token: %v, want ErrForbidden", err)
+	}
+	if _, err := dial("writer").Produce(ctx, "t", []byte("one")); err != nil {
+		t.Fatalf("produce over TLS with a produce token: %v", err)
+	}
+	if msgs, err := dial("reader").Consume(ctx, "t", 0, 1); err != nil || len(msgs) != 1 || string(msgs[0].Value) != "one" {
+		t.Fatalf("consume over TLS with a consume token: %v %v", msgs, err)
+	}
+
+	hc := httpsClient(ca)
+	url := "https://" + srv.HTTPAddr().String() + "/topics/t?id=0&limit=1"
+	status := func(token string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status(""); got != http.StatusUnauthorized {
+		t.Fatalf("HTTPS consume without a token: %d, want 401", got)
+	}
+	if got := status("reader"); got != http.StatusOK {
+		t.Fatalf("HTTPS consume with a consume token: %d, want 200", got)
+	}
+
+	// One Reload: the reader loses its right and a new certificate serves.
+	brokertest.WriteFile(t, cfg.AuthFile, []byte(hash("writer")+" produce,consume t\n"))
+	next := ca.Issue(t, "second", time.Now().Add(-time.Hour), time.Now().Add(time.Hour), "127.0.0.1")
+	certPEM, keyPEM := next.Write(t, t.TempDir(), "next")
+	for _, f := range [][2]string{{certPEM, cfg.TLSCertFile}, {keyPEM, cfg.TLSKeyFile}} {
+		b, err := os.ReadFile(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		brokertest.WriteFile(t, f[1], b)
+	}
+	if err := srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := status("reader"); got != http.StatusUnauthorized {
+		t.Fatalf("HTTPS consume with a token removed by Reload: %d, want 401", got)
+	}
+	if got := servedName(t, srv.Addr().String(), ca); got != "second" {
+		t.Fatalf("after Reload the binary port serves %q, want second", got)
 	}
 }

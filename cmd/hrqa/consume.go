@@ -26,13 +26,17 @@ const (
 var consumeCmd = &command{
 	name:    "consume",
 	args:    "TOPIC",
-	opts:    "[-offset N] [-limit N] [-f] [-d DELIM | -0 | -format json]",
+	opts:    "[-offset N|end|@TIME | -since DURATION] [-limit N] [-f] [-d DELIM | -0 | -format json]",
 	summary: "print messages, one per line; -f follows",
 	help: `Prints the messages of TOPIC from -offset on (by default the oldest kept),
 each followed by a newline (-d another delimiter, -0 a NUL byte). Messages are
 printed as they are, so one that holds the delimiter reads as several: use -0
 or -format json for such data. A negative -offset counts back from the end:
--1 is the last message, -10 the last ten.
+-1 is the last message, -10 the last ten. -offset end starts at the end: only
+messages produced from then on (with -f). -offset @TIME starts at the first
+message the server appended at or after TIME (RFC 3339, such as
+@2026-12-01T09:00:00Z, or a date, midnight UTC); -since 15m is the same for
+the time 15 minutes ago.
 
 Without -f, hrqa exits once it has printed the messages up to the end of the
 topic (or -limit of them). With -f it then waits for new messages and prints
@@ -50,12 +54,17 @@ Examples:
   hrqa consume orders
   hrqa consume orders -offset -1 -f           # the last message, then follow
   hrqa consume orders -offset 100 -limit 10
+  hrqa consume orders -offset @2026-12-01T09:00:00Z
+  hrqa consume orders -since 1h -format json
+  hrqa consume orders -offset end -f          # only new messages
   hrqa consume files -0 | xargs -0 ls -ld
   hrqa consume orders -format json | jq -r .value`,
 	setup: func(fs *flag.FlagSet) action {
 		var d delimFlags
 		d.register(fs, "follows")
-		offset := fs.Int64("offset", 0, "first offset; negative counts back from the end, -1 is the last message (default the oldest kept)")
+		var start startFlag
+		fs.Var(&start, "offset", "first offset; negative counts back from the end (-1 is the last message); end: only new messages; @TIME: the first appended at or after TIME, RFC 3339 (default the oldest kept)")
+		since := fs.Duration("since", 0, "start at the first message appended at most this long ago (e.g. 15m, 2h)")
 		limit := fs.Int("limit", 0, "stop after this many messages; 0: no limit")
 		follow := fs.Bool("f", false, "follow: wait for new messages until interrupted")
 		format := fs.String("format", "text", "text (the values, each followed by the delimiter) or json (offset, time and value per line)")
@@ -70,6 +79,10 @@ Examples:
 				return err
 			case *limit < 0:
 				return usagef("-limit must not be negative, got %d", *limit)
+			case isSet(fs, "since") && isSet(fs, "offset"):
+				return usagef("-since and -offset exclude each other")
+			case *since < 0:
+				return usagef("-since must not be negative, got %s", *since)
 			case *format != "text" && *format != "json":
 				return usagef("-format %q: want text or json", *format)
 			case *format == "json" && (isSet(fs, "d") || d.nul):
@@ -84,11 +97,10 @@ Examples:
 				c: c, e: e, topic: topic, limit: *limit,
 				p: newPrinter(e.stdout, delim, *format == "json"),
 			}
-			var from *int64
-			if isSet(fs, "offset") {
-				from = offset
+			if isSet(fs, "since") {
+				start.since(*since)
 			}
-			err = cs.run(ctx, from, *follow)
+			err = cs.run(ctx, &start, *follow)
 			if *follow && ctx.Err() != nil {
 				return nil // Ctrl-C is how -f ends
 			}
@@ -107,16 +119,16 @@ type consumer struct {
 	p       *printer
 }
 
-// run prints from offset *from (nil: the oldest) to the end of the topic,
-// then with follow waits for more.
-func (cs *consumer) run(ctx context.Context, from *int64, follow bool) error {
+// run prints from where start says (unset: the oldest) to the end of the
+// topic, then with follow waits for more.
+func (cs *consumer) run(ctx context.Context, start *startFlag, follow bool) error {
 	info, err := cs.c.TopicInfo(ctx, cs.topic)
 	if err != nil {
 		return err
 	}
-	offset := info.Oldest
-	if from != nil {
-		offset = *from
+	offset, err := start.resolve(ctx, cs.c, cs.topic, info)
+	if err != nil {
+		return err
 	}
 	next, err := cs.catchUp(ctx, offset)
 	if err != nil || !follow || cs.done() {

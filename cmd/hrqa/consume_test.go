@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/haraqa/haraqa/broker/brokertest"
+	"github.com/haraqa/haraqa/client"
 )
 
 func TestConsumeOffsets(t *testing.T) {
@@ -153,5 +156,77 @@ func TestFollowLimit(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "one,two" {
 		t.Errorf("printed %q, want one, two", got)
+	}
+}
+
+// TestConsumeFromTime: -offset @TIME, -since, -offset end, and bad values.
+func TestConsumeFromTime(t *testing.T) {
+	t.Parallel()
+	addr, c := server(t)
+	produce(t, c, "tm", "old1", "old2")
+	mid := time.Now() // after the first batch was acknowledged
+	produce(t, c, "tm", "new1")
+	produce(t, c, "tm", "new2")
+	at := "@" + mid.UTC().Format(time.RFC3339Nano)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"consume", "tm", "-offset", at}, "new1\nnew2\n"},
+		{[]string{"consume", "tm", "-offset=" + at, "-limit", "1"}, "new1\n"},
+		{[]string{"consume", "tm", "-offset", "@" + mid.Add(time.Hour).Format(time.RFC3339)}, ""},
+		{[]string{"consume", "tm", "-offset", "@2000-01-01"}, "old1\nold2\nnew1\nnew2\n"},
+		{[]string{"consume", "tm", "-since", "1h"}, "old1\nold2\nnew1\nnew2\n"},
+		{[]string{"consume", "tm", "-offset", "end"}, ""},
+	} {
+		if got := ok(t, addr, "", tc.args...); got != tc.want {
+			t.Errorf("hrqa %s printed %q, want %q", strings.Join(tc.args, " "), got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		want string
+		args []string
+	}{
+		{"want RFC 3339", []string{"consume", "tm", "-offset", "@yesterday"}},
+		{"want an offset, end or @TIME", []string{"consume", "tm", "-offset", "start"}},
+		{"-since and -offset exclude each other", []string{"consume", "tm", "-since", "1h", "-offset", "0"}},
+		{"-since must not be negative", []string{"consume", "tm", "-since", "-1h"}},
+	} {
+		if r := hrqa(t, addr, "", tc.args...); r.code != 2 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+			t.Errorf("hrqa %s: exit %d, stderr %q; want 2 and %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
+		}
+	}
+
+	// -offset end -f prints only what is produced after it started.
+	srv := brokertest.Start(t, 1)
+	fc, err := client.Dial(context.Background(), srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	produce(t, fc, "tm", "before")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := hrqaCmd(ctx, srv.Addr, "consume", "tm", "-offset", "end", "-f", "-limit", "1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := lines(stdout)
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Broker.Stats().ParkedPolls == 0 { // it follows from the end
+		if time.Now().After(deadline) {
+			t.Fatal("consume -offset end -f never waited for new messages")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	produce(t, fc, "tm", "newest")
+	expectLine(t, out, "newest")
+	expectEnd(t, out)
+	if code := exitCode(t, cmd.Wait()); code != 0 {
+		t.Errorf("consume -offset end -f -limit 1: exit %d", code)
 	}
 }
