@@ -262,9 +262,19 @@ func checkObjects(t *testing.T, s server, o objects, w want) *appsv1.StatefulSet
 		t.Errorf("resource requests %v: want cpu and memory", c.Resources.Requests)
 	}
 	if lim := c.Resources.Limits.Memory(); !lim.IsZero() {
-		if b, err := parseInt(set["max-buffered-bytes"]); err != nil || b <= 0 || b > lim.Value()/2 {
+		b, err := parseInt(set["max-buffered-bytes"])
+		if err != nil || b <= 0 || b > lim.Value()/2 {
 			t.Errorf("-max-buffered-bytes %q with a memory limit of %v: want it set, at most half (the server does not read cgroup limits)",
 				set["max-buffered-bytes"], lim)
+		}
+		// The Go runtime's soft limit: -memory-limit, by default the
+		// budget and a quarter plus 128 MiB (server.DefaultMemoryLimit).
+		soft := b + b/4 + 128<<20
+		if v, ok := set["memory-limit"]; ok {
+			soft, _ = parseInt(v)
+		}
+		if soft <= 0 || soft > lim.Value()*9/10 {
+			t.Errorf("the Go runtime's memory limit would be %d bytes, over 90%% of the container's %v", soft, lim)
 		}
 	}
 	return sts
