@@ -2,8 +2,12 @@
 GO       ?= go
 FUZZTIME ?= 5s
 PKGS     := ./...
+# image: the container tool (podman if installed, else docker), the image's name and its second tag.
+CONTAINER ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
+IMAGE     ?= haraqa/haraqa
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build run test lint fmt-check vet unit fuzz bench-once bench bench-go torture clean
+.PHONY: all build run test lint fmt-check vet unit deploy-test fuzz bench-once bench bench-go torture image clean
 
 all: build
 
@@ -18,8 +22,9 @@ build:
 run:
 	$(GO) build -o bin/haraqa ./cmd/server && exec bin/haraqa -listen 127.0.0.1 ./data
 
-## test: everything CI checks: formatting, vet, race tests, every fuzz target briefly, every benchmark once.
-test: lint unit fuzz bench-once
+## test: everything CI checks: formatting, vet, race tests, the deploy module's tests (manifests, chart,
+## container image), every fuzz target briefly, every benchmark once.
+test: lint unit deploy-test fuzz bench-once
 
 lint: fmt-check vet
 
@@ -29,10 +34,18 @@ fmt-check:
 
 vet:
 	$(GO) vet $(PKGS)
+	cd deploy && $(GO) vet ./...
 
 unit:
 	bash .ci/chromium
 	HARAQA_BROWSER_TEST=1 $(GO) test -race -count=1 $(PKGS)
+
+## deploy-test: the deploy module (its own go.mod, so Helm and the Kubernetes API stay out of the
+## main module): the manifests and the chart decoded strictly and checked against the server, and
+## the image built and run (podman installed first by .ci/podman; skipped only where it cannot be).
+deploy-test:
+	if bash .ci/podman; then export HARAQA_IMAGE_TEST=1; else echo "podman cannot be installed here: TestImage will be skipped"; fi; \
+	cd deploy && $(GO) test -count=1 ./...
 
 ## fuzz: run each fuzz target for FUZZTIME.
 fuzz:
@@ -57,6 +70,16 @@ bench-go:
 ## TORTURE_FLAGS shortens it, e.g. TORTURE_FLAGS='-cycles 3 -faults 5 -attack 5s'.
 torture:
 	$(GO) run ./bench/torture $(TORTURE_FLAGS)
+
+## image: the server image $(IMAGE):latest and :$(VERSION), FROM scratch, with docker or podman
+## (CONTAINER=docker to choose). The static binary is built here, so no base image is pulled.
+image:
+	rm -rf bin/image
+	mkdir -p bin/image/rootfs/tmp
+	chmod 1777 bin/image/rootfs/tmp
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/image/rootfs/haraqa ./cmd/server
+	$(CONTAINER) build -f Dockerfile -t $(IMAGE):latest -t $(IMAGE):$(VERSION) \
+		--label org.opencontainers.image.version=$(VERSION) bin/image
 
 clean:
 	rm -rf bin bench.out

@@ -110,13 +110,26 @@ func (b *Broker) enroll(nc net.Conn, p *peer) error {
 	res, err := b.eng.Register(ctx)
 	b.enrollMu.Unlock()
 	if err == nil {
+		// gnet answers once an event loop has taken the connection; a
+		// loop that is stopping (a TLS handshake finishing during
+		// Shutdown, which waits for this goroutine) or has exited never
+		// answers.
+		var stopped error
 		select {
 		case r := <-res:
 			err = r.Err
 		case <-b.ctx.Done():
-			// Shutdown: a loop that is stopping may never answer, and
-			// Shutdown waits for the TLS goroutine calling this.
-			err = errShuttingDown
+			stopped = errShuttingDown
+		case <-b.loopsDone:
+			stopped = ErrEngineStopped
+		}
+		if stopped != nil {
+			select {
+			case r := <-res: // taken after all: OnClose counts it out
+				err = r.Err
+			default:
+				err = stopped
+			}
 		}
 	}
 	if err != nil {

@@ -37,6 +37,7 @@ type Broker struct {
 	started    chan struct{}
 	runErr     chan error
 	dead       chan struct{} // closed when the engine has stopped
+	loopsDone  chan struct{} // closed when the event loops have exited, stopping or not
 	deadErr    error         // why, once dead is closed
 	stopping   atomic.Bool
 	stopMu     sync.RWMutex   // orders inflight.Add against Shutdown's Wait
@@ -76,6 +77,7 @@ func New(store *storage.Store, cfg Config) (*Broker, error) {
 		ready:      make(chan struct{}),
 		runErr:     make(chan error, 1),
 		dead:       make(chan struct{}),
+		loopsDone:  make(chan struct{}),
 		stalled:    make(map[gnet.Conn]time.Time),
 		draining:   make(map[gnet.Conn]*connState),
 		live:       make(map[gnet.Conn]*connState),
@@ -119,6 +121,7 @@ func (b *Broker) Start() error {
 	sock := filepath.Join(dir, "s")
 	go func() {
 		err := gnet.Rotate(b, []string{"unix://" + sock}, opts...)
+		close(b.loopsDone)
 		b.runErr <- err
 		if !b.stopping.Load() {
 			b.deadErr = fmt.Errorf("%w: %v", ErrEngineStopped, err)
