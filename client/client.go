@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -303,7 +302,7 @@ func (c *Client) Truncate(ctx context.Context, topic string, before int64) (int6
 // TruncateTime drops the messages appended before t and returns the new
 // oldest offset.
 func (c *Client) TruncateTime(ctx context.Context, topic string, t time.Time) (int64, error) {
-	return c.truncate(ctx, topic, protocol.TruncateByTime, unixNano(t))
+	return c.truncate(ctx, topic, protocol.TruncateByTime, protocol.UnixNano(t))
 }
 
 // OffsetAt returns the first offset of topic appended at or after t: the
@@ -318,25 +317,13 @@ func (c *Client) OffsetAt(ctx context.Context, topic string, t time.Time) (int64
 		return off, err
 	}
 	p, err := c.do(ctx, protocol.OpOffsetAt, 0, true, func(dst []byte, id uint32) []byte {
-		return protocol.AppendOffsetAtRequest(dst, id, topic, unixNano(t))
+		return protocol.AppendOffsetAtRequest(dst, id, topic, protocol.UnixNano(t))
 	})
 	if err != nil {
 		return 0, err
 	}
 	r, err := protocol.ParseOffsetAtResponse(p)
 	return r.Offset, err
-}
-
-// unixNano is t in Unix nanoseconds, clamped to the int64 range (UnixNano
-// alone wraps around for times before 1678 or after 2262).
-func unixNano(t time.Time) int64 {
-	switch {
-	case t.Before(time.Unix(0, math.MinInt64)):
-		return math.MinInt64
-	case t.After(time.Unix(0, math.MaxInt64)):
-		return math.MaxInt64
-	}
-	return t.UnixNano()
 }
 
 func (c *Client) truncate(ctx context.Context, topic string, by protocol.TruncateBy, before int64) (int64, error) {

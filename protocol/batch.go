@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math"
+	"time"
 )
 
 // Batch layout; see doc.go for the drawing. All integers are little-endian.
@@ -324,4 +326,17 @@ func BatchAppendTime(hdr []byte) int64 {
 		return 0
 	}
 	return int64(binary.LittleEndian.Uint64(hdr[batchAppendTimeOff:]))
+}
+
+// UnixNano is t in Unix nanoseconds, clamped to the int64 range of append
+// times: time.Time.UnixNano alone wraps around for times before 1678 or
+// after 2262, so a far-off time would turn into a near one.
+func UnixNano(t time.Time) int64 {
+	switch {
+	case t.Before(time.Unix(0, math.MinInt64)):
+		return math.MinInt64
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
 }

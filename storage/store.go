@@ -597,7 +597,7 @@ func (s *Store) TruncateTime(name string, before time.Time) error {
 	if before.Before(time.Unix(0, math.MinInt64)) {
 		return nil // nothing was appended before it
 	}
-	off, err := t.offsetAtTime(unixNano(before))
+	off, err := t.offsetAtTime(protocol.UnixNano(before))
 	if err != nil {
 		return err
 	}
@@ -614,7 +614,7 @@ func (s *Store) OffsetAt(name string, at time.Time) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	off, err := t.offsetAtTime(unixNano(at))
+	off, err := t.offsetAtTime(protocol.UnixNano(at))
 	if err != nil {
 		return 0, err
 	}
@@ -622,18 +622,6 @@ func (s *Store) OffsetAt(name string, at time.Time) (int64, error) {
 	oldest := t.start
 	t.mu.RUnlock()
 	return max(off, oldest), nil
-}
-
-// unixNano is t in Unix nanoseconds, clamped to the int64 range that
-// append times use (UnixNano alone would wrap around outside it).
-func unixNano(t time.Time) int64 {
-	switch {
-	case t.Before(time.Unix(0, math.MinInt64)):
-		return math.MinInt64
-	case t.After(time.Unix(0, math.MaxInt64)):
-		return math.MaxInt64
-	}
-	return t.UnixNano()
 }
 
 // Sync fsyncs the active segment of every topic on every volume.

@@ -48,12 +48,17 @@ func (a *API) store(w http.ResponseWriter) *storage.Store {
 	return st.store
 }
 
+// invalidTopic is protocol's refusal of name, err, as a storage
+// ErrInvalidTopic naming it: one "invalid topic name", then the reason.
+func invalidTopic(name string, err error) error {
+	return fmt.Errorf("%w %q: %s", storage.ErrInvalidTopic, name, strings.TrimPrefix(err.Error(), protocol.ErrInvalidTopic.Error()+": "))
+}
+
 // topicName returns the {topic} path value if it is a valid name.
 func topicName(r *http.Request) (string, error) {
 	name := r.PathValue("topic")
 	if err := protocol.ValidTopic(name); err != nil {
-		// One "invalid topic name", then the reason.
-		return "", fmt.Errorf("%w %q: %s", storage.ErrInvalidTopic, name, strings.TrimPrefix(err.Error(), protocol.ErrInvalidTopic.Error()+": "))
+		return "", invalidTopic(name, err)
 	}
 	return name, nil
 }
@@ -150,15 +155,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// ready authenticates r and returns the store and broker, or answers
+// (401, 429, 503 while recovering) and returns ok false.
+func (a *API) ready(w http.ResponseWriter, r *http.Request) (st *state, grant *auth.Grant, ok bool) {
+	if grant, ok = a.authenticate(w, r); !ok {
+		return nil, nil, false
+	}
+	if st = a.state.Load(); st == nil {
+		a.fail(w, ErrNotReady)
+		return nil, nil, false
+	}
+	return st, grant, true
+}
+
 // GET /topics[?prefix=P][&regex=R]
 func (a *API) listTopics(w http.ResponseWriter, r *http.Request) {
-	grant, ok := a.authenticate(w, r)
+	st, grant, ok := a.ready(w, r)
 	if !ok {
-		return
-	}
-	st := a.state.Load()
-	if st == nil {
-		a.fail(w, ErrNotReady)
 		return
 	}
 	q := r.URL.Query()

@@ -12,7 +12,6 @@ import (
 
 	"github.com/haraqa/haraqa/broker/auth"
 	"github.com/haraqa/haraqa/protocol"
-	"github.com/haraqa/haraqa/storage"
 )
 
 // This file: GET /ws/topics, the original haraqa's topic watch. The client
@@ -36,13 +35,8 @@ const watchWriteTimeout = 10 * time.Second
 
 // GET /ws/topics, X-Topics: a,b
 func (a *API) watchTopics(w http.ResponseWriter, r *http.Request) {
-	grant, ok := a.authenticate(w, r)
+	st, grant, ok := a.ready(w, r)
 	if !ok {
-		return
-	}
-	st := a.state.Load()
-	if st == nil {
-		a.fail(w, ErrNotReady)
 		return
 	}
 	var topics []string
@@ -65,7 +59,7 @@ func (a *API) watchTopics(w http.ResponseWriter, r *http.Request) {
 	next := make(map[string]int64, len(topics))
 	for _, t := range topics {
 		if err := protocol.ValidTopic(t); err != nil {
-			a.fail(w, fmt.Errorf("%w %q: %s", storage.ErrInvalidTopic, t, strings.TrimPrefix(err.Error(), protocol.ErrInvalidTopic.Error()+": ")))
+			a.fail(w, invalidTopic(t, err))
 			return
 		}
 		if a.cfg.Auth != nil && !grant.Allow(auth.Consume, t) {
