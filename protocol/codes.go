@@ -31,8 +31,10 @@ const (
 	CodeIdleTimeout        Code = 17 // the connection was idle and is closed; nothing sent after its last answer was read
 	CodeUnauthenticated    Code = 18 // no valid token was presented on this connection (hello)
 	CodeForbidden          Code = 19 // the connection's token does not allow this request
+	// 20 and 21 are given to consumer groups.
+	CodeOutOfOrderSequence Code = 22 // an idempotent batch's sequence is below those the server remembers, or reused with another count
 
-	codeMax = CodeForbidden
+	codeMax = CodeOutOfOrderSequence
 )
 
 var codeNames = [...]string{
@@ -56,10 +58,11 @@ var codeNames = [...]string{
 	CodeIdleTimeout:        "idle timeout",
 	CodeUnauthenticated:    "unauthenticated",
 	CodeForbidden:          "forbidden",
+	CodeOutOfOrderSequence: "out of order sequence",
 }
 
 func (c Code) String() string {
-	if c <= codeMax {
+	if c <= codeMax && codeNames[c] != "" {
 		return codeNames[c]
 	}
 	return "code " + strconv.Itoa(int(c))

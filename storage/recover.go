@@ -451,15 +451,15 @@ func (r *recovery) find(p, lo, hi int64) (int, protocol.Batch) {
 
 // readBatch reads and validates the batch at p of volume v into r.bufs[v].
 func (r *recovery) readBatch(v int, p int64) (protocol.Batch, bool) {
-	if r.sizes[v]-p < protocol.BatchHeaderSize {
+	if r.sizes[v]-p < protocol.MinBatchHeaderSize {
 		return protocol.Batch{}, false
 	}
-	buf := r.grow(v, protocol.BatchHeaderSize)
+	buf := r.grow(v, protocol.MinBatchHeaderSize)
 	if !r.readAt(v, buf, p) {
 		return protocol.Batch{}, false
 	}
 	size := protocol.BatchSize(buf)
-	if size < protocol.BatchHeaderSize || size > int64(r.s.opts.MaxBatchBytes) || p+size > r.sizes[v] {
+	if size < protocol.MinBatchHeaderSize || size > int64(r.s.opts.MaxBatchBytes) || p+size > r.sizes[v] {
 		return protocol.Batch{}, false
 	}
 	buf = r.grow(v, int(size))
@@ -526,7 +526,7 @@ func (r *recovery) resync(p, off int64) (q, nextOff int64, err error) {
 		if !r.readAt(v, hdr, p) {
 			continue
 		}
-		if l := protocol.BatchSize(hdr); l >= protocol.BatchHeaderSize && l <= int64(r.s.opts.MaxBatchBytes) {
+		if l := protocol.BatchSize(hdr); l >= protocol.MinBatchHeaderSize && l <= int64(r.s.opts.MaxBatchBytes) {
 			// Every message takes at least one byte: the corrupted run
 			// [p, p+l) cannot hold more than l messages.
 			if src, bt := r.find(p+l, off+1, addCapped(off, l)); src >= 0 {
@@ -535,9 +535,9 @@ func (r *recovery) resync(p, off int64) (q, nextOff int64, err error) {
 		}
 	}
 	best, bestOff := int64(-1), int64(0)
-	window := make([]byte, resyncWindow+protocol.BatchHeaderSize)
+	window := make([]byte, resyncWindow+protocol.MinBatchHeaderSize)
 	for v := len(r.files) - 1; v >= 0; v-- {
-		limit := r.sizes[v] - protocol.BatchHeaderSize
+		limit := r.sizes[v] - protocol.MinBatchHeaderSize
 		if best >= 0 {
 			limit = min(limit, best-1)
 		}
@@ -547,7 +547,7 @@ func (r *recovery) resync(p, off int64) (q, nextOff int64, err error) {
 				return 0, 0, fmt.Errorf("storage: topic %q: scan volume %s: %w", r.name, r.s.opts.Volumes[v], rerr)
 			}
 			found := false
-			for i := 0; i+protocol.BatchHeaderSize <= n && w+int64(i) <= limit && i < resyncWindow; i++ {
+			for i := 0; i+protocol.MinBatchHeaderSize <= n && w+int64(i) <= limit && i < resyncWindow; i++ {
 				if !plausibleHeader(window[i:], r.s.opts.MaxBatchBytes) {
 					continue
 				}
@@ -567,7 +567,7 @@ func (r *recovery) resync(p, off int64) (q, nextOff int64, err error) {
 
 // plausibleHeader is a cheap filter before a full read and CRC check.
 func plausibleHeader(b []byte, limit int) bool {
-	_, _, err := protocol.ParseBatchLimit(b[:protocol.BatchHeaderSize], limit)
+	_, _, err := protocol.ParseBatchLimit(b[:protocol.MinBatchHeaderSize], limit)
 	return errors.Is(err, protocol.ErrShortBatch) || err == nil
 }
 

@@ -708,7 +708,7 @@ func (t *topic) offsetAtTime(ns int64) (int64, error) {
 		return 0, fmt.Errorf("storage: topic %q: %w", t.name, err)
 	}
 	defer t.s.cache.release(cf)
-	var hdr [protocol.BatchHeaderSize]byte
+	var hdr [protocol.MinBatchHeaderSize]byte
 	var rerr error
 	j := sort.Search(len(entries), func(j int) bool {
 		if rerr != nil {
