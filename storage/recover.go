@@ -61,6 +61,7 @@ func (s *Store) recoverAll() error {
 type recovery struct {
 	s    *Store
 	name string // topic being recovered
+	t    *topic // topic being recovered
 	bufs [][]byte
 
 	// per segment
@@ -88,10 +89,13 @@ func (r *recovery) topic(name string) (*topic, error) {
 		return nil, err
 	}
 	t := newTopic(r.s, name)
+	r.t = t
 	off, err := r.segments(t, dirs, bases)
 	if err != nil {
 		return nil, err
 	}
+	// The producers scan recorded, less those idle too long by now.
+	t.producers.evict(r.s.opts.Now().UnixNano(), r.s.opts.ProducerIdle, r.s.opts.MaxProducers)
 	start, err := r.meta(dirs)
 	if err != nil {
 		return nil, err
@@ -328,6 +332,12 @@ func (r *recovery) scan(base int64, copied []int64) (seg *segment, bad []offRang
 				return nil, nil, err
 			}
 			seg.entries = append(seg.entries, entry{off: off, pos: uint32(p), size: uint32(len(raw)), count: uint32(bt.Count)})
+			if bt.ProducerID != 0 {
+				// The idempotent producers' table is rebuilt from the
+				// batches as they are read, in log order.
+				o := &s.opts
+				r.t.producers.record(bt.ProducerID, bt.Sequence, off, bt.Count, bt.AppendTime, o.ProducerIdle, o.MaxProducers)
+			}
 			off += int64(bt.Count)
 			seg.messages += int64(bt.Count)
 			seg.lastTime = bt.AppendTime

@@ -471,7 +471,7 @@ func (s *Store) FsyncPolicy() FsyncPolicy { return s.opts.Fsync }
 // batch must hold exactly one batch and must not be used by the caller until
 // Append returns.
 func (s *Store) Append(name string, batch []byte) (int64, error) {
-	count, err := s.validate(name, batch)
+	bi, err := s.validate(name, batch)
 	if err != nil {
 		return 0, err
 	}
@@ -479,7 +479,7 @@ func (s *Store) Append(name string, batch []byte) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return t.append(batch, count)
+	return t.append(batch, bi)
 }
 
 // AppendMany appends batches to topic name in the order given, committed
@@ -491,9 +491,9 @@ func (s *Store) Append(name string, batch []byte) (int64, error) {
 func (s *Store) AppendMany(name string, batches [][]byte) (bases []int64, errs []error) {
 	bases = make([]int64, len(batches))
 	errs = make([]error, len(batches))
-	counts := make([]int, len(batches))
+	infos := make([]batchInfo, len(batches))
 	for i, batch := range batches {
-		counts[i], errs[i] = s.validate(name, batch)
+		infos[i], errs[i] = s.validate(name, batch)
 	}
 	t, err := s.lookup(name)
 	if err != nil {
@@ -507,7 +507,7 @@ func (s *Store) AppendMany(name string, batches [][]byte) (bases []int64, errs [
 	reqs := make([]*appendReq, 0, len(batches))
 	for i, batch := range batches {
 		if errs[i] == nil {
-			reqs = append(reqs, &appendReq{batch: batch, count: counts[i]})
+			reqs = append(reqs, &appendReq{batch: batch, count: infos[i].count, pid: infos[i].pid, seq: infos[i].seq})
 		}
 	}
 	t.appendReqs(reqs)
@@ -521,18 +521,24 @@ func (s *Store) AppendMany(name string, batches [][]byte) (bases []int64, errs [
 	return bases, errs
 }
 
+// batchInfo is what validate learns of a batch that commit needs.
+type batchInfo struct {
+	count    int
+	pid, seq uint64 // protocol.FlagProducer: the producer's id and sequence
+}
+
 // validate checks that batch is exactly one valid batch and returns its
-// message count.
-func (s *Store) validate(name string, batch []byte) (int, error) {
+// message count and producer.
+func (s *Store) validate(name string, batch []byte) (batchInfo, error) {
 	if err := s.spaceErr(); err != nil {
-		return 0, fmt.Errorf("topic %q: %w", name, err)
+		return batchInfo{}, fmt.Errorf("topic %q: %w", name, err)
 	}
 	bt, n, err := parseBatch(batch, s.opts.MaxBatchBytes)
 	if err != nil {
-		return 0, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
+		return batchInfo{}, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
 	}
 	if n != len(batch) {
-		return 0, fmt.Errorf("%w: topic %q: %d bytes after the batch", ErrInvalidBatch, name, len(batch)-n)
+		return batchInfo{}, fmt.Errorf("%w: topic %q: %d bytes after the batch", ErrInvalidBatch, name, len(batch)-n)
 	}
 	if bt.Codec == protocol.CodecNone {
 		err = bt.Validate()
@@ -549,9 +555,9 @@ func (s *Store) validate(name string, batch []byte) (int, error) {
 		decodeScratch.Put(p)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
+		return batchInfo{}, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
 	}
-	return bt.Count, nil
+	return batchInfo{count: bt.Count, pid: bt.ProducerID, seq: bt.Sequence}, nil
 }
 
 // decodeScratch holds buffers that validate decodes compressed batches
