@@ -43,6 +43,8 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeNoSpace
 	case errors.Is(err, storage.ErrTooManyFiles):
 		return protocol.CodeLimitReached
+	case errors.Is(err, storage.ErrOutOfOrderSequence):
+		return protocol.CodeOutOfOrderSequence
 	}
 	return protocol.CodeOf(err)
 }

@@ -104,6 +104,17 @@ func SplitHeaders(dst []Header, msg []byte) ([]Header, []byte, error) {
 	return dst, msg[p:len(msg):len(msg)], nil
 }
 
+// HeaderValue returns the value of msg, a message of a batch with
+// FlagHeaders, skipping its header section without allocating. It borrows
+// from msg. A malformed section returns ErrBadMessage.
+func HeaderValue(msg []byte) ([]byte, error) {
+	p, ok := skipHeaders(msg)
+	if !ok {
+		return nil, ErrBadMessage
+	}
+	return msg[p:len(msg):len(msg)], nil
+}
+
 // skipHeaders returns where the value of msg starts, checking its header
 // section as SplitHeaders does without keeping anything.
 func skipHeaders(msg []byte) (int, bool) {

@@ -170,5 +170,8 @@ func FuzzSplitHeaders(f *testing.F) {
 		if !bytes.Equal(AppendHeaders(nil, hs, v), m) {
 			t.Fatal("headers do not re-encode")
 		}
+		if hv, err := HeaderValue(m); err != nil || !bytes.Equal(hv, v) {
+			t.Fatalf("HeaderValue %q, %v; SplitHeaders %q", hv, err, v)
+		}
 	})
 }
