@@ -25,6 +25,8 @@ type Client struct {
 	done   chan struct{}
 
 	stats statCounters
+
+	producer *producerSeq // idempotence: Produce's producer id and sequences; nil when off
 }
 
 // Dial connects to the server at addr (host:port) and checks it answers.
@@ -34,6 +36,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		f(&o)
 	}
 	c := &Client{addr: addr, opts: o, done: make(chan struct{}), polls: make(map[*connSlot]struct{})}
+	if o.idempotent {
+		c.producer = newProducerSeq()
+	}
 	if err := c.Ping(ctx); err != nil {
 		c.Close()
 		return nil, err

@@ -32,6 +32,10 @@ var (
 	// ErrForbidden: the token does not allow the request on its topic
 	// (code 19).
 	ErrForbidden = errors.New("client: forbidden: the token does not allow this")
+	// ErrOutOfOrderSequence: an idempotent batch was sent again too late
+	// for the server to tell whether it stored it (code 22): its sequence
+	// is below the latest the server remembers for the producer.
+	ErrOutOfOrderSequence = errors.New("client: out of order sequence: the server cannot tell whether the batch was stored")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrConnection: the connection failed; the request may or may not have
@@ -46,21 +50,22 @@ var (
 )
 
 var codeErrors = map[protocol.Code]error{
-	protocol.CodeTopicNotFound:    ErrTopicNotFound,
-	protocol.CodeTopicExists:      ErrTopicExists,
-	protocol.CodeInvalidTopic:     ErrInvalidTopic,
-	protocol.CodeOffsetOutOfRange: ErrOffsetOutOfRange,
-	protocol.CodeFrameTooLarge:    ErrFrameTooLarge,
-	protocol.CodeBadBatch:         ErrBadBatch,
-	protocol.CodeUnreadableRange:  ErrUnreadable,
-	protocol.CodeTopicReadOnly:    ErrReadOnly,
-	protocol.CodeShuttingDown:     ErrShuttingDown,
-	protocol.CodeInvalidArgument:  ErrInvalidArgument,
-	protocol.CodeLimitReached:     ErrLimitReached,
-	protocol.CodeNoSpace:          ErrNoSpace,
-	protocol.CodeIdleTimeout:      ErrIdleTimeout,
-	protocol.CodeUnauthenticated:  ErrUnauthenticated,
-	protocol.CodeForbidden:        ErrForbidden,
+	protocol.CodeTopicNotFound:      ErrTopicNotFound,
+	protocol.CodeTopicExists:        ErrTopicExists,
+	protocol.CodeInvalidTopic:       ErrInvalidTopic,
+	protocol.CodeOffsetOutOfRange:   ErrOffsetOutOfRange,
+	protocol.CodeFrameTooLarge:      ErrFrameTooLarge,
+	protocol.CodeBadBatch:           ErrBadBatch,
+	protocol.CodeUnreadableRange:    ErrUnreadable,
+	protocol.CodeTopicReadOnly:      ErrReadOnly,
+	protocol.CodeShuttingDown:       ErrShuttingDown,
+	protocol.CodeInvalidArgument:    ErrInvalidArgument,
+	protocol.CodeLimitReached:       ErrLimitReached,
+	protocol.CodeNoSpace:            ErrNoSpace,
+	protocol.CodeIdleTimeout:        ErrIdleTimeout,
+	protocol.CodeUnauthenticated:    ErrUnauthenticated,
+	protocol.CodeForbidden:          ErrForbidden,
+	protocol.CodeOutOfOrderSequence: ErrOutOfOrderSequence,
 }
 
 // Error is an error answered by the server: the operation, the protocol's
@@ -111,20 +116,21 @@ const (
 
 // Codes a server answers with; see the sentinels above for errors.Is.
 const (
-	CodeUnknown          = protocol.CodeUnknown
-	CodeTopicNotFound    = protocol.CodeTopicNotFound
-	CodeTopicExists      = protocol.CodeTopicExists
-	CodeInvalidTopic     = protocol.CodeInvalidTopic
-	CodeOffsetOutOfRange = protocol.CodeOffsetOutOfRange
-	CodeFrameTooLarge    = protocol.CodeFrameTooLarge
-	CodeBadBatch         = protocol.CodeBadBatch
-	CodeUnreadableRange  = protocol.CodeUnreadableRange
-	CodeTopicReadOnly    = protocol.CodeTopicReadOnly
-	CodeShuttingDown     = protocol.CodeShuttingDown
-	CodeInvalidArgument  = protocol.CodeInvalidArgument
-	CodeLimitReached     = protocol.CodeLimitReached
-	CodeNoSpace          = protocol.CodeNoSpace
-	CodeIdleTimeout      = protocol.CodeIdleTimeout
-	CodeUnauthenticated  = protocol.CodeUnauthenticated
-	CodeForbidden        = protocol.CodeForbidden
+	CodeUnknown            = protocol.CodeUnknown
+	CodeTopicNotFound      = protocol.CodeTopicNotFound
+	CodeTopicExists        = protocol.CodeTopicExists
+	CodeInvalidTopic       = protocol.CodeInvalidTopic
+	CodeOffsetOutOfRange   = protocol.CodeOffsetOutOfRange
+	CodeFrameTooLarge      = protocol.CodeFrameTooLarge
+	CodeBadBatch           = protocol.CodeBadBatch
+	CodeUnreadableRange    = protocol.CodeUnreadableRange
+	CodeTopicReadOnly      = protocol.CodeTopicReadOnly
+	CodeShuttingDown       = protocol.CodeShuttingDown
+	CodeInvalidArgument    = protocol.CodeInvalidArgument
+	CodeLimitReached       = protocol.CodeLimitReached
+	CodeNoSpace            = protocol.CodeNoSpace
+	CodeIdleTimeout        = protocol.CodeIdleTimeout
+	CodeUnauthenticated    = protocol.CodeUnauthenticated
+	CodeForbidden          = protocol.CodeForbidden
+	CodeOutOfOrderSequence = protocol.CodeOutOfOrderSequence
 )

@@ -23,6 +23,7 @@ type options struct {
 	token          string      // sent in a hello on each new connection; "" none
 	name           string      // the client's name in the hello
 	tls            *tls.Config // nil: plaintext
+	idempotent     bool
 }
 
 func defaultOptions() options {
@@ -36,8 +37,18 @@ func defaultOptions() options {
 		maxBatchBytes:  protocol.DefaultMaxFrameSize - 1024,
 		idleTimeout:    DefaultIdleTimeout,
 		name:           "haraqa-go",
+		idempotent:     true,
 	}
 }
+
+// WithIdempotence turns idempotent produce on or off (default on). On,
+// every batch of Produce, ProduceMessages and a Producer carries a
+// producer id and a sequence number, so a batch sent again after a broken
+// connection is stored once: the server answers it with the offset it got
+// the first time. Off, batches carry neither (they are version 1 batches,
+// readable by older consumers) and a produce that may have reached the
+// server is not sent again.
+func WithIdempotence(on bool) Option { return func(o *options) { o.idempotent = on } }
 
 // WithToken makes the client present token to the server: in a hello
 // (protocol op 9), the first request on every connection it opens,

@@ -2,18 +2,28 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/haraqa/haraqa/protocol"
 )
 
 // Produce sends msgs to topic as one batch in one round trip and returns
 // the offset of the first; the others follow in order. With auto-create on
-// (the default) a missing topic is created. A produce that fails on a
-// broken connection after it was sent is not retried (it may have been
-// stored): the error says ErrConnection and the caller decides.
+// (the default) a missing topic is created.
+//
+// With idempotence on (the default, WithIdempotence), a produce that
+// failed on a broken connection is sent again on a new one (WithRetries),
+// even if it may have reached the server: the batch carries the client's
+// producer id and a sequence number, and a server that stored it answers
+// the resend with the offset it gave it then, storing nothing. Without
+// idempotence a produce that fails after it was sent is not retried (it
+// may have been stored): the error says ErrConnection and the caller
+// decides. See the package doc for what a retry can still duplicate.
 func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int64, error) {
 	if len(msgs) == 0 {
 		return 0, fmt.Errorf("%w: no messages", ErrBadBatch)
@@ -21,29 +31,105 @@ func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int
 	if len(msgs) > protocol.MaxBatchMessages {
 		return 0, fmt.Errorf("%w: %d messages, at most %d in one batch (protocol.MaxBatchMessages)", ErrBadBatch, len(msgs), protocol.MaxBatchMessages)
 	}
+	meta := c.batchMeta(topic, false)
 	if c.opts.codec == protocol.CodecNone {
 		// Encode the batch straight into the request frame: one copy of
 		// the messages, no intermediate batch.
-		size := protocol.BatchHeaderSize + protocol.MessagesSize(msgs...)
+		size := meta.HeaderSize() + protocol.MessagesSize(msgs...)
 		if size > c.opts.maxBatchBytes {
 			return 0, fmt.Errorf("%w: batch of %d bytes, max %d", ErrFrameTooLarge, size, c.opts.maxBatchBytes)
 		}
-		return c.produce(ctx, topic, len(msgs), size, func(dst []byte) []byte {
-			return protocol.AppendBatch(dst, msgs...)
+		return c.produce(ctx, topic, len(msgs), size, meta.ProducerID != 0, func(dst []byte) []byte {
+			return protocol.AppendBatchMeta(dst, meta, msgs...)
 		})
 	}
-	batch := protocol.AppendBatchCodec(nil, c.opts.codec, msgs...)
+	raw := make([]byte, 0, protocol.MessagesSize(msgs...))
+	for _, m := range msgs {
+		raw = protocol.AppendMessage(raw, m)
+	}
+	return c.produceRaw(ctx, topic, meta, len(msgs), raw)
+}
+
+// ProduceMessages is Produce for messages with headers: each message's
+// Value and Headers are sent (Offset and Time are the server's to set).
+// A batch in which no message has headers is sent as Produce sends it.
+func (c *Client) ProduceMessages(ctx context.Context, topic string, msgs ...Message) (int64, error) {
+	if len(msgs) == 0 {
+		return 0, fmt.Errorf("%w: no messages", ErrBadBatch)
+	}
+	if len(msgs) > protocol.MaxBatchMessages {
+		return 0, fmt.Errorf("%w: %d messages, at most %d in one batch (protocol.MaxBatchMessages)", ErrBadBatch, len(msgs), protocol.MaxBatchMessages)
+	}
+	headers := false
+	for _, m := range msgs {
+		if err := checkHeaders(m.Headers); err != nil {
+			return 0, err
+		}
+		headers = headers || len(m.Headers) > 0
+	}
+	meta := c.batchMeta(topic, headers)
+	var raw []byte
+	var ph []protocol.Header
+	for _, m := range msgs {
+		if headers {
+			ph = toProtocolHeaders(ph[:0], m.Headers)
+			raw = protocol.AppendHeaderMessage(raw, ph, m.Value)
+		} else {
+			raw = protocol.AppendMessage(raw, m.Value)
+		}
+	}
+	return c.produceRaw(ctx, topic, meta, len(msgs), raw)
+}
+
+// produceRaw produces the batch of count messages whose uncompressed body
+// is raw, compressed with the client's codec.
+func (c *Client) produceRaw(ctx context.Context, topic string, meta protocol.BatchMeta, count int, raw []byte) (int64, error) {
+	batch := protocol.AppendBatchRawMeta(nil, meta, c.opts.codec, count, raw)
 	if len(batch) > c.opts.maxBatchBytes {
 		return 0, fmt.Errorf("%w: batch of %d bytes, max %d", ErrFrameTooLarge, len(batch), c.opts.maxBatchBytes)
 	}
-	return c.produce(ctx, topic, len(msgs), len(batch), func(dst []byte) []byte {
+	return c.produce(ctx, topic, count, len(batch), meta.ProducerID != 0, func(dst []byte) []byte {
 		return append(dst, batch...)
 	})
 }
 
+// checkHeaders checks hs against the protocol's limits.
+func checkHeaders(hs []Header) error {
+	if len(hs) > protocol.MaxHeaders {
+		return fmt.Errorf("%w: %d headers, at most %d", ErrInvalidArgument, len(hs), protocol.MaxHeaders)
+	}
+	for _, h := range hs {
+		if len(h.Key) == 0 || len(h.Key) > protocol.MaxHeaderKeyLen {
+			return fmt.Errorf("%w: header key of %d bytes, must be 1 to %d", ErrInvalidArgument, len(h.Key), protocol.MaxHeaderKeyLen)
+		}
+		if len(h.Value) > protocol.MaxHeaderValueLen {
+			return fmt.Errorf("%w: header %q: value of %d bytes, at most %d", ErrInvalidArgument, h.Key, len(h.Value), protocol.MaxHeaderValueLen)
+		}
+	}
+	return nil
+}
+
+func toProtocolHeaders(dst []protocol.Header, hs []Header) []protocol.Header {
+	for _, h := range hs {
+		dst = append(dst, protocol.Header{Key: []byte(h.Key), Value: h.Value})
+	}
+	return dst
+}
+
+// batchMeta returns the meta of the client's next batch to topic: with
+// idempotence, its producer id and the topic's next sequence.
+func (c *Client) batchMeta(topic string, headers bool) protocol.BatchMeta {
+	m := protocol.BatchMeta{Headers: headers}
+	if c.producer != nil {
+		m.ProducerID, m.Sequence = c.producer.id, c.producer.next(topic)
+	}
+	return m
+}
+
 // produce sends one produce request whose batch, size bytes of count
-// messages, appendBatch appends.
-func (c *Client) produce(ctx context.Context, topic string, count, size int, appendBatch func(dst []byte) []byte) (int64, error) {
+// messages, appendBatch appends. An idempotent batch is retried like a
+// consume, whether or not it was sent.
+func (c *Client) produce(ctx context.Context, topic string, count, size int, idempotent bool, appendBatch func(dst []byte) []byte) (int64, error) {
 	var flags protocol.ProduceFlags
 	if c.opts.autoCreate {
 		flags = protocol.ProduceCreateTopic
@@ -52,7 +138,7 @@ func (c *Client) produce(ctx context.Context, topic string, count, size int, app
 	c.stats.bytesSent.Add(int64(size))
 	c.stats.inFlight.Add(1)
 	defer c.stats.inFlight.Add(-1)
-	p, err := c.do(ctx, protocol.OpProduce, 0, false, func(dst []byte, id uint32) []byte {
+	p, err := c.do(ctx, protocol.OpProduce, 0, idempotent, func(dst []byte, id uint32) []byte {
 		dst = slices.Grow(dst, protocol.HeaderSize+16+len(topic)+size)
 		dst = protocol.AppendProduceRequestHeader(dst, id, topic, flags, size)
 		return appendBatch(dst)
@@ -70,4 +156,32 @@ func (c *Client) produce(ctx context.Context, topic string, count, size int, app
 	c.stats.msgsAcked.Add(int64(count))
 	c.stats.bytesAcked.Add(int64(size))
 	return r.BaseOffset, nil
+}
+
+// producerSeq is an idempotent producer: a random id and the next sequence
+// per topic.
+type producerSeq struct {
+	id   uint64
+	mu   sync.Mutex
+	seqs map[string]uint64
+}
+
+// newProducerSeq returns a producer with a fresh random non-zero id.
+func newProducerSeq() *producerSeq {
+	var b [8]byte
+	var id uint64
+	for id == 0 {
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		id = binary.LittleEndian.Uint64(b[:])
+	}
+	return &producerSeq{id: id, seqs: make(map[string]uint64)}
+}
+
+// next returns the sequence of the producer's next batch to topic.
+func (p *producerSeq) next(topic string) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.seqs[topic]
+	p.seqs[topic] = s + 1
+	return s
 }
