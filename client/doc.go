@@ -109,7 +109,7 @@
 // idle longer than the server's -producer-idle (1h), or the topic had more
 // than -max-producers (1000) producers since, or its original batch was
 // truncated away before a restart; and a resend whose sequence fell below
-// the 16 latest the server keeps for the producer on that topic (many
+// the 32 latest the server keeps for the producer on that topic (many
 // goroutines producing to one topic on one Client while its connection
 // breaks), which fails with ErrOutOfOrderSequence rather than being
 // stored twice. HTTP produces are never idempotent. WithIdempotence(false)

@@ -31,15 +31,14 @@ func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int
 	if len(msgs) > protocol.MaxBatchMessages {
 		return 0, fmt.Errorf("%w: %d messages, at most %d in one batch (protocol.MaxBatchMessages)", ErrBadBatch, len(msgs), protocol.MaxBatchMessages)
 	}
-	meta := c.batchMeta(topic, false)
 	if c.opts.codec == protocol.CodecNone {
 		// Encode the batch straight into the request frame: one copy of
 		// the messages, no intermediate batch.
-		size := meta.HeaderSize() + protocol.MessagesSize(msgs...)
+		size := c.batchHeaderSize(false) + protocol.MessagesSize(msgs...)
 		if size > c.opts.maxBatchBytes {
 			return 0, fmt.Errorf("%w: batch of %d bytes, max %d", ErrFrameTooLarge, size, c.opts.maxBatchBytes)
 		}
-		return c.produce(ctx, topic, len(msgs), size, meta.ProducerID != 0, func(dst []byte) []byte {
+		return c.produce(ctx, topic, len(msgs), size, false, func(dst []byte, meta protocol.BatchMeta) []byte {
 			return protocol.AppendBatchMeta(dst, meta, msgs...)
 		})
 	}
@@ -47,7 +46,7 @@ func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int
 	for _, m := range msgs {
 		raw = protocol.AppendMessage(raw, m)
 	}
-	return c.produceRaw(ctx, topic, meta, len(msgs), raw)
+	return c.produceRaw(ctx, topic, false, len(msgs), raw)
 }
 
 // ProduceMessages is Produce for messages with headers: each message's
@@ -67,7 +66,6 @@ func (c *Client) ProduceMessages(ctx context.Context, topic string, msgs ...Mess
 		}
 		headers = headers || len(m.Headers) > 0
 	}
-	meta := c.batchMeta(topic, headers)
 	var raw []byte
 	var ph []protocol.Header
 	for _, m := range msgs {
@@ -78,19 +76,33 @@ func (c *Client) ProduceMessages(ctx context.Context, topic string, msgs ...Mess
 			raw = protocol.AppendMessage(raw, m.Value)
 		}
 	}
-	return c.produceRaw(ctx, topic, meta, len(msgs), raw)
+	return c.produceRaw(ctx, topic, headers, len(msgs), raw)
 }
 
-// produceRaw produces the batch of count messages whose uncompressed body
-// is raw, compressed with the client's codec.
-func (c *Client) produceRaw(ctx context.Context, topic string, meta protocol.BatchMeta, count int, raw []byte) (int64, error) {
-	batch := protocol.AppendBatchRawMeta(nil, meta, c.opts.codec, count, raw)
-	if len(batch) > c.opts.maxBatchBytes {
-		return 0, fmt.Errorf("%w: batch of %d bytes, max %d", ErrFrameTooLarge, len(batch), c.opts.maxBatchBytes)
+// produceRaw produces the batch of n messages whose uncompressed body is
+// raw, compressed with the client's codec (once: a retry seals the same
+// body again).
+func (c *Client) produceRaw(ctx context.Context, topic string, headers bool, n int, raw []byte) (int64, error) {
+	body := protocol.CompressBody(c.opts.codec, raw)
+	size := c.batchHeaderSize(headers) + len(body)
+	if size > c.opts.maxBatchBytes {
+		return 0, fmt.Errorf("%w: batch of %d bytes, max %d", ErrFrameTooLarge, size, c.opts.maxBatchBytes)
 	}
-	return c.produce(ctx, topic, count, len(batch), meta.ProducerID != 0, func(dst []byte) []byte {
-		return append(dst, batch...)
+	return c.produce(ctx, topic, n, size, headers, func(dst []byte, meta protocol.BatchMeta) []byte {
+		return protocol.AppendBatchBodyMeta(dst, meta, c.opts.codec, n, len(raw), body)
 	})
+}
+
+// batchHeaderSize is the header size of the client's batches.
+func (c *Client) batchHeaderSize(headers bool) int {
+	return protocol.BatchMeta{ProducerID: c.producerID(), Headers: headers}.HeaderSize()
+}
+
+func (c *Client) producerID() uint64 {
+	if c.producer == nil {
+		return 0
+	}
+	return c.producer.id
 }
 
 // checkHeaders checks hs against the protocol's limits.
@@ -116,20 +128,16 @@ func toProtocolHeaders(dst []protocol.Header, hs []Header) []protocol.Header {
 	return dst
 }
 
-// batchMeta returns the meta of the client's next batch to topic: with
-// idempotence, its producer id and the topic's next sequence.
-func (c *Client) batchMeta(topic string, headers bool) protocol.BatchMeta {
-	m := protocol.BatchMeta{Headers: headers}
-	if c.producer != nil {
-		m.ProducerID, m.Sequence = c.producer.id, c.producer.next(topic)
-	}
-	return m
-}
-
 // produce sends one produce request whose batch, size bytes of count
-// messages, appendBatch appends. An idempotent batch is retried like a
-// consume, whether or not it was sent.
-func (c *Client) produce(ctx context.Context, topic string, count, size int, idempotent bool, appendBatch func(dst []byte) []byte) (int64, error) {
+// messages, appendBatch appends with the meta given. With idempotence the
+// batch's sequence is taken when its frame is first queued on a
+// connection, under the connection's write lock, so that a connection
+// carries a topic's batches in sequence order however many goroutines
+// produce; a retry sends the same sequence, and is made whether or not
+// the first attempt was sent.
+func (c *Client) produce(ctx context.Context, topic string, count, size int, headers bool, appendBatch func(dst []byte, meta protocol.BatchMeta) []byte) (int64, error) {
+	meta := protocol.BatchMeta{Headers: headers}
+	assigned := c.producer == nil
 	var flags protocol.ProduceFlags
 	if c.opts.autoCreate {
 		flags = protocol.ProduceCreateTopic
@@ -138,10 +146,14 @@ func (c *Client) produce(ctx context.Context, topic string, count, size int, ide
 	c.stats.bytesSent.Add(int64(size))
 	c.stats.inFlight.Add(1)
 	defer c.stats.inFlight.Add(-1)
-	p, err := c.do(ctx, protocol.OpProduce, 0, idempotent, func(dst []byte, id uint32) []byte {
+	p, err := c.do(ctx, protocol.OpProduce, 0, c.producer != nil, func(dst []byte, id uint32) []byte {
+		if !assigned {
+			meta.ProducerID, meta.Sequence = c.producer.id, c.producer.next(topic)
+			assigned = true
+		}
 		dst = slices.Grow(dst, protocol.HeaderSize+16+len(topic)+size)
 		dst = protocol.AppendProduceRequestHeader(dst, id, topic, flags, size)
-		return appendBatch(dst)
+		return appendBatch(dst, meta)
 	})
 	if err != nil {
 		return 0, err

@@ -47,14 +47,19 @@ func AppendBatchRaw(dst []byte, codec Codec, count int, raw []byte) []byte {
 
 // AppendBatchRawMeta is AppendBatchRaw for a batch carrying meta.
 func AppendBatchRawMeta(dst []byte, meta BatchMeta, codec Codec, count int, raw []byte) []byte {
-	body := raw
+	return AppendBatchBodyMeta(dst, meta, codec, count, len(raw), CompressBody(codec, raw))
+}
+
+// CompressBody returns raw, an uncompressed body, compressed with codec:
+// raw itself for CodecNone, a new slice otherwise.
+func CompressBody(codec Codec, raw []byte) []byte {
 	switch codec {
 	case CodecS2:
-		body = s2.Encode(nil, raw)
+		return s2.Encode(nil, raw)
 	case CodecZstd:
-		body = zstdEnc().EncodeAll(raw, nil)
+		return zstdEnc().EncodeAll(raw, nil)
 	}
-	return AppendBatchBodyMeta(dst, meta, codec, count, len(raw), body)
+	return raw
 }
 
 // DecodeBody returns the uncompressed body of a verified batch: Body itself

@@ -173,6 +173,12 @@
 //	                          after those answers was read, so a client may
 //	                          send it again on a new connection, produces
 //	                          included
+//	22   out of order         produce: an idempotent producer's batch (batch
+//	     sequence             flag bit 0) whose sequence is below the 32 the
+//	                          server remembers for that producer and topic,
+//	                          so it cannot tell whether it was stored, or a
+//	                          remembered sequence with another count;
+//	                          nothing was written
 //
 // # Operations
 //

@@ -146,7 +146,7 @@
 //
 // A batch with protocol.FlagProducer names its producer (a random non-zero
 // 64-bit id) and its sequence on this topic. Per topic, the committer keeps
-// a table: for each producer, the 16 highest sequences it stored (each with
+// a table: for each producer, the 32 highest sequences it stored (each with
 // its base offset and message count) and the append time of its last
 // batch. Before a batch is written the table is consulted, under the same
 // lock that orders the commit:
@@ -154,7 +154,7 @@
 //   - its sequence is remembered: a duplicate, answered with the base
 //     offset the batch got the first time, and not written (the same count
 //     is required, else ErrOutOfOrderSequence);
-//   - all 16 slots are taken and its sequence is below them: it cannot be
+//   - all 32 slots are taken and its sequence is below them: it cannot be
 //     told from one stored and forgotten, so it fails with
 //     ErrOutOfOrderSequence and nothing is written;
 //   - anything else is new: written, and remembered once the write is
@@ -165,8 +165,8 @@
 // one commit of its original gets the original's outcome. A producer is
 // forgotten Options.ProducerIdle (default 1h) after its last batch; a topic
 // remembers at most Options.MaxProducers (default 1000), forgetting the
-// producer idle longest to make room. At most 16 x 24 bytes per producer,
-// so a topic's table stays under 0.5 MiB.
+// producer idle longest to make room. At most 32 x 24 bytes per producer,
+// so a topic's table stays under 1 MiB with the default MaxProducers.
 //
 // The table is not stored: it is derived from the log. Recovery reads
 // every batch of every segment anyway, and records each producer batch it

@@ -15,10 +15,13 @@ import (
 
 const (
 	// dedupWindow is how many of a producer's sequences a topic remembers.
-	// A client has at most a few batches in flight per topic (a Producer 4
-	// by default), so a resend is always among the last few; a sequence
-	// below all of them cannot be told apart from one stored long ago.
-	dedupWindow = 16
+	// A Producer has 4 batches in flight by default, and a Client's
+	// goroutines as many Produce calls as they make at once; a resend
+	// comes back among the last few dozen unless more than that many
+	// produces were in flight when its connection broke. A sequence below
+	// all of them cannot be told apart from one stored long ago. 32
+	// entries of 24 bytes: under 1 KiB per producer.
+	dedupWindow = 32
 	// DefaultProducerIdle is Options.ProducerIdle's default.
 	DefaultProducerIdle = time.Hour
 	// DefaultMaxProducers is Options.MaxProducers's default.
