@@ -45,6 +45,8 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeLimitReached
 	case errors.Is(err, storage.ErrOutOfOrderSequence):
 		return protocol.CodeOutOfOrderSequence
+	case errors.Is(err, storage.ErrOffsetMismatch):
+		return protocol.CodeOffsetMismatch
 	}
 	return protocol.CodeOf(err)
 }

@@ -116,6 +116,15 @@
 // turns all of this off: batches are then version 1, and a produce that
 // may have reached the server is never sent again.
 //
+// # Expected offset
+//
+// ProduceExpect(ctx, topic, next, msgs...) appends only if the topic's
+// next offset is next when the server commits the batch, and else fails
+// with ErrOffsetMismatch, storing nothing: of writers racing for the same
+// offset exactly one wins (optimistic concurrency, as NATS's
+// Expected-Last-Sequence). Read the end with TopicInfo, produce expecting
+// it, and read again on a mismatch.
+//
 // # Message headers
 //
 // Message.Headers are key/value pairs carried with a message (trace

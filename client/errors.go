@@ -36,6 +36,9 @@ var (
 	// for the server to tell whether it stored it (code 22): its sequence
 	// is below the latest the server remembers for the producer.
 	ErrOutOfOrderSequence = errors.New("client: out of order sequence: the server cannot tell whether the batch was stored")
+	// ErrOffsetMismatch: ProduceExpect found the topic's next offset was
+	// not the one expected (code 23); nothing was stored.
+	ErrOffsetMismatch = errors.New("client: the topic's next offset is not the expected one")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrConnection: the connection failed; the request may or may not have
@@ -66,6 +69,7 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeUnauthenticated:    ErrUnauthenticated,
 	protocol.CodeForbidden:          ErrForbidden,
 	protocol.CodeOutOfOrderSequence: ErrOutOfOrderSequence,
+	protocol.CodeOffsetMismatch:     ErrOffsetMismatch,
 }
 
 // Error is an error answered by the server: the operation, the protocol's
@@ -133,4 +137,5 @@ const (
 	CodeUnauthenticated    = protocol.CodeUnauthenticated
 	CodeForbidden          = protocol.CodeForbidden
 	CodeOutOfOrderSequence = protocol.CodeOutOfOrderSequence
+	CodeOffsetMismatch     = protocol.CodeOffsetMismatch
 )

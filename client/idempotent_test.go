@@ -3,8 +3,10 @@ package client_test
 import (
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -286,5 +288,78 @@ func TestMessageHeaders(t *testing.T) {
 		if _, err := c.ProduceMessages(ctx, "hdrbad", client.Message{Value: []byte("x"), Headers: bad}); !errors.Is(err, client.ErrInvalidArgument) {
 			t.Fatalf("headers over the limits: %v", err)
 		}
+	}
+}
+
+// ProduceExpect appends only at the expected offset: of writers racing
+// for the same offset exactly one wins, the others get ErrOffsetMismatch.
+func TestProduceExpect(t *testing.T) {
+	t.Parallel()
+	srv := brokertest.Start(t, 1)
+	c := dial(t, srv.Addr)
+	ctx := testCtx(t)
+	if off, err := c.ProduceExpect(ctx, "cas", 0, []byte("first")); err != nil || off != 0 {
+		t.Fatalf("expect 0 on a new topic: %d, %v", off, err)
+	}
+	_, err := c.ProduceExpect(ctx, "cas", 0, []byte("again"))
+	wantServerError(t, err, client.ErrOffsetMismatch, client.CodeOffsetMismatch)
+	if _, err := c.ProduceExpect(ctx, "missing", 5, []byte("x")); !errors.Is(err, client.ErrTopicNotFound) {
+		t.Fatalf("expect 5 on a missing topic: %v", err)
+	}
+	const writers = 4
+	var wins, losses atomic.Int32
+	var wg sync.WaitGroup
+	for w := range writers {
+		cw := dial(t, srv.Addr)
+		wg.Go(func() {
+			_, err := cw.ProduceExpect(ctx, "cas", 1, []byte(fmt.Sprint("w", w)))
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case errors.Is(err, client.ErrOffsetMismatch):
+				losses.Add(1)
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if wins.Load() != 1 || losses.Load() != writers-1 {
+		t.Fatalf("%d wins, %d mismatches; want 1 and %d", wins.Load(), losses.Load(), writers-1)
+	}
+	if got := readAll(t, c, "cas"); len(got) != 2 || got[0] != "first" {
+		t.Fatalf("stored %q", got)
+	}
+}
+
+// A batch whose sequence is below every one the server remembers for its
+// producer is refused with code 22, over the wire.
+func TestOutOfOrderSequenceCode(t *testing.T) {
+	t.Parallel()
+	srv := brokertest.Start(t, 1)
+	nc, err := net.Dial("tcp", srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	send := func(seq uint64) protocol.ResponseHeader {
+		t.Helper()
+		b := protocol.AppendBatchMeta(nil, protocol.BatchMeta{ProducerID: 42, Sequence: seq}, []byte("x"))
+		if _, err := nc.Write(protocol.AppendProduceRequest(nil, uint32(seq)+1, "seq", protocol.ProduceCreateTopic, b)); err != nil {
+			t.Fatal(err)
+		}
+		h, _ := readRawFrame(t, nc)
+		return h
+	}
+	for seq := uint64(100); seq < 200; seq++ {
+		if h := send(seq); h.Code != protocol.CodeOK {
+			t.Fatalf("seq %d: %v", seq, h.Code)
+		}
+	}
+	if h := send(150); h.Code != protocol.CodeOutOfOrderSequence {
+		t.Fatalf("seq 150 after 199: %v, want %v", h.Code, protocol.CodeOutOfOrderSequence)
+	}
+	if h := send(199); h.Code != protocol.CodeOK {
+		t.Fatalf("seq 199 again: %v", h.Code)
 	}
 }

@@ -25,6 +25,11 @@ import (
 // may have been stored): the error says ErrConnection and the caller
 // decides. See the package doc for what a retry can still duplicate.
 func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int64, error) {
+	return c.produceMsgs(ctx, topic, -1, msgs)
+}
+
+// produceMsgs is Produce, and with expect >= 0 ProduceExpect.
+func (c *Client) produceMsgs(ctx context.Context, topic string, expect int64, msgs [][]byte) (int64, error) {
 	if len(msgs) == 0 {
 		return 0, fmt.Errorf("%w: no messages", ErrBadBatch)
 	}
@@ -38,7 +43,7 @@ func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int
 		if size > c.opts.maxBatchBytes {
 			return 0, fmt.Errorf("%w: batch of %d bytes, max %d", ErrFrameTooLarge, size, c.opts.maxBatchBytes)
 		}
-		return c.produce(ctx, topic, len(msgs), size, false, func(dst []byte, meta protocol.BatchMeta) []byte {
+		return c.produce(ctx, topic, len(msgs), size, false, expect, func(dst []byte, meta protocol.BatchMeta) []byte {
 			return protocol.AppendBatchMeta(dst, meta, msgs...)
 		})
 	}
@@ -46,7 +51,21 @@ func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int
 	for _, m := range msgs {
 		raw = protocol.AppendMessage(raw, m)
 	}
-	return c.produceRaw(ctx, topic, false, len(msgs), raw)
+	return c.produceRaw(ctx, topic, false, expect, len(msgs), raw)
+}
+
+// ProduceExpect is Produce that appends msgs only if the topic's next
+// offset is next when the server commits them, and else fails with
+// ErrOffsetMismatch, storing nothing: optimistic concurrency (NATS's
+// Expected-Last-Sequence) for writers that read the topic's end
+// (TopicInfo) and must not interleave with another. A missing topic is
+// created when next is 0. With idempotence, a resend of a batch that was
+// stored is answered with its offset, not a mismatch.
+func (c *Client) ProduceExpect(ctx context.Context, topic string, next int64, msgs ...[]byte) (int64, error) {
+	if next < 0 {
+		return 0, fmt.Errorf("%w: expected offset %d is negative", ErrInvalidArgument, next)
+	}
+	return c.produceMsgs(ctx, topic, next, msgs)
 }
 
 // ProduceMessages is Produce for messages with headers: each message's
@@ -76,19 +95,19 @@ func (c *Client) ProduceMessages(ctx context.Context, topic string, msgs ...Mess
 			raw = protocol.AppendMessage(raw, m.Value)
 		}
 	}
-	return c.produceRaw(ctx, topic, headers, len(msgs), raw)
+	return c.produceRaw(ctx, topic, headers, -1, len(msgs), raw)
 }
 
 // produceRaw produces the batch of n messages whose uncompressed body is
 // raw, compressed with the client's codec (once: a retry seals the same
 // body again).
-func (c *Client) produceRaw(ctx context.Context, topic string, headers bool, n int, raw []byte) (int64, error) {
+func (c *Client) produceRaw(ctx context.Context, topic string, headers bool, expect int64, n int, raw []byte) (int64, error) {
 	body := protocol.CompressBody(c.opts.codec, raw)
 	size := c.batchHeaderSize(headers) + len(body)
 	if size > c.opts.maxBatchBytes {
 		return 0, fmt.Errorf("%w: batch of %d bytes, max %d", ErrFrameTooLarge, size, c.opts.maxBatchBytes)
 	}
-	return c.produce(ctx, topic, n, size, headers, func(dst []byte, meta protocol.BatchMeta) []byte {
+	return c.produce(ctx, topic, n, size, headers, expect, func(dst []byte, meta protocol.BatchMeta) []byte {
 		return protocol.AppendBatchBodyMeta(dst, meta, c.opts.codec, n, len(raw), body)
 	})
 }
@@ -135,12 +154,15 @@ func toProtocolHeaders(dst []protocol.Header, hs []Header) []protocol.Header {
 // carries a topic's batches in sequence order however many goroutines
 // produce; a retry sends the same sequence, and is made whether or not
 // the first attempt was sent.
-func (c *Client) produce(ctx context.Context, topic string, count, size int, headers bool, appendBatch func(dst []byte, meta protocol.BatchMeta) []byte) (int64, error) {
+func (c *Client) produce(ctx context.Context, topic string, count, size int, headers bool, expect int64, appendBatch func(dst []byte, meta protocol.BatchMeta) []byte) (int64, error) {
 	meta := protocol.BatchMeta{Headers: headers}
 	assigned := c.producer == nil
 	var flags protocol.ProduceFlags
-	if c.opts.autoCreate {
+	if c.opts.autoCreate && expect <= 0 {
 		flags = protocol.ProduceCreateTopic
+	}
+	if expect >= 0 {
+		flags |= protocol.ProduceExpectOffset
 	}
 	c.stats.msgsSent.Add(int64(count))
 	c.stats.bytesSent.Add(int64(size))
@@ -152,7 +174,7 @@ func (c *Client) produce(ctx context.Context, topic string, count, size int, hea
 			assigned = true
 		}
 		dst = slices.Grow(dst, protocol.HeaderSize+16+len(topic)+size)
-		dst = protocol.AppendProduceRequestHeader(dst, id, topic, flags, size)
+		dst = protocol.AppendProduceRequestHeaderExpect(dst, id, topic, flags, expect, size)
 		return appendBatch(dst, meta)
 	})
 	if err != nil {

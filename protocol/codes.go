@@ -33,8 +33,9 @@ const (
 	CodeForbidden          Code = 19 // the connection's token does not allow this request
 	// 20 and 21 are given to consumer groups.
 	CodeOutOfOrderSequence Code = 22 // an idempotent batch's sequence is below those the server remembers, or reused with another count
+	CodeOffsetMismatch     Code = 23 // produce with an expected offset: the topic's next offset is another
 
-	codeMax = CodeOutOfOrderSequence
+	codeMax = CodeOffsetMismatch
 )
 
 var codeNames = [...]string{
@@ -59,6 +60,7 @@ var codeNames = [...]string{
 	CodeUnauthenticated:    "unauthenticated",
 	CodeForbidden:          "forbidden",
 	CodeOutOfOrderSequence: "out of order sequence",
+	CodeOffsetMismatch:     "offset mismatch",
 }
 
 func (c Code) String() string {

@@ -179,6 +179,9 @@
 //	                          so it cannot tell whether it was stored, or a
 //	                          remembered sequence with another count;
 //	                          nothing was written
+//	23   offset mismatch      produce with flag bit 1: the topic's next
+//	                          offset is not the expected one; nothing was
+//	                          written
 //
 // # Operations
 //
@@ -218,10 +221,20 @@
 //	request                                   response, 12 bytes
 //	0  2  flags      uint16, bit 0: create    0  8  base offset  int64
 //	                 the topic if missing;    8  4  count        uint32
+//	                 bit 1: expect offset;
 //	                 other bits 0
-//	2  2  topic len
-//	4  n  topic
-//	4+n - batch      the rest of the frame
+//	2  8  expect     int64, only with bit 1:
+//	                 the topic's next offset
+//	                 required, >= 0
+//	-  2  topic len
+//	-  n  topic
+//	-  -  batch      the rest of the frame
+//
+// With bit 1 the batch is appended only if the topic's next offset is
+// expect when the server commits it; else code 23 (offset mismatch) and
+// nothing is written. The check comes after the idempotent producers'
+// (see Batch): a batch sent again after it was stored is answered with
+// its offset, not a mismatch.
 //
 // Consume (op 7) reads messages from offset on:
 //

@@ -229,7 +229,7 @@ func TestCodes(t *testing.T) {
 		CodeBadBatch: 10, CodeUnreadableRange: 11, CodeTopicReadOnly: 12,
 		CodeShuttingDown: 13, CodeInvalidArgument: 14, CodeLimitReached: 15,
 		CodeNoSpace: 16, CodeIdleTimeout: 17, CodeUnauthenticated: 18, CodeForbidden: 19,
-		CodeOutOfOrderSequence: 22,
+		CodeOutOfOrderSequence: 22, CodeOffsetMismatch: 23,
 	}
 	for c, n := range pinned {
 		if uint16(c) != n {

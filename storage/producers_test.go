@@ -178,3 +178,37 @@ func TestIdempotentSameCommit(t *testing.T) {
 		t.Fatalf("evicted entry not restored: dup %v base %d", dup, base)
 	}
 }
+
+// An append conditional on the next offset is written only when the
+// offset matches; a conditional batch its producer sends again after it
+// was stored is answered with its offset, not refused.
+func TestAppendExpect(t *testing.T) {
+	s, _ := openTest(t, 2)
+	if err := s.CreateTopic("t"); err != nil {
+		t.Fatal(err)
+	}
+	if base, err := s.AppendExpect("t", protocol.AppendBatch(nil, msgs(0, 3)...), 0); err != nil || base != 0 {
+		t.Fatalf("expect 0 on an empty topic: %d, %v", base, err)
+	}
+	if _, err := s.AppendExpect("t", protocol.AppendBatch(nil, msgs(0, 1)...), 0); !errors.Is(err, ErrOffsetMismatch) {
+		t.Fatalf("expect 0 at 3: %v", err)
+	}
+	b := idemBatch(5, 0, msgs(0, 2)...)
+	if base, err := s.AppendExpect("t", b, 3); err != nil || base != 3 {
+		t.Fatalf("expect 3 at 3: %d, %v", base, err)
+	}
+	if base, err := s.AppendExpect("t", idemBatch(5, 0, msgs(0, 2)...), 3); err != nil || base != 3 {
+		t.Fatalf("resent after it was stored: %d, %v", base, err)
+	}
+	// In one commit: the first of two batches expecting the same offset
+	// wins, the second is refused, the third expects what the first leaves.
+	bases, errs := s.AppendManyExpect("t", [][]byte{
+		protocol.AppendBatch(nil, msgs(0, 1)...), protocol.AppendBatch(nil, msgs(0, 1)...), protocol.AppendBatch(nil, msgs(0, 1)...),
+	}, []int64{5, 5, 6})
+	if errs[0] != nil || bases[0] != 5 || !errors.Is(errs[1], ErrOffsetMismatch) || errs[2] != nil || bases[2] != 6 {
+		t.Fatalf("bases %v errs %v", bases, errs)
+	}
+	if info, _ := s.Info("t"); info.Next != 7 {
+		t.Fatalf("next %d, want 7", info.Next)
+	}
+}

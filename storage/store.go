@@ -471,6 +471,16 @@ func (s *Store) FsyncPolicy() FsyncPolicy { return s.opts.Fsync }
 // batch must hold exactly one batch and must not be used by the caller until
 // Append returns.
 func (s *Store) Append(name string, batch []byte) (int64, error) {
+	return s.AppendExpect(name, batch, -1)
+}
+
+// AppendExpect is Append only if the topic's next offset is expect when
+// the batch is committed (expect >= 0; < 0: always), else
+// ErrOffsetMismatch and nothing is written: optimistic concurrency for
+// writers that read the topic's end first. A batch its idempotent
+// producer sent before is answered with its first offset whatever expect
+// says.
+func (s *Store) AppendExpect(name string, batch []byte, expect int64) (int64, error) {
 	bi, err := s.validate(name, batch)
 	if err != nil {
 		return 0, err
@@ -479,7 +489,7 @@ func (s *Store) Append(name string, batch []byte) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return t.append(batch, bi)
+	return t.append(batch, bi, expect)
 }
 
 // AppendMany appends batches to topic name in the order given, committed
@@ -489,6 +499,13 @@ func (s *Store) Append(name string, batch []byte) (int64, error) {
 // follow their order. bases[i] and errs[i] are the outcome of batches[i];
 // a batch that fails validation does not stop the others.
 func (s *Store) AppendMany(name string, batches [][]byte) (bases []int64, errs []error) {
+	return s.AppendManyExpect(name, batches, nil)
+}
+
+// AppendManyExpect is AppendMany where batches[i] is appended only if
+// the topic's next offset is then expects[i] (AppendExpect), for each
+// expects[i] >= 0; expects may be nil.
+func (s *Store) AppendManyExpect(name string, batches [][]byte, expects []int64) (bases []int64, errs []error) {
 	bases = make([]int64, len(batches))
 	errs = make([]error, len(batches))
 	infos := make([]batchInfo, len(batches))
@@ -507,7 +524,11 @@ func (s *Store) AppendMany(name string, batches [][]byte) (bases []int64, errs [
 	reqs := make([]*appendReq, 0, len(batches))
 	for i, batch := range batches {
 		if errs[i] == nil {
-			reqs = append(reqs, &appendReq{batch: batch, count: infos[i].count, pid: infos[i].pid, seq: infos[i].seq})
+			r := &appendReq{batch: batch, count: infos[i].count, pid: infos[i].pid, seq: infos[i].seq}
+			if expects != nil && expects[i] >= 0 {
+				r.cond, r.expect = true, expects[i]
+			}
+			reqs = append(reqs, r)
 		}
 	}
 	t.appendReqs(reqs)

@@ -86,9 +86,12 @@ type appendReq struct {
 	count int
 	// pid and seq: an idempotent producer's batch (protocol.FlagProducer).
 	pid, seq uint64
-	base     int64
-	err      error
-	dup      bool // a batch stored before: answered with its first base, not written
+	// cond: append only if the topic's next offset is expect.
+	cond    bool
+	expect  int64
+	base    int64
+	err     error
+	decided bool // answered without being written: a duplicate (its first base), or refused (err)
 	// head marks the first request of a group queued by one appendReqs
 	// call; its ready channel tells the appender, false: the group is
 	// committed; true: lead the next commit.
@@ -130,9 +133,10 @@ func (t *topic) info() (TopicInfo, error) {
 
 // append queues one validated batch and commits it, with whatever else is
 // queued, unless another committer already did.
-func (t *topic) append(batch []byte, bi batchInfo) (int64, error) {
+func (t *topic) append(batch []byte, bi batchInfo, expect int64) (int64, error) {
 	req := reqPool.Get().(*appendReq)
 	req.batch, req.count, req.pid, req.seq = batch, bi.count, bi.pid, bi.seq
+	req.cond, req.expect = expect >= 0, expect
 	t.appendReqs([]*appendReq{req})
 	base, err := req.base, req.err
 	*req = appendReq{ready: req.ready}
@@ -166,6 +170,15 @@ type AppendCallback interface {
 // called once, after every volume has the batch (and has fsynced it, with
 // FsyncAlways). batch must not be used by the caller until then.
 func (s *Store) AppendAsync(name string, batch []byte, cb AppendCallback, arg any) error {
+	return s.AppendAsyncExpect(name, batch, -1, cb, arg)
+}
+
+// AppendAsyncExpect is AppendAsync appending batch only if the topic's
+// next offset is expect when its commit comes (expect >= 0; < 0: always):
+// else cb hears ErrOffsetMismatch and nothing is written. A batch its
+// idempotent producer sent before is answered with its first offset
+// whatever expect says.
+func (s *Store) AppendAsyncExpect(name string, batch []byte, expect int64, cb AppendCallback, arg any) error {
 	bi, err := s.validate(name, batch)
 	if err != nil {
 		return err
@@ -174,7 +187,7 @@ func (s *Store) AppendAsync(name string, batch []byte, cb AppendCallback, arg an
 	if err != nil {
 		return err
 	}
-	t.appendAsync(&appendReq{batch: batch, count: bi.count, pid: bi.pid, seq: bi.seq, cb: cb, arg: arg})
+	t.appendAsync(&appendReq{batch: batch, count: bi.count, pid: bi.pid, seq: bi.seq, cond: expect >= 0, expect: expect, cb: cb, arg: arg})
 	return nil
 }
 
@@ -374,9 +387,15 @@ func (t *topic) commit(reqs []*appendReq) {
 			if r.pid != 0 {
 				base, dup, derr := t.producers.lookup(r.pid, r.seq, r.count, now, opts.ProducerIdle)
 				if dup || derr != nil {
-					r.base, r.dup, r.err = base, true, derr
+					r.base, r.decided, r.err = base, true, derr
 					continue
 				}
+			}
+			if r.cond && r.expect != next {
+				r.decided, r.err = true, fmt.Errorf("%w: topic %q: its next offset is %d, not %d", ErrOffsetMismatch, t.name, next, r.expect)
+				continue
+			}
+			if r.pid != 0 {
 				undo = append(undo, t.producers.record(r.pid, r.seq, next, r.count, now, opts.ProducerIdle, opts.MaxProducers))
 			}
 			protocol.StampBatch(r.batch, next, now)
@@ -414,13 +433,13 @@ func (t *topic) commit(reqs []*appendReq) {
 }
 
 // finish sets the outcome of reqs: err, or on success (nil) what the
-// commit decided for the duplicates among them.
+// commit decided for those it did not write (duplicates, mismatches).
 func finish(reqs []*appendReq, err error) {
 	for _, r := range reqs {
-		if err != nil || !r.dup {
+		if err != nil || !r.decided {
 			r.err = err
 		}
-		r.dup = false
+		r.decided = false
 	}
 }
 
