@@ -354,8 +354,9 @@ func ParseProduceRequest(payload []byte) (ProduceRequest, error) {
 	if r.err != nil {
 		return ProduceRequest{}, r.err
 	}
+	expectErr := error(nil)
 	if req.Expect < 0 {
-		return ProduceRequest{}, errExpectOffset
+		expectErr = errExpectOffset // well-formed: the request is returned filled, as for a bad topic
 	}
 	_, n, err := ParseBatch(req.Batch)
 	if err != nil {
@@ -363,6 +364,9 @@ func ParseProduceRequest(payload []byte) (ProduceRequest, error) {
 	}
 	if n != len(req.Batch) {
 		return ProduceRequest{}, errTrailingBatch
+	}
+	if expectErr != nil {
+		return req, expectErr
 	}
 	return req, validTopic(req.Topic)
 }
