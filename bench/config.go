@@ -103,6 +103,9 @@ type Config struct {
 	// Compress is the client's batch compression: none, s2 or zstd
 	// (default none).
 	Compress string
+	// Idempotent is the clients' idempotent produce
+	// (client.WithIdempotence; default true, as the client's).
+	Idempotent bool
 	// Warmup is the length of an untimed run of the same workload, on topics
 	// of its own deleted afterwards, before the timed one (default 1s).
 	Warmup time.Duration
@@ -132,21 +135,22 @@ const HeaderSize = headerSize
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Addr:      "127.0.0.1:14353",
-		Volumes:   1,
-		Fsync:     "never",
-		Entries:   5000,
-		Dir:       os.TempDir(),
-		Mode:      ModeProduce,
-		Topics:    1,
-		Producers: 1,
-		Consumers: 1,
-		Size:      1024,
-		Batch:     100,
-		Single:    SingleProduce,
-		Duration:  5 * time.Second,
-		Compress:  "none",
-		Warmup:    time.Second,
+		Addr:       "127.0.0.1:14353",
+		Volumes:    1,
+		Fsync:      "never",
+		Entries:    5000,
+		Dir:        os.TempDir(),
+		Mode:       ModeProduce,
+		Topics:     1,
+		Producers:  1,
+		Consumers:  1,
+		Size:       1024,
+		Batch:      100,
+		Single:     SingleProduce,
+		Duration:   5 * time.Second,
+		Compress:   "none",
+		Idempotent: true,
+		Warmup:     time.Second,
 	}
 }
 

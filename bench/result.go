@@ -13,19 +13,20 @@ import (
 // Result is a run's outcome; its JSON form is the -json output. Rates use
 // payload bytes (messages x size) and MB = 10^6 bytes.
 type Result struct {
-	Mode      Mode    `json:"mode"`
-	Size      int     `json:"size"`
-	Batch     int     `json:"batch"`
-	Single    Single  `json:"single,omitempty"` // how -batch 1 was sent
-	Producers int     `json:"producers"`
-	Consumers int     `json:"consumers"`
-	Topics    int     `json:"topics"`
-	Volumes   int     `json:"volumes,omitempty"` // embedded only
-	Fsync     string  `json:"fsync,omitempty"`   // embedded only
-	Compress  string  `json:"compress"`
-	TLS       bool    `json:"tls,omitempty"`  // the client spoke TLS
-	Rate      float64 `json:"rate"`           // messages/s asked for, 0: as fast as possible
-	Warmup    float64 `json:"warmup_seconds"` // untimed phase before
+	Mode          Mode    `json:"mode"`
+	Size          int     `json:"size"`
+	Batch         int     `json:"batch"`
+	Single        Single  `json:"single,omitempty"` // how -batch 1 was sent
+	Producers     int     `json:"producers"`
+	Consumers     int     `json:"consumers"`
+	Topics        int     `json:"topics"`
+	Volumes       int     `json:"volumes,omitempty"` // embedded only
+	Fsync         string  `json:"fsync,omitempty"`   // embedded only
+	Compress      string  `json:"compress"`
+	NotIdempotent bool    `json:"not_idempotent,omitempty"` // produced with client.WithIdempotence(false)
+	TLS           bool    `json:"tls,omitempty"`            // the client spoke TLS
+	Rate          float64 `json:"rate"`                     // messages/s asked for, 0: as fast as possible
+	Warmup        float64 `json:"warmup_seconds"`           // untimed phase before
 
 	Messages   int64   `json:"messages"` // produced (produce, both) or read (consume) in the timed phase
 	Bytes      int64   `json:"bytes"`    // Messages x Size
@@ -88,6 +89,7 @@ func (r *runner) newResult() *Result {
 		res.Compress = "none"
 	}
 	res.TLS = c.TLS != nil
+	res.NotIdempotent = !c.Idempotent
 	if c.Mode != ModeProduce {
 		res.Consumers = c.Consumers
 	}
@@ -219,6 +221,9 @@ func (res *Result) WriteTable(w io.Writer) error {
 	}
 	if res.TLS {
 		sb.WriteString(", TLS")
+	}
+	if res.NotIdempotent {
+		sb.WriteString(", not idempotent")
 	}
 	if res.Rate > 0 {
 		fmt.Fprintf(&sb, ", paced at %.0f msgs/s", res.Rate)

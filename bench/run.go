@@ -51,7 +51,7 @@ func Run(ctx context.Context, cfg Config, ui UI) (res *Result, err error) {
 		cfg:      &cfg,
 		pay:      newPayload(cfg.Size, codec != 0),
 		addr:     cfg.Addr,
-		copts:    []client.Option{client.WithCompression(codec)},
+		copts:    []client.Option{client.WithCompression(codec), client.WithIdempotence(cfg.Idempotent)},
 		progress: ui.Progress,
 	}
 	if cfg.Token != "" {

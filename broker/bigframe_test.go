@@ -62,7 +62,7 @@ func TestLargeFrameInPieces(t *testing.T) {
 		t.Fatalf("consume: %+v %v", h, err)
 	}
 	bt, _, err := protocol.ParseBatch(cr.Batches)
-	if err != nil || bt.Verify() != nil || !bytes.Equal(bt.Body, protocol.AppendBatch(nil, msgs...)[protocol.BatchHeaderSize:]) {
+	if err != nil || bt.Verify() != nil || !bytes.Equal(bt.Body, protocol.AppendBatch(nil, msgs...)[protocol.MinBatchHeaderSize:]) {
 		t.Fatalf("read back: %v", err)
 	}
 }

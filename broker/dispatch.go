@@ -138,9 +138,10 @@ type job struct {
 	corrID uint32
 	topic  string
 	// produce
-	flags protocol.ProduceFlags
-	batch *bytebufferpool.ByteBuffer // pooled copy; nil when run on the loop
-	raw   []byte                     // the batch bytes
+	flags  protocol.ProduceFlags
+	expect int64                      // with protocol.ProduceExpectOffset, the next offset required; else -1
+	batch  *bytebufferpool.ByteBuffer // pooled copy; nil when run on the loop
+	raw    []byte                     // the batch bytes
 	// list
 	prefix string
 	regex  string      // list: the filter, compiled where the job runs
@@ -194,7 +195,11 @@ func (b *Broker) produceJob(h protocol.RequestHeader, payload []byte) (*job, err
 		return nil, err
 	}
 	// The batch borrows from the frame: fine on the loop, copied if queued.
-	return &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic), flags: req.Flags, raw: req.Batch}, nil
+	expect := int64(-1)
+	if req.Flags&protocol.ProduceExpectOffset != 0 {
+		expect = req.Expect
+	}
+	return &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic), flags: req.Flags, expect: expect, raw: req.Batch}, nil
 }
 
 // runJobs runs jobs and appends their responses to dst, in order.

@@ -49,6 +49,10 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeCommitConflict
 	case errors.Is(err, storage.ErrInvalidGroup):
 		return protocol.CodeInvalidArgument
+	case errors.Is(err, storage.ErrOutOfOrderSequence):
+		return protocol.CodeOutOfOrderSequence
+	case errors.Is(err, storage.ErrOffsetMismatch):
+		return protocol.CodeOffsetMismatch
 	}
 	return protocol.CodeOf(err)
 }

@@ -556,7 +556,7 @@ func TestOps(t *testing.T) {
 		}
 
 		// Broken CRC: one body byte flipped, and the CRC field itself.
-		for _, at := range []int{protocol.BatchHeaderSize + 1, 20} {
+		for _, at := range []int{protocol.MinBatchHeaderSize + 1, 20} {
 			bt := batchOf("x", "y")
 			bt[at] ^= 0x40
 			c.fail(protocol.AppendProduceRequest(nil, id(), "orders", 0, bt), protocol.CodeBadBatch)

@@ -85,14 +85,14 @@ func (b *Broker) appendAsync(w *worker, j *job, create bool) bool {
 	b.stopMu.RUnlock()
 	w.appending.Add(1)
 	w.inStore.Add(1)
-	err := b.store.AppendAsync(j.topic, j.raw, w, j)
+	err := b.store.AppendAsyncExpect(j.topic, j.raw, j.expect, w, j)
 	if errors.Is(err, storage.ErrTopicNotFound) && j.flags&protocol.ProduceCreateTopic != 0 {
 		if !create {
 			w.done()
 			return false
 		}
 		if err = b.createForProduce(j.topic); err == nil {
-			err = b.store.AppendAsync(j.topic, j.raw, w, j)
+			err = b.store.AppendAsyncExpect(j.topic, j.raw, j.expect, w, j)
 		}
 	}
 	if err != nil {
@@ -250,10 +250,20 @@ func (w *worker) wake() {
 func (b *Broker) produce(jobs []*job, resps [][]byte) {
 	topic := jobs[0].topic
 	batches := make([][]byte, len(jobs))
+	var expects []int64
 	for i, j := range jobs {
 		batches[i] = j.raw
+		if j.expect >= 0 && expects == nil {
+			expects = make([]int64, len(jobs))
+			for k := range expects {
+				expects[k] = -1
+			}
+		}
+		if expects != nil {
+			expects[i] = j.expect
+		}
 	}
-	bases, errs := b.store.AppendMany(topic, batches)
+	bases, errs := b.store.AppendManyExpect(topic, batches, expects)
 	var retry []int
 	for i, err := range errs {
 		if errors.Is(err, storage.ErrTopicNotFound) && jobs[i].flags&protocol.ProduceCreateTopic != 0 {
@@ -263,10 +273,11 @@ func (b *Broker) produce(jobs []*job, resps [][]byte) {
 	if len(retry) > 0 {
 		if cerr := b.createForProduce(topic); cerr == nil {
 			again := make([][]byte, len(retry))
+			againExpects := make([]int64, len(retry))
 			for k, i := range retry {
-				again[k] = batches[i]
+				again[k], againExpects[k] = batches[i], jobs[i].expect
 			}
-			rb, re := b.store.AppendMany(topic, again)
+			rb, re := b.store.AppendManyExpect(topic, again, againExpects)
 			for k, i := range retry {
 				bases[i], errs[i] = rb[k], re[k]
 			}

@@ -27,7 +27,8 @@ type Client struct {
 
 	stats statCounters
 
-	cl *cluster // several servers: see cluster.go; nil for one
+	cl       *cluster     // several servers: see cluster.go; nil for one
+	producer *producerSeq // idempotence: Produce's producer id and sequences; nil when off
 }
 
 // Dial connects to the server at addr (host:port) and checks it answers.
@@ -52,7 +53,11 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 
 // newClient is a Client of the server at addr, not yet connected.
 func newClient(addr string, o options) *Client {
-	return &Client{addr: addr, opts: o, done: make(chan struct{}), polls: make(map[*connSlot]struct{})}
+	c := &Client{addr: addr, opts: o, done: make(chan struct{}), polls: make(map[*connSlot]struct{})}
+	if o.idempotent {
+		c.producer = newProducerSeq()
+	}
+	return c
 }
 
 // Close closes the connections. Requests in flight and Messages loops end

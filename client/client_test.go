@@ -129,6 +129,7 @@ type proxy struct {
 	flipProduce atomic.Int32 // produce requests whose batch to corrupt
 	flipConsume atomic.Int32 // consume responses whose batches to corrupt
 	drop        atomic.Bool  // swallow requests: they are never answered
+	cutProduce  atomic.Int32 // produce responses to swallow, cutting the connection instead
 	dropped     atomic.Int64 // requests swallowed
 
 	consumes        atomic.Int64 // consume requests forwarded
@@ -258,9 +259,12 @@ func (p *proxy) pipe(dst, src net.Conn, requests bool) {
 			}
 		} else {
 			code := protocol.Code(binary.LittleEndian.Uint16(frame[6:]))
-			hasBatch := len(frame) > protocol.ConsumeResponseHeaderSize+protocol.BatchHeaderSize
+			hasBatch := len(frame) > protocol.ConsumeResponseHeaderSize+protocol.MinBatchHeaderSize
 			if op == protocol.OpConsume && code == protocol.CodeOK && hasBatch && take(&p.flipConsume) {
 				frame[len(frame)-1] ^= 0x01
+			}
+			if op == protocol.OpProduce && take(&p.cutProduce) {
+				return // the server stored it; the client never hears so
 			}
 		}
 		if _, err := dst.Write(frame); err != nil {
@@ -712,7 +716,7 @@ func TestProduceRawCorruptFrame(t *testing.T) {
 	}
 	defer nc.Close()
 	batch := protocol.AppendBatch(nil, []byte("hello"), []byte("world"))
-	for i, pos := range []int{len(batch) - 1, 21 /* the CRC itself */, protocol.BatchHeaderSize} {
+	for i, pos := range []int{len(batch) - 1, 21 /* the CRC itself */, protocol.MinBatchHeaderSize} {
 		bad := slices.Clone(batch)
 		bad[pos] ^= 0x40
 		id := uint32(10 + i)

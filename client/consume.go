@@ -10,11 +10,21 @@ import (
 	"github.com/haraqa/haraqa/protocol"
 )
 
-// Message is one message read from a topic.
+// Message is one message read from a topic, or to produce
+// (ProduceMessages, Producer.SendMessage: only Value and Headers count).
 type Message struct {
-	Offset int64
-	Time   time.Time // when the server appended it
-	Value  []byte
+	Offset  int64
+	Time    time.Time // when the server appended it
+	Value   []byte
+	Headers []Header // nil when the message has none
+}
+
+// Header is one message header: a key of 1 to 255 bytes
+// (protocol.MaxHeaderKeyLen) and a value of at most 64 KiB, at most 64 per
+// message (protocol.MaxHeaders). Keys need not be unique; order is kept.
+type Header struct {
+	Key   string
+	Value []byte
 }
 
 // consumeMaxBytes is the most batch bytes asked for per consume request.
@@ -128,10 +138,20 @@ func (c *Client) splitBatches(dst []Message, batches []byte, start, end int64) (
 			return dst, err
 		}
 		t := time.Unix(0, bt.AppendTime)
+		headers := bt.Flags&protocol.FlagHeaders != 0
 		err = protocol.Messages(body, bt.Count, bt.BaseOffset, func(off int64, m []byte) error {
-			if off >= start && (end < 0 || off < end) {
-				dst = append(dst, Message{Offset: off, Time: t, Value: m})
+			if off < start || (end >= 0 && off >= end) {
+				return nil
 			}
+			if !headers {
+				dst = append(dst, Message{Offset: off, Time: t, Value: m})
+				return nil
+			}
+			hs, v, err := splitHeaders(m)
+			if err != nil {
+				return err
+			}
+			dst = append(dst, Message{Offset: off, Time: t, Value: v, Headers: hs})
 			return nil
 		})
 		if err != nil {
@@ -140,6 +160,21 @@ func (c *Client) splitBatches(dst []Message, batches []byte, start, end int64) (
 	}
 	c.stats.received.Add(int64(len(dst) - n0))
 	return dst, nil
+}
+
+// splitHeaders splits a message of a batch with headers into its headers
+// (nil when it has none; values borrow from m) and value.
+func splitHeaders(m []byte) ([]Header, []byte, error) {
+	var scratch [4]protocol.Header
+	ph, v, err := protocol.SplitHeaders(scratch[:0], m)
+	if err != nil || len(ph) == 0 {
+		return nil, v, err
+	}
+	hs := make([]Header, len(ph))
+	for i, h := range ph {
+		hs[i] = Header{Key: string(h.Key), Value: h.Value}
+	}
+	return hs, v, nil
 }
 
 // followWait is the long-poll wait of each request Messages makes.

@@ -85,7 +85,7 @@
 // that matches the package's sentinels with errors.Is: ErrTopicNotFound,
 // ErrTopicExists, ErrInvalidTopic, ErrOffsetOutOfRange, ErrFrameTooLarge,
 // ErrBadBatch, ErrUnreadable, ErrReadOnly, ErrShuttingDown,
-// ErrInvalidArgument, ErrLimitReached; its Code is one of the package's
+// ErrInvalidArgument, ErrLimitReached, ErrOutOfOrderSequence; its Code is one of the package's
 // Code constants (CodeTopicNotFound, ...), so ordinary use needs no import
 // of the wire package, protocol (nor does compression: CompressionS2,
 // CompressionZstd). ErrConnection wraps network failures, ErrClosed
@@ -112,14 +112,58 @@
 // When the connection breaks (a server restart, say) the next request dials
 // again. A request that failed on a broken connection is sent again on a
 // new one, up to WithRetries times with a doubling backoff, when repeating
-// it is harmless: ping, create, delete, list, info, truncate and consume.
-// A produce is retried only if it cannot have reached the server; once
-// written, its fate is unknown (the server may have stored it before the
-// connection broke), so it fails with ErrConnection and the caller decides:
-// sending it again may store it twice. The same holds for the batches of a
-// Producer, whose unsent batches are tried again until the request timeout,
-// the backoff doubling up to one second. A Messages loop that yielded an
+// it is harmless: ping, create, delete, list, info, truncate, consume and,
+// with idempotence (the default), produce. A Messages loop that yielded an
 // error waits the WithRetries backoff before its next request.
+//
+// # Idempotent produce
+//
+// A Client picks a random 64-bit producer id when it is dialed, and each
+// Producer one of its own; every batch they send carries that id and a
+// sequence number per topic (protocol batch version 2). A server that
+// stored a batch answers the same id and sequence on the same topic with
+// the offset it gave the first time and stores nothing. So:
+//
+//   - Produce and ProduceMessages that fail on a broken connection, before
+//     or after the batch reached the server, are sent again (WithRetries)
+//     and the message is stored once. Only when the retries or the request
+//     timeout run out does the call fail with ErrConnection: then the
+//     batch may or may not have been stored, and calling Produce again is
+//     a new batch, with a new sequence, which a server stores again.
+//   - A Producer's batches whose connection broke are sent again, in
+//     order, until the request timeout: every message is stored once, and
+//     offsets follow Send order.
+//
+// What a retry can still duplicate: a batch produced again by the caller
+// after an error (a new sequence); the same messages sent by another
+// Client or Producer, or by a new process (a new producer id); a resend
+// that reaches a server which forgot the producer, because it had been
+// idle longer than the server's -producer-idle (1h), or the topic had more
+// than -max-producers (1000) producers since, or its original batch was
+// truncated away before a restart; and a resend whose sequence fell below
+// the 32 latest the server keeps for the producer on that topic (many
+// goroutines producing to one topic on one Client while its connection
+// breaks), which fails with ErrOutOfOrderSequence rather than being
+// stored twice. HTTP produces are never idempotent. WithIdempotence(false)
+// turns all of this off: batches are then version 1, and a produce that
+// may have reached the server is never sent again.
+//
+// # Expected offset
+//
+// ProduceExpect(ctx, topic, next, msgs...) appends only if the topic's
+// next offset is next when the server commits the batch, and else fails
+// with ErrOffsetMismatch, storing nothing: of writers racing for the same
+// offset exactly one wins (optimistic concurrency, as NATS's
+// Expected-Last-Sequence). Read the end with TopicInfo, produce expecting
+// it, and read again on a mismatch.
+//
+// # Message headers
+//
+// Message.Headers are key/value pairs carried with a message (trace
+// context, content types), at most 64 per message, keys of 1 to 255
+// bytes, values of at most 64 KiB. ProduceMessages and
+// Producer.SendMessage send them; Consume, Messages and a Reader return
+// them. A batch whose messages have no headers costs nothing for them.
 //
 // # Idle connections
 //
@@ -137,8 +181,10 @@
 // the frame proves the server never read it. Exactly these are resent: the
 // requests waiting on a connection when its idle timeout frame arrives, and
 // those queued on it after. A connection that closes without that frame
-// leaves its produces' fate unknown, as above. A Producer batch in flight
-// when the frame arrives fails with ErrIdleTimeout (wrapped in
+// leaves its produces' fate unknown: with idempotence they are sent again
+// (see Idempotent produce), without it they fail with ErrConnection. A
+// Producer batch in flight when the frame arrives is sent again in order
+// with idempotence; without it, it fails with ErrIdleTimeout (wrapped in
 // ErrConnection) rather than being resent behind later batches, which
 // would break the Producer's offset order; it was not stored.
 //

@@ -38,6 +38,13 @@ var (
 	// ErrCommitConflict: a conditional commit found another committed
 	// offset (code 21).
 	ErrCommitConflict = errors.New("client: commit conflict: the committed offset changed")
+	// ErrOutOfOrderSequence: an idempotent batch was sent again too late
+	// for the server to tell whether it stored it (code 22): its sequence
+	// is below the latest the server remembers for the producer.
+	ErrOutOfOrderSequence = errors.New("client: out of order sequence: the server cannot tell whether the batch was stored")
+	// ErrOffsetMismatch: ProduceExpect found the topic's next offset was
+	// not the one expected (code 23); nothing was stored.
+	ErrOffsetMismatch = errors.New("client: the topic's next offset is not the expected one")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrHTTPPort: the address answered in HTTP: it is a server's HTTP
@@ -63,23 +70,25 @@ var (
 )
 
 var codeErrors = map[protocol.Code]error{
-	protocol.CodeTopicNotFound:    ErrTopicNotFound,
-	protocol.CodeTopicExists:      ErrTopicExists,
-	protocol.CodeInvalidTopic:     ErrInvalidTopic,
-	protocol.CodeOffsetOutOfRange: ErrOffsetOutOfRange,
-	protocol.CodeFrameTooLarge:    ErrFrameTooLarge,
-	protocol.CodeBadBatch:         ErrBadBatch,
-	protocol.CodeUnreadableRange:  ErrUnreadable,
-	protocol.CodeTopicReadOnly:    ErrReadOnly,
-	protocol.CodeShuttingDown:     ErrShuttingDown,
-	protocol.CodeInvalidArgument:  ErrInvalidArgument,
-	protocol.CodeLimitReached:     ErrLimitReached,
-	protocol.CodeNoSpace:          ErrNoSpace,
-	protocol.CodeIdleTimeout:      ErrIdleTimeout,
-	protocol.CodeUnauthenticated:  ErrUnauthenticated,
-	protocol.CodeForbidden:        ErrForbidden,
-	protocol.CodeGroupBusy:        ErrGroupBusy,
-	protocol.CodeCommitConflict:   ErrCommitConflict,
+	protocol.CodeTopicNotFound:      ErrTopicNotFound,
+	protocol.CodeTopicExists:        ErrTopicExists,
+	protocol.CodeInvalidTopic:       ErrInvalidTopic,
+	protocol.CodeOffsetOutOfRange:   ErrOffsetOutOfRange,
+	protocol.CodeFrameTooLarge:      ErrFrameTooLarge,
+	protocol.CodeBadBatch:           ErrBadBatch,
+	protocol.CodeUnreadableRange:    ErrUnreadable,
+	protocol.CodeTopicReadOnly:      ErrReadOnly,
+	protocol.CodeShuttingDown:       ErrShuttingDown,
+	protocol.CodeInvalidArgument:    ErrInvalidArgument,
+	protocol.CodeLimitReached:       ErrLimitReached,
+	protocol.CodeNoSpace:            ErrNoSpace,
+	protocol.CodeIdleTimeout:        ErrIdleTimeout,
+	protocol.CodeUnauthenticated:    ErrUnauthenticated,
+	protocol.CodeForbidden:          ErrForbidden,
+	protocol.CodeGroupBusy:          ErrGroupBusy,
+	protocol.CodeCommitConflict:     ErrCommitConflict,
+	protocol.CodeOutOfOrderSequence: ErrOutOfOrderSequence,
+	protocol.CodeOffsetMismatch:     ErrOffsetMismatch,
 }
 
 // Error is an error answered by the server: the operation, the protocol's
@@ -130,20 +139,22 @@ const (
 
 // Codes a server answers with; see the sentinels above for errors.Is.
 const (
-	CodeUnknown          = protocol.CodeUnknown
-	CodeTopicNotFound    = protocol.CodeTopicNotFound
-	CodeTopicExists      = protocol.CodeTopicExists
-	CodeInvalidTopic     = protocol.CodeInvalidTopic
-	CodeOffsetOutOfRange = protocol.CodeOffsetOutOfRange
-	CodeFrameTooLarge    = protocol.CodeFrameTooLarge
-	CodeBadBatch         = protocol.CodeBadBatch
-	CodeUnreadableRange  = protocol.CodeUnreadableRange
-	CodeTopicReadOnly    = protocol.CodeTopicReadOnly
-	CodeShuttingDown     = protocol.CodeShuttingDown
-	CodeInvalidArgument  = protocol.CodeInvalidArgument
-	CodeLimitReached     = protocol.CodeLimitReached
-	CodeNoSpace          = protocol.CodeNoSpace
-	CodeIdleTimeout      = protocol.CodeIdleTimeout
-	CodeUnauthenticated  = protocol.CodeUnauthenticated
-	CodeForbidden        = protocol.CodeForbidden
+	CodeUnknown            = protocol.CodeUnknown
+	CodeTopicNotFound      = protocol.CodeTopicNotFound
+	CodeTopicExists        = protocol.CodeTopicExists
+	CodeInvalidTopic       = protocol.CodeInvalidTopic
+	CodeOffsetOutOfRange   = protocol.CodeOffsetOutOfRange
+	CodeFrameTooLarge      = protocol.CodeFrameTooLarge
+	CodeBadBatch           = protocol.CodeBadBatch
+	CodeUnreadableRange    = protocol.CodeUnreadableRange
+	CodeTopicReadOnly      = protocol.CodeTopicReadOnly
+	CodeShuttingDown       = protocol.CodeShuttingDown
+	CodeInvalidArgument    = protocol.CodeInvalidArgument
+	CodeLimitReached       = protocol.CodeLimitReached
+	CodeNoSpace            = protocol.CodeNoSpace
+	CodeIdleTimeout        = protocol.CodeIdleTimeout
+	CodeUnauthenticated    = protocol.CodeUnauthenticated
+	CodeForbidden          = protocol.CodeForbidden
+	CodeOutOfOrderSequence = protocol.CodeOutOfOrderSequence
+	CodeOffsetMismatch     = protocol.CodeOffsetMismatch
 )

@@ -24,6 +24,7 @@ type options struct {
 	name           string      // the client's name in the hello
 	tls            *tls.Config // nil: plaintext
 	locateTimeout  time.Duration
+	idempotent     bool
 }
 
 func defaultOptions() options {
@@ -38,8 +39,18 @@ func defaultOptions() options {
 		idleTimeout:    DefaultIdleTimeout,
 		name:           "haraqa-go",
 		locateTimeout:  DefaultLocateTimeout,
+		idempotent:     true,
 	}
 }
+
+// WithIdempotence turns idempotent produce on or off (default on). On,
+// every batch of Produce, ProduceMessages and a Producer carries a
+// producer id and a sequence number, so a batch sent again after a broken
+// connection is stored once: the server answers it with the offset it got
+// the first time. Off, batches carry neither (they are version 1 batches,
+// readable by older consumers) and a produce that may have reached the
+// server is not sent again.
+func WithIdempotence(on bool) Option { return func(o *options) { o.idempotent = on } }
 
 // WithToken makes the client present token to the server: in a hello
 // (protocol op 9), the first request on every connection it opens,

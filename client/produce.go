@@ -2,22 +2,37 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/haraqa/haraqa/protocol"
 )
 
 // Produce sends msgs to topic as one batch in one round trip and returns
 // the offset of the first; the others follow in order. With auto-create on
-// (the default) a missing topic is created. A produce that fails on a
-// broken connection after it was sent is not retried (it may have been
-// stored): the error says ErrConnection and the caller decides.
+// (the default) a missing topic is created.
+//
+// With idempotence on (the default, WithIdempotence), a produce that
+// failed on a broken connection is sent again on a new one (WithRetries),
+// even if it may have reached the server: the batch carries the client's
+// producer id and a sequence number, and a server that stored it answers
+// the resend with the offset it gave it then, storing nothing. Without
+// idempotence a produce that fails after it was sent is not retried (it
+// may have been stored): the error says ErrConnection and the caller
+// decides. See the package doc for what a retry can still duplicate.
 func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int64, error) {
+	return c.produceMsgs(ctx, topic, -1, msgs)
+}
+
+// produceMsgs is Produce, and with expect >= 0 ProduceExpect.
+func (c *Client) produceMsgs(ctx context.Context, topic string, expect int64, msgs [][]byte) (int64, error) {
 	if c.cl != nil {
 		var base int64
-		err := c.cl.onTopic(ctx, topic, c.opts.autoCreate, func(s *Client) (err error) { base, err = s.Produce(ctx, topic, msgs...); return err })
+		err := c.cl.onTopic(ctx, topic, c.opts.autoCreate, func(s *Client) (err error) { base, err = s.produceMsgs(ctx, topic, expect, msgs); return err })
 		return base, err
 	}
 	if len(msgs) == 0 {
@@ -29,38 +44,148 @@ func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int
 	if c.opts.codec == protocol.CodecNone {
 		// Encode the batch straight into the request frame: one copy of
 		// the messages, no intermediate batch.
-		size := protocol.BatchHeaderSize + protocol.MessagesSize(msgs...)
+		size := c.batchHeaderSize(false) + protocol.MessagesSize(msgs...)
 		if size > c.opts.maxBatchBytes {
 			return 0, fmt.Errorf("%w: a batch of %d bytes, over the client's limit of %d (WithMaxBatchBytes, to match the server's -max-frame): produce fewer or smaller messages at a time", ErrFrameTooLarge, size, c.opts.maxBatchBytes)
 		}
-		return c.produce(ctx, topic, len(msgs), size, func(dst []byte) []byte {
-			return protocol.AppendBatch(dst, msgs...)
+		return c.produce(ctx, topic, len(msgs), size, false, expect, func(dst []byte, meta protocol.BatchMeta) []byte {
+			return protocol.AppendBatchMeta(dst, meta, msgs...)
 		})
 	}
-	batch := protocol.AppendBatchCodec(nil, c.opts.codec, msgs...)
-	if len(batch) > c.opts.maxBatchBytes {
-		return 0, fmt.Errorf("%w: a batch of %d bytes, over the client's limit of %d (WithMaxBatchBytes, to match the server's -max-frame): produce fewer or smaller messages at a time", ErrFrameTooLarge, len(batch), c.opts.maxBatchBytes)
+	raw := make([]byte, 0, protocol.MessagesSize(msgs...))
+	for _, m := range msgs {
+		raw = protocol.AppendMessage(raw, m)
 	}
-	return c.produce(ctx, topic, len(msgs), len(batch), func(dst []byte) []byte {
-		return append(dst, batch...)
+	return c.produceRaw(ctx, topic, false, expect, len(msgs), raw)
+}
+
+// ProduceExpect is Produce that appends msgs only if the topic's next
+// offset is next when the server commits them, and else fails with
+// ErrOffsetMismatch, storing nothing: optimistic concurrency (NATS's
+// Expected-Last-Sequence) for writers that read the topic's end
+// (TopicInfo) and must not interleave with another. A missing topic is
+// created when next is 0. With idempotence, a resend of a batch that was
+// stored is answered with its offset, not a mismatch.
+func (c *Client) ProduceExpect(ctx context.Context, topic string, next int64, msgs ...[]byte) (int64, error) {
+	if next < 0 {
+		return 0, fmt.Errorf("%w: expected offset %d is negative", ErrInvalidArgument, next)
+	}
+	return c.produceMsgs(ctx, topic, next, msgs)
+}
+
+// ProduceMessages is Produce for messages with headers: each message's
+// Value and Headers are sent (Offset and Time are the server's to set).
+// A batch in which no message has headers is sent as Produce sends it.
+func (c *Client) ProduceMessages(ctx context.Context, topic string, msgs ...Message) (int64, error) {
+	if c.cl != nil {
+		var base int64
+		err := c.cl.onTopic(ctx, topic, c.opts.autoCreate, func(s *Client) (err error) { base, err = s.ProduceMessages(ctx, topic, msgs...); return err })
+		return base, err
+	}
+	if len(msgs) == 0 {
+		return 0, fmt.Errorf("%w: no messages", ErrBadBatch)
+	}
+	if len(msgs) > protocol.MaxBatchMessages {
+		return 0, fmt.Errorf("%w: %d messages, at most %d in one batch (protocol.MaxBatchMessages)", ErrBadBatch, len(msgs), protocol.MaxBatchMessages)
+	}
+	headers := false
+	for _, m := range msgs {
+		if err := checkHeaders(m.Headers); err != nil {
+			return 0, err
+		}
+		headers = headers || len(m.Headers) > 0
+	}
+	var raw []byte
+	var ph []protocol.Header
+	for _, m := range msgs {
+		if headers {
+			ph = toProtocolHeaders(ph[:0], m.Headers)
+			raw = protocol.AppendHeaderMessage(raw, ph, m.Value)
+		} else {
+			raw = protocol.AppendMessage(raw, m.Value)
+		}
+	}
+	return c.produceRaw(ctx, topic, headers, -1, len(msgs), raw)
+}
+
+// produceRaw produces the batch of n messages whose uncompressed body is
+// raw, compressed with the client's codec (once: a retry seals the same
+// body again).
+func (c *Client) produceRaw(ctx context.Context, topic string, headers bool, expect int64, n int, raw []byte) (int64, error) {
+	body := protocol.CompressBody(c.opts.codec, raw)
+	size := c.batchHeaderSize(headers) + len(body)
+	if size > c.opts.maxBatchBytes {
+		return 0, fmt.Errorf("%w: a batch of %d bytes, over the client's limit of %d (WithMaxBatchBytes, to match the server's -max-frame): produce fewer or smaller messages at a time", ErrFrameTooLarge, size, c.opts.maxBatchBytes)
+	}
+	return c.produce(ctx, topic, n, size, headers, expect, func(dst []byte, meta protocol.BatchMeta) []byte {
+		return protocol.AppendBatchBodyMeta(dst, meta, c.opts.codec, n, len(raw), body)
 	})
 }
 
+// batchHeaderSize is the header size of the client's batches.
+func (c *Client) batchHeaderSize(headers bool) int {
+	return protocol.BatchMeta{ProducerID: c.producerID(), Headers: headers}.HeaderSize()
+}
+
+func (c *Client) producerID() uint64 {
+	if c.producer == nil {
+		return 0
+	}
+	return c.producer.id
+}
+
+// checkHeaders checks hs against the protocol's limits.
+func checkHeaders(hs []Header) error {
+	if len(hs) > protocol.MaxHeaders {
+		return fmt.Errorf("%w: %d headers, at most %d", ErrInvalidArgument, len(hs), protocol.MaxHeaders)
+	}
+	for _, h := range hs {
+		if len(h.Key) == 0 || len(h.Key) > protocol.MaxHeaderKeyLen {
+			return fmt.Errorf("%w: header key of %d bytes, must be 1 to %d", ErrInvalidArgument, len(h.Key), protocol.MaxHeaderKeyLen)
+		}
+		if len(h.Value) > protocol.MaxHeaderValueLen {
+			return fmt.Errorf("%w: header %q: value of %d bytes, at most %d", ErrInvalidArgument, h.Key, len(h.Value), protocol.MaxHeaderValueLen)
+		}
+	}
+	return nil
+}
+
+func toProtocolHeaders(dst []protocol.Header, hs []Header) []protocol.Header {
+	for _, h := range hs {
+		dst = append(dst, protocol.Header{Key: []byte(h.Key), Value: h.Value})
+	}
+	return dst
+}
+
 // produce sends one produce request whose batch, size bytes of count
-// messages, appendBatch appends.
-func (c *Client) produce(ctx context.Context, topic string, count, size int, appendBatch func(dst []byte) []byte) (int64, error) {
+// messages, appendBatch appends with the meta given. With idempotence the
+// batch's sequence is taken when its frame is first queued on a
+// connection, under the connection's write lock, so that a connection
+// carries a topic's batches in sequence order however many goroutines
+// produce; a retry sends the same sequence, and is made whether or not
+// the first attempt was sent.
+func (c *Client) produce(ctx context.Context, topic string, count, size int, headers bool, expect int64, appendBatch func(dst []byte, meta protocol.BatchMeta) []byte) (int64, error) {
+	meta := protocol.BatchMeta{Headers: headers}
+	assigned := c.producer == nil
 	var flags protocol.ProduceFlags
-	if c.opts.autoCreate {
+	if c.opts.autoCreate && expect <= 0 {
 		flags = protocol.ProduceCreateTopic
+	}
+	if expect >= 0 {
+		flags |= protocol.ProduceExpectOffset
 	}
 	c.stats.msgsSent.Add(int64(count))
 	c.stats.bytesSent.Add(int64(size))
 	c.stats.inFlight.Add(1)
 	defer c.stats.inFlight.Add(-1)
-	p, err := c.do(ctx, protocol.OpProduce, 0, false, func(dst []byte, id uint32) []byte {
+	p, err := c.do(ctx, protocol.OpProduce, 0, c.producer != nil, func(dst []byte, id uint32) []byte {
+		if !assigned {
+			meta.ProducerID, meta.Sequence = c.producer.id, c.producer.next(topic)
+			assigned = true
+		}
 		dst = slices.Grow(dst, protocol.HeaderSize+16+len(topic)+size)
-		dst = protocol.AppendProduceRequestHeader(dst, id, topic, flags, size)
-		return appendBatch(dst)
+		dst = protocol.AppendProduceRequestHeaderExpect(dst, id, topic, flags, expect, size)
+		return appendBatch(dst, meta)
 	})
 	if err != nil {
 		return 0, err
@@ -75,4 +200,32 @@ func (c *Client) produce(ctx context.Context, topic string, count, size int, app
 	c.stats.msgsAcked.Add(int64(count))
 	c.stats.bytesAcked.Add(int64(size))
 	return r.BaseOffset, nil
+}
+
+// producerSeq is an idempotent producer: a random id and the next sequence
+// per topic.
+type producerSeq struct {
+	id   uint64
+	mu   sync.Mutex
+	seqs map[string]uint64
+}
+
+// newProducerSeq returns a producer with a fresh random non-zero id.
+func newProducerSeq() *producerSeq {
+	var b [8]byte
+	var id uint64
+	for id == 0 {
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		id = binary.LittleEndian.Uint64(b[:])
+	}
+	return &producerSeq{id: id, seqs: make(map[string]uint64)}
+}
+
+// next returns the sequence of the producer's next batch to topic.
+func (p *producerSeq) next(topic string) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.seqs[topic]
+	p.seqs[topic] = s + 1
+	return s
 }

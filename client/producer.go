@@ -1,9 +1,11 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,18 +53,29 @@ func WithMaxBuffered(msgs, bytes int) ProducerOption {
 // Producer batches messages sent one at a time to one topic: a batch goes
 // out when it holds the batch size, when the linger time has passed since
 // its first message, or on Flush. Batches are pipelined on the client's
-// connection in order, so offsets follow Send order. A batch that fails
-// (the server's answer, or a broken connection after it was sent) fails
-// every Future in it and is not resent, since it may have been stored.
-// A Producer is safe for concurrent use.
+// connection in order, so offsets follow Send order.
+//
+// With idempotence on (the client's default, WithIdempotence) each
+// Producer has a producer id of its own and numbers its batches; a batch
+// whose connection broke, sent or not, is sent again on a new connection
+// until the request timeout, in order with the batches after it, and a
+// server that had stored it answers with its first offset: every message
+// is stored once and offsets still follow Send order. Without idempotence,
+// a batch that fails after it was sent (a broken connection) fails every
+// Future in it and is not resent, since it may have been stored. A batch
+// the server refuses fails its Futures either way. A Producer is safe for
+// concurrent use.
 type Producer struct {
 	c     *Client
 	topic string
 	o     producerOptions
+	pid   uint64 // idempotence: this Producer's id; 0 when off
 
 	mu       sync.Mutex
 	cur      *pbatch
-	sealed   []*pbatch // waiting for the sender
+	nextSeq  uint64    // the sequence of the next batch sealed
+	sealed   []*pbatch // waiting for the sender, ascending sequence (resends go back here)
+	flying   []*pbatch // sent, not yet answered
 	open     []*pbatch // sealed and not yet completed, oldest first
 	bufMsgs  int
 	bufBytes int
@@ -83,6 +96,15 @@ type pbatch struct {
 	futures []*Future
 	timer   *time.Timer
 	done    chan struct{}
+	headers bool // its messages carry header sections
+
+	// Set when sealed, or by the sender.
+	seq      uint64
+	batch    []byte        // the encoded batch, made at its first send
+	deadline time.Time     // its first send plus the request timeout
+	sends    int           // times it was handed to a connection
+	cn       *conn         // the connection it is in flight on
+	answered chan struct{} // closed when its answer (or failure) is handled
 }
 
 // Future is the outcome of one sent message.
@@ -122,6 +144,9 @@ func (c *Client) NewProducer(topic string, opts ...ProducerOption) *Producer {
 		sem:  make(chan struct{}, o.maxInFlight),
 		done: make(chan struct{}),
 	}
+	if c.opts.idempotent {
+		p.pid = newProducerSeq().id
+	}
 	go p.sender()
 	return p
 }
@@ -150,7 +175,39 @@ func (p *Producer) TrySend(msg []byte) (*Future, error) {
 	return f, err
 }
 
+// SendMessage is Send for a message with headers: m's Value and Headers
+// are sent (copied). Messages with headers and without go in batches of
+// their own, so a switch between the two seals the current batch.
+func (p *Producer) SendMessage(ctx context.Context, m Message) (*Future, error) {
+	if len(m.Headers) == 0 {
+		return p.Send(ctx, m.Value)
+	}
+	if err := checkHeaders(m.Headers); err != nil {
+		return nil, err
+	}
+	enc := protocol.AppendHeaders(nil, toProtocolHeaders(nil, m.Headers), m.Value)
+	for {
+		f, room, err := p.addEncoded(enc, true)
+		if err != ErrBufferFull {
+			return f, err
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-p.c.done:
+			return nil, ErrClosed
+		}
+	}
+}
+
 func (p *Producer) add(msg []byte) (*Future, chan struct{}, error) {
+	return p.addEncoded(msg, false)
+}
+
+// addEncoded adds msg, a message's bytes (with its header section when
+// headers is set), to the current batch.
+func (p *Producer) addEncoded(msg []byte, headers bool) (*Future, chan struct{}, error) {
 	if p.err != nil {
 		return nil, nil, p.err
 	}
@@ -166,11 +223,11 @@ func (p *Producer) add(msg []byte) (*Future, chan struct{}, error) {
 	if p.bufMsgs > 0 && (p.bufMsgs+1 > p.o.maxMsgs || p.bufBytes+size > p.o.maxBytes) {
 		return nil, p.room, ErrBufferFull
 	}
-	if p.cur != nil && len(p.cur.raw)+size+protocol.BatchHeaderSize > p.c.opts.maxBatchBytes {
+	if p.cur != nil && (len(p.cur.raw)+size+protocol.BatchHeaderSize > p.c.opts.maxBatchBytes || p.cur.headers != headers) {
 		p.sealLocked()
 	}
 	if p.cur == nil {
-		p.cur = &pbatch{done: make(chan struct{})}
+		p.cur = &pbatch{done: make(chan struct{}), headers: headers}
 		if p.o.linger > 0 {
 			b := p.cur
 			b.timer = time.AfterFunc(p.o.linger, func() {
@@ -204,6 +261,8 @@ func (p *Producer) sealLocked() {
 	if b.timer != nil {
 		b.timer.Stop()
 	}
+	b.seq = p.nextSeq
+	p.nextSeq++
 	p.sealed = append(p.sealed, b)
 	p.open = append(p.open, b)
 	select {
@@ -221,11 +280,15 @@ func (p *Producer) sender() {
 		case <-p.quit:
 			return
 		}
-		p.mu.Lock()
-		batches := p.sealed
-		p.sealed = nil
-		p.mu.Unlock()
-		for _, b := range batches {
+		for {
+			p.mu.Lock()
+			if len(p.sealed) == 0 {
+				p.mu.Unlock()
+				break
+			}
+			b := p.sealed[0]
+			p.sealed = slices.Delete(p.sealed, 0, 1)
+			p.mu.Unlock()
 			select {
 			case p.sem <- struct{}{}:
 			case <-p.c.done:
@@ -237,28 +300,58 @@ func (p *Producer) sender() {
 	}
 }
 
-// send writes one batch and leaves its answer to a goroutine.
+// send writes one batch and leaves its answer to a goroutine. It holds an
+// in-flight slot, which it releases if it puts the batch back.
 func (p *Producer) send(b *pbatch) {
 	count := len(b.futures)
-	batch := protocol.AppendBatchRaw(nil, p.c.opts.codec, count, b.raw)
+	if b.batch == nil {
+		meta := protocol.BatchMeta{Headers: b.headers}
+		if p.pid != 0 {
+			meta.ProducerID, meta.Sequence = p.pid, b.seq
+		}
+		b.batch = protocol.AppendBatchRawMeta(nil, meta, p.c.opts.codec, count, b.raw)
+		b.deadline = time.Now().Add(p.c.opts.requestTimeout)
+	}
+	batch := b.batch
 	var flags protocol.ProduceFlags
 	if p.c.opts.autoCreate {
 		flags = protocol.ProduceCreateTopic
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.c.opts.requestTimeout)
+	ctx, cancel := context.WithDeadline(context.Background(), b.deadline)
+	bo := p.c.newBackoff(producerBackoffMax)
+	if b.sends > 0 {
+		// A resend after a broken connection: not at once, in case the
+		// new connection breaks at once too.
+		for range min(b.sends, 4) {
+			bo.next = min(2*bo.next, bo.ceiling)
+		}
+		if err := bo.wait(ctx); err != nil {
+			cancel()
+			p.complete(b, true, 0, fmt.Errorf("%w: %w", ErrConnection, err))
+			return
+		}
+	}
 	// A batch that cannot have reached the server (no connection, or
 	// refused before it was written) is sent again, with a doubling
 	// backoff, until the request timeout: like Produce, never twice.
 	var cn *conn
 	var id uint32
 	var ch chan response
-	bo := p.c.newBackoff(producerBackoffMax)
 	for {
 		var err error
 		if cn, err = p.c.connect(ctx, &p.c.main); err == nil {
+			if p.pid != 0 && p.behindResends(b, cn) {
+				cancel()
+				<-p.sem
+				return
+			}
+			p.fly(b, cn)
 			id, ch, err = cn.send(deadlineOf(ctx), func(dst []byte, corrID uint32) []byte {
 				return protocol.AppendProduceRequest(dst, corrID, p.topic, flags, batch)
 			})
+			if err != nil {
+				p.land(b)
+			}
 		}
 		if err == nil {
 			break
@@ -274,6 +367,7 @@ func (p *Producer) send(b *pbatch) {
 			return
 		} // ctx's end is seen by the next attempt
 	}
+	b.sends++
 	p.c.stats.msgsSent.Add(int64(count))
 	p.c.stats.bytesSent.Add(int64(len(batch)))
 	p.c.stats.inFlight.Add(1)
@@ -299,11 +393,86 @@ func (p *Producer) send(b *pbatch) {
 				p.c.stats.bytesAcked.Add(int64(len(batch)))
 			}
 		}
+		if p.pid != 0 && errors.Is(err, ErrConnection) && ctx.Err() == nil && !p.c.isClosed() {
+			// Stored or not, the server answers a resend with the
+			// batch's first offset: put it back in order.
+			p.resend(b)
+			return
+		}
+		p.land(b)
 		if err != nil {
 			p.c.stats.errors.Add(1)
 		}
 		p.complete(b, true, base, err)
 	}()
+}
+
+// fly records b as in flight on cn.
+func (p *Producer) fly(b *pbatch, cn *conn) {
+	p.mu.Lock()
+	b.cn, b.answered = cn, make(chan struct{})
+	p.flying = append(p.flying, b)
+	p.mu.Unlock()
+}
+
+// land records that b's answer is handled.
+func (p *Producer) land(b *pbatch) {
+	p.mu.Lock()
+	p.landLocked(b)
+	p.mu.Unlock()
+}
+
+// landLocked is land; p.mu must be held.
+func (p *Producer) landLocked(b *pbatch) {
+	if i := slices.Index(p.flying, b); i >= 0 {
+		p.flying = slices.Delete(p.flying, i, i+1)
+		close(b.answered)
+	}
+}
+
+// resend puts b, whose connection broke, back among the sealed batches in
+// sequence order, frees its slot and wakes the sender.
+func (p *Producer) resend(b *pbatch) {
+	p.mu.Lock()
+	i, _ := slices.BinarySearchFunc(p.sealed, b.seq, func(x *pbatch, seq uint64) int { return cmp.Compare(x.seq, seq) })
+	p.sealed = slices.Insert(p.sealed, i, b)
+	p.landLocked(b)
+	p.mu.Unlock()
+	<-p.sem
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// behindResends is called before b goes out on cn: it waits until every
+// batch in flight on an earlier (broken) connection is answered or put
+// back, and reports whether one that precedes b was put back, in which
+// case b goes back too (in order), so that batches reach the server in
+// sequence order and offsets follow Send order.
+func (p *Producer) behindResends(b *pbatch, cn *conn) bool {
+	for {
+		p.mu.Lock()
+		var stale *pbatch
+		for _, x := range p.flying {
+			if x.cn != cn {
+				stale = x
+				break
+			}
+		}
+		if stale == nil {
+			behind := len(p.sealed) > 0 && p.sealed[0].seq < b.seq
+			if behind {
+				i, _ := slices.BinarySearchFunc(p.sealed, b.seq, func(x *pbatch, seq uint64) int { return cmp.Compare(x.seq, seq) })
+				p.sealed = slices.Insert(p.sealed, i, b)
+			}
+			p.mu.Unlock()
+			return behind
+		}
+		ch := stale.answered
+		p.mu.Unlock()
+		<-ch // its connection is dead: every request on it is being failed
+	}
 }
 
 // complete resolves a batch's futures and frees its room and, if it held

@@ -19,17 +19,29 @@ const (
 	batchFlagsOff      = 26 // uint16: reserved, must be zero
 	batchCountOff      = 28 // uint32: number of messages, at least 1
 	batchRawSizeOff    = 32 // uint32: body size once decompressed
+	batchProducerOff   = 36 // uint64, version 2: producer id, 0 when FlagProducer is clear
+	batchSequenceOff   = 44 // uint64, version 2: the producer's sequence number of this batch
 
-	// BatchHeaderSize is the size of the fixed batch header that precedes the body.
-	BatchHeaderSize = 36
+	// MinBatchHeaderSize is the header of version 1, the smallest: what a
+	// reader needs to learn a batch's length, version and append time.
+	MinBatchHeaderSize = 36
+	// BatchHeaderSize is the header of version 2, the largest: the version 1
+	// fields and then the producer id and sequence.
+	BatchHeaderSize = 52
 
 	// crcStart is where the bytes covered by the CRC begin: everything after the
 	// CRC field, so the server can stamp the base offset and the append time
 	// without recomputing it.
 	crcStart = batchMagicOff
 
-	// BatchMagic is the current batch format version.
-	BatchMagic = 1
+	// BatchMagicV1 is the first batch format version: a 36-byte header,
+	// flags always zero. Still read, and still written for a batch that
+	// uses nothing of version 2, so such a batch is byte for byte what it
+	// was before version 2 existed.
+	BatchMagicV1 = 1
+	// BatchMagic is the current batch format version: a 52-byte header
+	// with the producer id and sequence, and flags.
+	BatchMagic = 2
 
 	// MaxBatchSize bounds the length field of any batch (1 GiB). Callers apply
 	// their own, usually much smaller, limit with ParseBatchLimit.
@@ -42,6 +54,21 @@ const (
 	// a 64 MiB batch could hold 64 Mi empty messages, which every consumer
 	// would have to split into as many messages.
 	MaxBatchMessages = 1 << 20
+)
+
+// BatchFlags are the flags of a version 2 batch.
+type BatchFlags uint16
+
+// Batch flags. Other bits are reserved and must be zero.
+const (
+	// FlagProducer: the batch comes from an idempotent producer; its
+	// producer id (not zero) and sequence are set.
+	FlagProducer BatchFlags = 1 << 0
+	// FlagHeaders: every message of the body carries a header section
+	// (AppendHeaderMessage, SplitHeaders).
+	FlagHeaders BatchFlags = 1 << 1
+
+	batchFlagsKnown = FlagProducer | FlagHeaders
 )
 
 // Codec says how a batch body is encoded. Storage treats every codec's body
@@ -78,11 +105,49 @@ type Batch struct {
 	BaseOffset int64  // offset of the first message
 	AppendTime int64  // Unix nanoseconds, set by the server
 	CRC        uint32 // CRC32C of Raw[24:]
+	Magic      uint8  // format version: BatchMagicV1 or BatchMagic
 	Codec      Codec
-	Count      int    // number of messages, >= 1
-	RawSize    int    // body size after decompression
-	Body       []byte // the encoded messages
-	Raw        []byte // the whole batch, header included
+	Flags      BatchFlags // 0 in version 1
+	Count      int        // number of messages, >= 1
+	RawSize    int        // body size after decompression
+	ProducerID uint64     // FlagProducer: the producer's id, else 0
+	Sequence   uint64     // FlagProducer: the producer's sequence of this batch, else 0
+	Body       []byte     // the encoded messages
+	Raw        []byte     // the whole batch, header included
+}
+
+// Meta returns the version 2 fields of the batch.
+func (bt *Batch) Meta() BatchMeta {
+	return BatchMeta{ProducerID: bt.ProducerID, Sequence: bt.Sequence, Headers: bt.Flags&FlagHeaders != 0}
+}
+
+// BatchMeta holds what a version 2 batch adds: the idempotent producer's
+// id and sequence, and whether messages carry headers. The zero BatchMeta
+// makes a version 1 batch.
+type BatchMeta struct {
+	ProducerID uint64 // not 0: an idempotent producer's batch
+	Sequence   uint64 // the producer's number for this batch (with ProducerID)
+	Headers    bool   // every message carries a header section
+}
+
+// HeaderSize returns the size of the header of a batch carrying m:
+// MinBatchHeaderSize for the zero BatchMeta, else BatchHeaderSize.
+func (m BatchMeta) HeaderSize() int {
+	if m == (BatchMeta{}) {
+		return MinBatchHeaderSize
+	}
+	return BatchHeaderSize
+}
+
+func (m BatchMeta) flags() BatchFlags {
+	var f BatchFlags
+	if m.ProducerID != 0 {
+		f |= FlagProducer
+	}
+	if m.Headers {
+		f |= FlagHeaders
+	}
+	return f
 }
 
 // BatchSize returns the total size of the batch whose first bytes are b, as
@@ -105,7 +170,7 @@ func ParseBatch(b []byte) (Batch, int, error) {
 // ParseBatchLimit is ParseBatch with a maximum total batch size.
 func ParseBatchLimit(b []byte, limit int) (Batch, int, error) {
 	var bt Batch
-	if len(b) < BatchHeaderSize {
+	if len(b) < MinBatchHeaderSize {
 		if len(b) >= 4 {
 			if err := checkBatchSize(BatchSize(b), limit); err != nil {
 				return bt, 0, err
@@ -117,18 +182,37 @@ func ParseBatchLimit(b []byte, limit int) (Batch, int, error) {
 	if err := checkBatchSize(size, limit); err != nil {
 		return bt, 0, err
 	}
-	if b[batchMagicOff] != BatchMagic {
+	hdr := MinBatchHeaderSize
+	switch b[batchMagicOff] {
+	case BatchMagicV1:
+	case BatchMagic:
+		hdr = BatchHeaderSize
+		if size < BatchHeaderSize {
+			return bt, 0, ErrBadLength
+		}
+	default:
 		return bt, 0, ErrBadMagic
 	}
 	if int64(len(b)) < size {
 		return bt, 0, ErrShortBatch
 	}
 	n := int(size)
+	bt.Magic = b[batchMagicOff]
 	bt.Codec = Codec(b[batchCodecOff])
 	if !bt.Codec.Valid() {
 		return bt, 0, ErrBadCodec
 	}
-	if binary.LittleEndian.Uint16(b[batchFlagsOff:]) != 0 {
+	bt.Flags = BatchFlags(binary.LittleEndian.Uint16(b[batchFlagsOff:]))
+	if hdr == BatchHeaderSize {
+		bt.ProducerID = binary.LittleEndian.Uint64(b[batchProducerOff:])
+		bt.Sequence = binary.LittleEndian.Uint64(b[batchSequenceOff:])
+		// The producer fields are set exactly when the flag says so, so
+		// that one batch has one reading.
+		if bt.Flags&^batchFlagsKnown != 0 || (bt.Flags&FlagProducer != 0) != (bt.ProducerID != 0) ||
+			bt.Flags&FlagProducer == 0 && bt.Sequence != 0 {
+			return bt, 0, ErrBadFlags
+		}
+	} else if bt.Flags != 0 {
 		return bt, 0, ErrBadFlags
 	}
 	count := binary.LittleEndian.Uint32(b[batchCountOff:])
@@ -143,20 +227,25 @@ func ParseBatchLimit(b []byte, limit int) (Batch, int, error) {
 	bt.CRC = binary.LittleEndian.Uint32(b[batchCRCOff:])
 	bt.Count = int(count)
 	bt.RawSize = int(binary.LittleEndian.Uint32(b[batchRawSizeOff:]))
-	bt.Body = b[BatchHeaderSize:n:n]
+	bt.Body = b[hdr:n:n]
 	bt.Raw = b[:n:n]
 	if bt.Codec == CodecNone && bt.RawSize != len(bt.Body) {
 		return bt, 0, ErrBadCount
 	}
-	// Every message takes at least one byte (its length prefix), once decompressed.
-	if bt.RawSize < bt.Count {
+	// Every message takes at least one byte (its length prefix), once
+	// decompressed; with headers, two (and a header count).
+	minSize := bt.Count
+	if bt.Flags&FlagHeaders != 0 {
+		minSize *= 2
+	}
+	if bt.RawSize < minSize {
 		return bt, 0, ErrBadCount
 	}
 	return bt, n, nil
 }
 
 func checkBatchSize(size int64, limit int) error {
-	if size < BatchHeaderSize {
+	if size < MinBatchHeaderSize {
 		return ErrBadLength
 	}
 	if size > int64(limit) || size > MaxBatchSize {
@@ -184,7 +273,17 @@ func (bt *Batch) Validate() error {
 	if bt.Codec != CodecNone {
 		return nil
 	}
-	return ValidateMessages(bt.Body, bt.Count)
+	return bt.ValidateMessages(bt.Body)
+}
+
+// ValidateMessages checks that body, this batch's body or its decoded
+// form, holds exactly Count well-formed messages: with FlagHeaders, each
+// with a well-formed header section.
+func (bt *Batch) ValidateMessages(body []byte) error {
+	if bt.Flags&FlagHeaders != 0 {
+		return ValidateHeaderMessages(body, bt.Count)
+	}
+	return ValidateMessages(body, bt.Count)
 }
 
 // ValidateMessages checks that body holds exactly count length-prefixed
@@ -256,39 +355,69 @@ func uvarintLen(x uint64) int {
 	return n
 }
 
-// AppendBatch appends an uncompressed batch holding msgs to dst, with its CRC
-// set and the server-stamped fields zero. It is the common producer path.
+// AppendBatch appends an uncompressed version 1 batch holding msgs to dst,
+// with its CRC set and the server-stamped fields zero. It is the common
+// producer path.
 func AppendBatch(dst []byte, msgs ...[]byte) []byte {
+	return AppendBatchMeta(dst, BatchMeta{}, msgs...)
+}
+
+// AppendBatchMeta is AppendBatch for a batch carrying meta (a version 2
+// batch unless meta is zero). With meta.Headers, each of msgs must be a
+// message with its header section (AppendHeaders).
+func AppendBatchMeta(dst []byte, meta BatchMeta, msgs ...[]byte) []byte {
 	start := len(dst)
-	dst = append(dst, make([]byte, BatchHeaderSize)...)
+	hdr := meta.HeaderSize()
+	dst = append(dst, make([]byte, hdr)...)
 	for _, m := range msgs {
 		dst = AppendMessage(dst, m)
 	}
-	SealBatch(dst[start:], CodecNone, len(msgs), len(dst)-start-BatchHeaderSize)
+	SealBatchMeta(dst[start:], meta, CodecNone, len(msgs), len(dst)-start-hdr)
 	return dst
 }
 
-// AppendBatchBody appends a batch around an already encoded body: body is an
-// uncompressed body (CodecNone) or one compressed with codec, count is the
-// number of messages and rawSize the uncompressed body size.
+// AppendBatchBody appends a version 1 batch around an already encoded
+// body: body is an uncompressed body (CodecNone) or one compressed with
+// codec, count is the number of messages and rawSize the uncompressed
+// body size.
 func AppendBatchBody(dst []byte, codec Codec, count, rawSize int, body []byte) []byte {
+	return AppendBatchBodyMeta(dst, BatchMeta{}, codec, count, rawSize, body)
+}
+
+// AppendBatchBodyMeta is AppendBatchBody for a batch carrying meta.
+func AppendBatchBodyMeta(dst []byte, meta BatchMeta, codec Codec, count, rawSize int, body []byte) []byte {
 	start := len(dst)
-	dst = append(dst, make([]byte, BatchHeaderSize)...)
+	dst = append(dst, make([]byte, meta.HeaderSize())...)
 	dst = append(dst, body...)
-	SealBatch(dst[start:], codec, count, rawSize)
+	SealBatchMeta(dst[start:], meta, codec, count, rawSize)
 	return dst
 }
 
-// SealBatch fills in the header of b, a batch whose body already follows the
-// BatchHeaderSize header bytes, and computes its CRC. Base offset and append
-// time are left as they are.
+// SealBatch fills in the header of b, a version 1 batch whose body already
+// follows the MinBatchHeaderSize header bytes, and computes its CRC. Base
+// offset and append time are left as they are.
 func SealBatch(b []byte, codec Codec, count, rawSize int) {
+	SealBatchMeta(b, BatchMeta{}, codec, count, rawSize)
+}
+
+// SealBatchMeta is SealBatch for a batch carrying meta, whose body follows
+// meta.HeaderSize() header bytes.
+func SealBatchMeta(b []byte, meta BatchMeta, codec Codec, count, rawSize int) {
 	binary.LittleEndian.PutUint32(b[batchLengthOff:], uint32(len(b)-4))
-	b[batchMagicOff] = BatchMagic
+	b[batchMagicOff] = BatchMagicV1
 	b[batchCodecOff] = byte(codec)
-	binary.LittleEndian.PutUint16(b[batchFlagsOff:], 0)
+	binary.LittleEndian.PutUint16(b[batchFlagsOff:], uint16(meta.flags()))
 	binary.LittleEndian.PutUint32(b[batchCountOff:], uint32(count))
 	binary.LittleEndian.PutUint32(b[batchRawSizeOff:], uint32(rawSize))
+	if meta.HeaderSize() == BatchHeaderSize {
+		b[batchMagicOff] = BatchMagic
+		seq := meta.Sequence
+		if meta.ProducerID == 0 {
+			seq = 0
+		}
+		binary.LittleEndian.PutUint64(b[batchProducerOff:], meta.ProducerID)
+		binary.LittleEndian.PutUint64(b[batchSequenceOff:], seq)
+	}
 	binary.LittleEndian.PutUint32(b[batchCRCOff:], crc32.Checksum(b[crcStart:], castagnoli))
 }
 
@@ -322,7 +451,7 @@ func Messages(body []byte, count int, base int64, fn func(offset int64, msg []by
 // BatchAppendTime returns the append time stamped in the batch header at the
 // start of hdr, or 0 when hdr is shorter than a header.
 func BatchAppendTime(hdr []byte) int64 {
-	if len(hdr) < BatchHeaderSize {
+	if len(hdr) < MinBatchHeaderSize {
 		return 0
 	}
 	return int64(binary.LittleEndian.Uint64(hdr[batchAppendTimeOff:]))

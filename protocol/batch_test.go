@@ -106,7 +106,7 @@ func TestBatchErrors(t *testing.T) {
 		t.Errorf("flip: %v", err)
 	}
 	wrongCount := bytes.Clone(good)
-	SealBatch(wrongCount, CodecNone, 2, len(good)-BatchHeaderSize)
+	SealBatch(wrongCount, CodecNone, 2, len(good)-MinBatchHeaderSize)
 	bt, _, err = ParseBatch(wrongCount)
 	if err != nil {
 		t.Fatal(err)
@@ -120,12 +120,15 @@ func FuzzParseBatch(f *testing.F) {
 	f.Add(AppendBatch(nil, []byte("a"), []byte("bc")))
 	f.Add(AppendBatch(nil, make([]byte, 300)))
 	f.Add([]byte{0x20, 0, 0, 0})
+	f.Add(AppendBatchMeta(nil, BatchMeta{ProducerID: 3, Sequence: 9}, []byte("a"), []byte("bc")))
+	f.Add(AppendBatchMeta(nil, BatchMeta{Headers: true},
+		AppendHeaders(nil, []Header{{Key: []byte("k"), Value: []byte("v")}}, []byte("a")), AppendHeaders(nil, nil, nil)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		bt, n, err := ParseBatchLimit(b, 1<<20)
 		if err != nil {
 			return
 		}
-		if n < BatchHeaderSize || n > len(b) || len(bt.Raw) != n {
+		if n < MinBatchHeaderSize || n > len(b) || len(bt.Raw) != n {
 			t.Fatalf("bad size %d of %d", n, len(b))
 		}
 		if err := bt.Validate(); err != nil {
@@ -142,9 +145,22 @@ func FuzzParseBatch(f *testing.F) {
 		}); err != nil {
 			t.Fatalf("valid batch has bad messages: %v", err)
 		}
-		re := AppendBatch(nil, msgs...)
+		if bt.Flags&FlagHeaders != 0 {
+			// Every message of a valid batch with headers splits, and
+			// its headers and value encode back to the same bytes.
+			for i, m := range msgs {
+				hs, v, err := SplitHeaders(nil, m)
+				if err != nil {
+					t.Fatalf("message %d of a valid batch: %v", i, err)
+				}
+				if CheckHeaders(hs) != nil || !bytes.Equal(AppendHeaders(nil, hs, v), m) {
+					t.Fatalf("message %d does not re-encode", i)
+				}
+			}
+		}
+		re := AppendBatchMeta(nil, bt.Meta(), msgs...)
 		rt, _, err := ParseBatch(re)
-		if err != nil || rt.Validate() != nil || rt.Count != len(msgs) {
+		if err != nil || rt.Validate() != nil || rt.Count != len(msgs) || rt.Meta() != bt.Meta() {
 			t.Fatalf("re-encoded batch invalid: %v", err)
 		}
 		i := 0

@@ -42,14 +42,24 @@ func AppendBatchCodec(dst []byte, codec Codec, msgs ...[]byte) []byte {
 // AppendBatchRaw appends a batch of count messages whose uncompressed body
 // (length-prefixed messages) is raw, compressed with codec.
 func AppendBatchRaw(dst []byte, codec Codec, count int, raw []byte) []byte {
-	body := raw
+	return AppendBatchRawMeta(dst, BatchMeta{}, codec, count, raw)
+}
+
+// AppendBatchRawMeta is AppendBatchRaw for a batch carrying meta.
+func AppendBatchRawMeta(dst []byte, meta BatchMeta, codec Codec, count int, raw []byte) []byte {
+	return AppendBatchBodyMeta(dst, meta, codec, count, len(raw), CompressBody(codec, raw))
+}
+
+// CompressBody returns raw, an uncompressed body, compressed with codec:
+// raw itself for CodecNone, a new slice otherwise.
+func CompressBody(codec Codec, raw []byte) []byte {
 	switch codec {
 	case CodecS2:
-		body = s2.Encode(nil, raw)
+		return s2.Encode(nil, raw)
 	case CodecZstd:
-		body = zstdEnc().EncodeAll(raw, nil)
+		return zstdEnc().EncodeAll(raw, nil)
 	}
-	return AppendBatchBody(dst, codec, count, len(raw), body)
+	return raw
 }
 
 // DecodeBody returns the uncompressed body of a verified batch: Body itself
@@ -106,7 +116,7 @@ func (bt *Batch) ValidateBody(maxRaw int, scratch []byte) ([]byte, error) {
 		return scratch, err
 	}
 	if bt.Codec == CodecNone {
-		return scratch, ValidateMessages(bt.Body, bt.Count)
+		return scratch, bt.ValidateMessages(bt.Body)
 	}
 	if bt.RawSize > maxRaw {
 		return scratch, fmt.Errorf("%w: body decodes to %d bytes, over the limit of %d", ErrBadBody, bt.RawSize, maxRaw)
@@ -115,5 +125,5 @@ func (bt *Batch) ValidateBody(maxRaw int, scratch []byte) ([]byte, error) {
 	if err != nil {
 		return scratch, err
 	}
-	return raw[:0], ValidateMessages(raw, bt.Count)
+	return raw[:0], bt.ValidateMessages(raw)
 }

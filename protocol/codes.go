@@ -33,8 +33,10 @@ const (
 	CodeForbidden          Code = 19 // the connection's token does not allow this request
 	CodeGroupBusy          Code = 20 // another member holds the lease on the (group, topic)
 	CodeCommitConflict     Code = 21 // a compare-and-set commit found another committed offset
+	CodeOutOfOrderSequence Code = 22 // an idempotent batch's sequence is below those the server remembers, or reused with another count
+	CodeOffsetMismatch     Code = 23 // produce with an expected offset: the topic's next offset is another
 
-	codeMax = CodeCommitConflict
+	codeMax = CodeOffsetMismatch
 )
 
 var codeNames = [...]string{
@@ -60,10 +62,12 @@ var codeNames = [...]string{
 	CodeForbidden:          "forbidden",
 	CodeGroupBusy:          "group busy",
 	CodeCommitConflict:     "commit conflict",
+	CodeOutOfOrderSequence: "out of order sequence",
+	CodeOffsetMismatch:     "offset mismatch",
 }
 
 func (c Code) String() string {
-	if c <= codeMax {
+	if c <= codeMax && codeNames[c] != "" {
 		return codeNames[c]
 	}
 	return "code " + strconv.Itoa(int(c))

@@ -13,7 +13,11 @@
 //
 // # Batch
 //
-// A batch holds one or more messages. Its 36-byte header:
+// A batch holds one or more messages. Two versions exist, told apart by
+// the magic byte; both are read everywhere, and an encoder writes version 1
+// for a batch that uses nothing of version 2 (no producer, no headers), so
+// such a batch is byte for byte what it always was. Version 1's 36-byte
+// header:
 //
 //	offset size field        meaning
 //	0      4    length       uint32, bytes after this field: 32 + len(body)
@@ -22,16 +26,29 @@
 //	20     4    crc          uint32, CRC32C (Castagnoli) of bytes [24, 4+length)
 //	24     1    magic        uint8, format version, 1
 //	25     1    codec        uint8, 0 none, 1 s2, 2 zstd
-//	26     2    flags        uint16, reserved, 0
+//	26     2    flags        uint16, 0 in version 1
 //	28     4    count        uint32, number of messages, 1 to 1,048,576 (MaxBatchMessages)
 //	32     4    raw size     uint32, body size once decompressed
 //	36     -    body         length-32 bytes
 //
+// Version 2 (magic 2) has a 52-byte header: the same first 36 bytes, and
+//
+//	offset size field        meaning
+//	24     1    magic        uint8, 2
+//	26     2    flags        uint16, bit 0 (FlagProducer): an idempotent
+//	                         producer's batch; bit 1 (FlagHeaders): every
+//	                         message has a header section; other bits 0
+//	36     8    producer id  uint64, not 0 with bit 0, 0 without
+//	44     8    sequence     uint64, the producer's number for this batch
+//	                         on this topic; 0 without bit 0
+//	52     -    body         length-48 bytes
+//
 // The CRC covers everything after itself (magic, codec, flags, count, raw
-// size and body) but not the length, base offset or append time: the server
-// stamps the last two into the batch as it stores it without recomputing the
-// CRC, and the length is checked by the framing around it. A producer sends
-// zeros in the stamped fields; the server overwrites them.
+// size, in version 2 the producer id and sequence, and the body) but not
+// the length, base offset or append time: the server stamps the last two
+// into the batch as it stores it without recomputing the CRC, and the
+// length is checked by the framing around it. A producer sends zeros in the
+// stamped fields; the server overwrites them.
 //
 // The body of an uncompressed batch (codec 0) is count messages, each a
 // uvarint length (encoding/binary's Uvarint: 7 bits per byte, low bits
@@ -43,14 +60,39 @@
 // never decompresses; the HTTP API does, to serve plain messages
 // (Batch.DecodeBody; AppendBatchCodec builds compressed batches).
 //
+// With FlagHeaders, each message's bytes (after its length) start with a
+// header section, then its value:
+//
+//	uvarint  count          0 to 64 (MaxHeaders)
+//	count times:
+//	  uvarint  key length   1 to 255 (MaxHeaderKeyLen)
+//	  bytes    key
+//	  uvarint  value length 0 to 65,536 (MaxHeaderValueLen)
+//	  bytes    value
+//	bytes    the message value, to the end of the message
+//
+// each uvarint in its shortest form. A message without headers in such a
+// batch has the section 0x00. The message lengths frame the same bytes
+// as without headers, so walking a body is the same either way.
+//
 // Message offsets in a batch are base offset, base offset + 1, ... base
 // offset + count - 1; every message of a batch shares its append time.
 //
-// A batch is valid when its length is at least 32 and within the reader's
-// limit, magic is 1, codec is known, flags are 0, count is 1 to MaxBatchMessages, raw
-// size is at least count (every message takes one length byte or more), raw
-// size equals the body length for codec 0, the CRC matches, and for codec 0
-// the body parses into exactly count messages.
+// A batch is valid when its length is at least its header's size less 4
+// and within the reader's limit, magic is 1 or 2, codec is known, flags
+// are 0 (version 1) or known bits with the producer fields as they say
+// (version 2), count is 1 to MaxBatchMessages, raw size is at least count
+// (every message takes one length byte or more; two with headers), raw
+// size equals the body length for codec 0, the CRC matches, and for codec
+// 0 the body parses into exactly count messages, each with a well-formed
+// header section under FlagHeaders. A server checks a compressed body the
+// same way after decoding it.
+//
+// An idempotent producer picks a random non-zero producer id and numbers
+// its batches to each topic 0, 1, 2, ...; a server that stored a batch
+// answers a batch of the same producer id and sequence on that topic with
+// the offset it gave the first, and stores nothing (see package storage
+// for what it remembers, and for how long).
 //
 // # Frames
 //
@@ -136,6 +178,15 @@
 //	                          long; retry after it
 //	21   commit conflict      commit offset with the compare flag: the
 //	                          committed offset is not the one expected
+//	22   out of order         produce: an idempotent producer's batch (batch
+//	     sequence             flag bit 0) whose sequence is below the 32 the
+//	                          server remembers for that producer and topic,
+//	                          so it cannot tell whether it was stored, or a
+//	                          remembered sequence with another count;
+//	                          nothing was written
+//	23   offset mismatch      produce with flag bit 1: the topic's next
+//	                          offset is not the expected one; nothing was
+//	                          written
 //
 // # Operations
 //
@@ -175,10 +226,20 @@
 //	request                                   response, 12 bytes
 //	0  2  flags      uint16, bit 0: create    0  8  base offset  int64
 //	                 the topic if missing;    8  4  count        uint32
+//	                 bit 1: expect offset;
 //	                 other bits 0
-//	2  2  topic len
-//	4  n  topic
-//	4+n - batch      the rest of the frame
+//	2  8  expect     int64, only with bit 1:
+//	                 the topic's next offset
+//	                 required, >= 0
+//	-  2  topic len
+//	-  n  topic
+//	-  -  batch      the rest of the frame
+//
+// With bit 1 the batch is appended only if the topic's next offset is
+// expect when the server commits it; else code 23 (offset mismatch) and
+// nothing is written. The check comes after the idempotent producers'
+// (see Batch): a batch sent again after it was stored is answered with
+// its offset, not a mismatch.
 //
 // Consume (op 7) reads messages from offset on:
 //

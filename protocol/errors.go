@@ -61,6 +61,7 @@ var (
 	errTrailingPayload = wrap(ErrMalformed, "bytes after the last field")
 	errLongMessage     = wrap(ErrMalformed, "error message is too long")
 	errProduceFlags    = wrap(ErrMalformed, "unknown produce flags")
+	errExpectOffset    = wrap(ErrInvalidArgument, "produce: the expected offset is negative")
 	errTruncateBy      = wrap(ErrMalformed, "unknown truncate mode")
 	errBatchesSize     = wrap(ErrMalformed, "batches size does not match the frame")
 	errTrailingBatch   = wrap(ErrMalformed, "bytes after the batch")

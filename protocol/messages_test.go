@@ -63,6 +63,8 @@ func goldenFrames(t testing.TB) []golden {
 			"24000000 01 05 0000 2a000000 8813000000000000 3930000000000000 0000100000000000 03000000", true, OpTopicInfo},
 		{"produce request", AppendProduceRequest(nil, 42, "orders", ProduceCreateTopic, batch),
 			"39000000 01 06 0000 2a000000 0100 " + goldenOrders + " " + goldenBatch, false, OpProduce},
+		{"produce request, expected offset 12345", AppendProduceRequestExpect(nil, 42, "orders", ProduceCreateTopic|ProduceExpectOffset, 12345, batch),
+			"41000000 01 06 0000 2a000000 0300 3930000000000000 " + goldenOrders + " " + goldenBatch, false, OpProduce},
 		{"produce response", AppendProduceResponse(nil, 42, 12345, 1),
 			"14000000 01 06 0000 2a000000 3930000000000000 01000000", true, OpProduce},
 		{"consume request", AppendConsumeRequest(nil, 42, "orders", -1, 100, 1<<20, 500),
@@ -169,7 +171,7 @@ func reencodeRequest(op Op, payload []byte) ([]byte, error) {
 		if !filled(err) {
 			return nil, err
 		}
-		return AppendProduceRequest(nil, id, string(req.Topic), req.Flags, req.Batch), err
+		return AppendProduceRequestExpect(nil, id, string(req.Topic), req.Flags, req.Expect, req.Batch), err
 	case OpConsume:
 		req, err := ParseConsumeRequest(payload)
 		if !filled(err) {

@@ -284,14 +284,21 @@ type ProduceFlags uint16
 const (
 	// ProduceCreateTopic creates the topic if it does not exist.
 	ProduceCreateTopic ProduceFlags = 1 << 0
+	// ProduceExpectOffset appends the batch only if the topic's next
+	// offset is the request's Expect (optimistic concurrency, NATS's
+	// Expected-Last-Sequence); else code CodeOffsetMismatch.
+	ProduceExpectOffset ProduceFlags = 1 << 1
 
-	produceFlagsKnown = ProduceCreateTopic
+	produceFlagsKnown = ProduceCreateTopic | ProduceExpectOffset
 )
 
 // ProduceRequest appends one batch to a topic.
 type ProduceRequest struct {
 	Flags ProduceFlags
-	Topic []byte
+	// Expect is, with ProduceExpectOffset, the next offset the topic must
+	// have for the batch to be appended (>= 0); else 0.
+	Expect int64
+	Topic  []byte
 	// Batch is exactly one batch in the batch format, the rest of the frame:
 	// a server can store this sub-slice of the frame without copying it.
 	Batch []byte
@@ -300,7 +307,13 @@ type ProduceRequest struct {
 // AppendProduceRequest appends a produce request carrying batch, one whole
 // batch as built by AppendBatch or AppendBatchBody.
 func AppendProduceRequest(dst []byte, corrID uint32, topic string, flags ProduceFlags, batch []byte) []byte {
-	dst = AppendProduceRequestHeader(dst, corrID, topic, flags, len(batch))
+	return AppendProduceRequestExpect(dst, corrID, topic, flags, 0, batch)
+}
+
+// AppendProduceRequestExpect is AppendProduceRequest with the expected
+// next offset, sent when flags has ProduceExpectOffset.
+func AppendProduceRequestExpect(dst []byte, corrID uint32, topic string, flags ProduceFlags, expect int64, batch []byte) []byte {
+	dst = AppendProduceRequestHeaderExpect(dst, corrID, topic, flags, expect, len(batch))
 	return append(dst, batch...)
 }
 
@@ -308,9 +321,18 @@ func AppendProduceRequest(dst []byte, corrID uint32, topic string, flags Produce
 // a length field that counts batchSize more bytes: the caller sends the
 // batch right after (for example with writev) or appends it to dst.
 func AppendProduceRequestHeader(dst []byte, corrID uint32, topic string, flags ProduceFlags, batchSize int) []byte {
+	return AppendProduceRequestHeaderExpect(dst, corrID, topic, flags, 0, batchSize)
+}
+
+// AppendProduceRequestHeaderExpect is AppendProduceRequestHeader with the
+// expected next offset, sent when flags has ProduceExpectOffset.
+func AppendProduceRequestHeaderExpect(dst []byte, corrID uint32, topic string, flags ProduceFlags, expect int64, batchSize int) []byte {
 	start := len(dst)
 	dst = appendRequestHeader(dst, OpProduce, corrID)
 	dst = appendU16(dst, uint16(flags))
+	if flags&ProduceExpectOffset != 0 {
+		dst = appendI64(dst, expect)
+	}
 	dst = appendString(dst, topic)
 	dst = finishFrame(dst, start)
 	return addFrameLength(dst, start, batchSize)
@@ -321,12 +343,20 @@ func AppendProduceRequestHeader(dst []byte, corrID uint32, topic string, flags P
 // returns as they are), but not its CRC: verify that before storing it.
 func ParseProduceRequest(payload []byte) (ProduceRequest, error) {
 	r := reader{b: payload}
-	req := ProduceRequest{Flags: ProduceFlags(r.u16()), Topic: r.str(), Batch: r.rest()}
+	req := ProduceRequest{Flags: ProduceFlags(r.u16())}
+	if req.Flags&^produceFlagsKnown != 0 && r.err == nil {
+		return ProduceRequest{}, errProduceFlags
+	}
+	if req.Flags&ProduceExpectOffset != 0 {
+		req.Expect = r.i64()
+	}
+	req.Topic, req.Batch = r.str(), r.rest()
 	if r.err != nil {
 		return ProduceRequest{}, r.err
 	}
-	if req.Flags&^produceFlagsKnown != 0 {
-		return ProduceRequest{}, errProduceFlags
+	expectErr := error(nil)
+	if req.Expect < 0 {
+		expectErr = errExpectOffset // well-formed: the request is returned filled, as for a bad topic
 	}
 	_, n, err := ParseBatch(req.Batch)
 	if err != nil {
@@ -334,6 +364,9 @@ func ParseProduceRequest(payload []byte) (ProduceRequest, error) {
 	}
 	if n != len(req.Batch) {
 		return ProduceRequest{}, errTrailingBatch
+	}
+	if expectErr != nil {
+		return req, expectErr
 	}
 	return req, validTopic(req.Topic)
 }

@@ -194,6 +194,41 @@
 // cause, reads go on. Nothing is acknowledged that was not written. A
 // restart reopens the topic through recovery.
 //
+// # Idempotent producers
+//
+// A batch with protocol.FlagProducer names its producer (a random non-zero
+// 64-bit id) and its sequence on this topic. Per topic, the committer keeps
+// a table: for each producer, the 32 highest sequences it stored (each with
+// its base offset and message count) and the append time of its last
+// batch. Before a batch is written the table is consulted, under the same
+// lock that orders the commit:
+//
+//   - its sequence is remembered: a duplicate, answered with the base
+//     offset the batch got the first time, and not written (the same count
+//     is required, else ErrOutOfOrderSequence);
+//   - all 32 slots are taken and its sequence is below them: it cannot be
+//     told from one stored and forgotten, so it fails with
+//     ErrOutOfOrderSequence and nothing is written;
+//   - anything else is new: written, and remembered once the write is
+//     done (a write that fails forgets what it recorded).
+//
+// Sequences may arrive out of order (a client's goroutines race to send),
+// and may skip (a batch refused before it was stored). A duplicate within
+// one commit of its original gets the original's outcome. A producer is
+// forgotten Options.ProducerIdle (default 1h) after its last batch; a topic
+// remembers at most Options.MaxProducers (default 1000), forgetting the
+// producer idle longest to make room. At most 32 x 24 bytes per producer,
+// so a topic's table stays under 1 MiB with the default MaxProducers.
+//
+// The table is not stored: it is derived from the log. Recovery reads
+// every batch of every segment anyway, and records each producer batch it
+// keeps, in log order, then forgets the producers idle past ProducerIdle
+// by the clock. So after a restart or a kill -9 a batch sent again is still
+// answered with its first offset, as long as its original is still in a
+// segment (truncation and retention remove what they remove: a duplicate
+// of a batch whose segment is gone may still be answered from the table
+// while the store is open, never after a restart).
+//
 // # Recovery and repair
 //
 // Open takes the union of topics and segments over all volumes; a missing
@@ -234,7 +269,8 @@
 // full looks like the crash and loses that tail; the log line names it.)
 //
 // Recovery reads every byte of every volume, so opening takes time in
-// proportion to the data held.
+// proportion to the data held. It rebuilds the idempotent producers' table
+// from the batches it reads (see Idempotent producers).
 //
 // # Reads
 //

@@ -47,6 +47,14 @@ var (
 	// ErrTooManyGroups: a new group would pass MaxGroupsPerTopic or
 	// MaxGroups; the message names the limit.
 	ErrTooManyGroups = errors.New("storage: too many groups")
+	// ErrOutOfOrderSequence: an idempotent producer's batch carries a
+	// sequence below every one the topic remembers for it, so whether it
+	// was stored cannot be told; or a remembered sequence came back with
+	// another message count. Nothing is written.
+	ErrOutOfOrderSequence = errors.New("storage: idempotent producer's sequence is out of order")
+	// ErrOffsetMismatch: an append conditional on the topic's next offset
+	// (AppendOptions.Expect) found another next offset. Nothing is written.
+	ErrOffsetMismatch = errors.New("storage: topic's next offset is not the expected one")
 	// ErrInvalidOptions: Options.Validate failed.
 	ErrInvalidOptions = errors.New("storage: invalid options")
 )

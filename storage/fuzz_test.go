@@ -54,7 +54,7 @@ func FuzzRecover(f *testing.F) {
 	// A corrupted batch followed by a valid one whose base offset (which
 	// the CRC does not cover) is near the largest int64.
 	huge := fuzzSegment(0, 1, 3)
-	huge = flip(huge, second+protocol.BatchHeaderSize+2)
+	huge = flip(huge, second+protocol.MinBatchHeaderSize+2)
 	tail := fuzzSegment(math.MaxInt64-2, 5)
 	huge = append(huge, tail...)
 
@@ -73,7 +73,7 @@ func FuzzRecover(f *testing.F) {
 		{valid[:len(valid)-5], nil, 0},
 		{valid[:third+3], valid, fuzzTwoVolumes},
 		{valid, valid[:second+10], fuzzTwoVolumes},
-		{flip(valid, second+protocol.BatchHeaderSize+1), nil, 0},
+		{flip(valid, second+protocol.MinBatchHeaderSize+1), nil, 0},
 		{flip(valid, third+1), nil, 0},                  // a length field
 		{flip(valid, third+5), valid, fuzzTwoVolumes},   // a base offset
 		{valid, flip(valid, second+40), fuzzTwoVolumes}, // the last volume's copy

@@ -126,6 +126,14 @@ type Options struct {
 	FS FS
 	// Now returns the append time stamped into batches (default time.Now).
 	Now func() time.Time
+	// ProducerIdle is how long a topic remembers an idempotent producer
+	// after its last batch (default 1h, DefaultProducerIdle): a batch sent
+	// again later than that is stored again.
+	ProducerIdle time.Duration
+	// MaxProducers bounds the idempotent producers a topic remembers
+	// (default 1000, DefaultMaxProducers); past it the one idle longest is
+	// forgotten.
+	MaxProducers int
 	// OnFsync, when set, is told the duration of every fsync of a segment
 	// file (for metrics). It is called from appending goroutines and must
 	// be quick.
@@ -145,6 +153,8 @@ func DefaultOptions(volumes ...string) Options {
 		FsyncInterval:  time.Second,
 		RetentionCheck: time.Minute,
 		MinFreeBytes:   -1,
+		ProducerIdle:   DefaultProducerIdle,
+		MaxProducers:   DefaultMaxProducers,
 	}
 }
 
@@ -152,7 +162,7 @@ func DefaultOptions(volumes ...string) Options {
 const maxSegmentBytes = 1<<32 - 1
 
 // Validate checks the options and fills in the defaults left zero (Logger,
-// FS, Now).
+// FS, Now, ProducerIdle, MaxProducers).
 func (o *Options) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
@@ -180,6 +190,14 @@ func (o *Options) Validate() error {
 		return bad("retention limits must not be negative")
 	case (o.RetentionAge > 0 || o.RetentionBytes > 0) && o.RetentionCheck <= 0:
 		return bad("retention check interval must be positive, got %s", o.RetentionCheck)
+	case o.ProducerIdle < 0 || o.MaxProducers < 0:
+		return bad("producer idle time and max producers must not be negative")
+	}
+	if o.ProducerIdle == 0 {
+		o.ProducerIdle = DefaultProducerIdle
+	}
+	if o.MaxProducers == 0 {
+		o.MaxProducers = DefaultMaxProducers
 	}
 	seen := make(map[string]bool, len(o.Volumes))
 	for _, v := range o.Volumes {

@@ -61,6 +61,7 @@ func (s *Store) recoverAll() error {
 type recovery struct {
 	s    *Store
 	name string // topic being recovered
+	t    *topic // topic being recovered
 	bufs [][]byte
 
 	// per segment
@@ -88,10 +89,13 @@ func (r *recovery) topic(name string) (*topic, error) {
 		return nil, err
 	}
 	t := newTopic(r.s, name)
+	r.t = t
 	off, err := r.segments(t, dirs, bases)
 	if err != nil {
 		return nil, err
 	}
+	// The producers scan recorded, less those idle too long by now.
+	t.producers.evict(r.s.opts.Now().UnixNano(), r.s.opts.ProducerIdle, r.s.opts.MaxProducers)
 	start, err := r.meta(dirs)
 	if err != nil {
 		return nil, err
@@ -389,6 +393,12 @@ func (r *recovery) scan(base int64, copied []int64, last bool) (seg *segment, ba
 				break
 			}
 			seg.entries = append(seg.entries, entry{off: off, pos: uint32(p), size: uint32(len(raw)), count: uint32(bt.Count)})
+			if bt.ProducerID != 0 {
+				// The idempotent producers' table is rebuilt from the
+				// batches as they are read, in log order.
+				o := &s.opts
+				r.t.producers.record(bt.ProducerID, bt.Sequence, off, bt.Count, bt.AppendTime, o.ProducerIdle, o.MaxProducers)
+			}
 			off += int64(bt.Count)
 			seg.messages += int64(bt.Count)
 			seg.lastTime = bt.AppendTime
@@ -552,15 +562,15 @@ func (r *recovery) find(p, lo, hi int64) (int, protocol.Batch) {
 
 // readBatch reads and validates the batch at p of volume v into r.bufs[v].
 func (r *recovery) readBatch(v int, p int64) (protocol.Batch, bool) {
-	if r.sizes[v]-p < protocol.BatchHeaderSize {
+	if r.sizes[v]-p < protocol.MinBatchHeaderSize {
 		return protocol.Batch{}, false
 	}
-	buf := r.grow(v, protocol.BatchHeaderSize)
+	buf := r.grow(v, protocol.MinBatchHeaderSize)
 	if !r.readAt(v, buf, p) {
 		return protocol.Batch{}, false
 	}
 	size := protocol.BatchSize(buf)
-	if size < protocol.BatchHeaderSize || size > int64(r.s.opts.MaxBatchBytes) || p+size > r.sizes[v] {
+	if size < protocol.MinBatchHeaderSize || size > int64(r.s.opts.MaxBatchBytes) || p+size > r.sizes[v] {
 		return protocol.Batch{}, false
 	}
 	buf = r.grow(v, int(size))
@@ -627,7 +637,7 @@ func (r *recovery) resync(p, off int64) (q, nextOff int64, err error) {
 		if !r.readAt(v, hdr, p) {
 			continue
 		}
-		if l := protocol.BatchSize(hdr); l >= protocol.BatchHeaderSize && l <= int64(r.s.opts.MaxBatchBytes) {
+		if l := protocol.BatchSize(hdr); l >= protocol.MinBatchHeaderSize && l <= int64(r.s.opts.MaxBatchBytes) {
 			// Every message takes at least one byte: the corrupted run
 			// [p, p+l) cannot hold more than l messages.
 			if src, bt := r.find(p+l, off+1, addCapped(off, l)); src >= 0 {
@@ -636,9 +646,9 @@ func (r *recovery) resync(p, off int64) (q, nextOff int64, err error) {
 		}
 	}
 	best, bestOff := int64(-1), int64(0)
-	window := make([]byte, resyncWindow+protocol.BatchHeaderSize)
+	window := make([]byte, resyncWindow+protocol.MinBatchHeaderSize)
 	for v := len(r.files) - 1; v >= 0; v-- {
-		limit := r.sizes[v] - protocol.BatchHeaderSize
+		limit := r.sizes[v] - protocol.MinBatchHeaderSize
 		if best >= 0 {
 			limit = min(limit, best-1)
 		}
@@ -648,7 +658,7 @@ func (r *recovery) resync(p, off int64) (q, nextOff int64, err error) {
 				return 0, 0, fmt.Errorf("storage: topic %q: scan volume %s: %w", r.name, r.s.opts.Volumes[v], rerr)
 			}
 			found := false
-			for i := 0; i+protocol.BatchHeaderSize <= n && w+int64(i) <= limit && i < resyncWindow; i++ {
+			for i := 0; i+protocol.MinBatchHeaderSize <= n && w+int64(i) <= limit && i < resyncWindow; i++ {
 				if !plausibleHeader(window[i:], r.s.opts.MaxBatchBytes) {
 					continue
 				}
@@ -668,7 +678,7 @@ func (r *recovery) resync(p, off int64) (q, nextOff int64, err error) {
 
 // plausibleHeader is a cheap filter before a full read and CRC check.
 func plausibleHeader(b []byte, limit int) bool {
-	_, _, err := protocol.ParseBatchLimit(b[:protocol.BatchHeaderSize], limit)
+	_, _, err := protocol.ParseBatchLimit(b[:protocol.MinBatchHeaderSize], limit)
 	return errors.Is(err, protocol.ErrShortBatch) || err == nil
 }
 

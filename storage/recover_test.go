@@ -342,7 +342,7 @@ func batchLocs(t testing.TB, path string) []loc {
 
 // bodyPos is a position in the body of a batch, covered by the CRC.
 func (l loc) bodyPos() int64 {
-	return l.pos + protocol.BatchHeaderSize + (l.size-protocol.BatchHeaderSize)/2
+	return l.pos + protocol.MinBatchHeaderSize + (l.size-protocol.MinBatchHeaderSize)/2
 }
 
 func (l loc) offsets() offRange { return offRange{l.base, l.base + l.count} }
@@ -702,7 +702,7 @@ func TestRecoverTornTail(t *testing.T) {
 		{"garbage-first", 0, func(int64) []byte { return garbage }, 0},
 		{"half-batch-first", 0, func(n int64) []byte { b := nextBatch(n); return b[:len(b)/2] }, 0},
 		{"half-batch-last", -1, func(n int64) []byte { b := nextBatch(n); return b[:len(b)-1] }, 0},
-		{"header-only", 0, func(n int64) []byte { return nextBatch(n)[:protocol.BatchHeaderSize-3] }, 0},
+		{"header-only", 0, func(n int64) []byte { return nextBatch(n)[:protocol.MinBatchHeaderSize-3] }, 0},
 		{"whole-batch-first", 0, nextBatch, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -961,7 +961,7 @@ func TestRecoverHugeBaseOffset(t *testing.T) {
 		t.Fatal(err)
 	}
 	seg := fuzzSegment(0, 1, 3)
-	seg[len(fuzzSegment(0, 1))+protocol.BatchHeaderSize+2] ^= 0x10 // the second batch's body
+	seg[len(fuzzSegment(0, 1))+protocol.MinBatchHeaderSize+2] ^= 0x10 // the second batch's body
 	seg = append(seg, fuzzSegment(math.MaxInt64-2, 5)...)
 	if err := os.WriteFile(filepath.Join(dir, segmentName(0, logSuffix)), seg, 0o644); err != nil {
 		t.Fatal(err)

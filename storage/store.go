@@ -483,7 +483,17 @@ func (s *Store) FsyncPolicy() FsyncPolicy { return s.opts.Fsync }
 // batch must hold exactly one batch and must not be used by the caller until
 // Append returns.
 func (s *Store) Append(name string, batch []byte) (int64, error) {
-	count, err := s.validate(name, batch)
+	return s.AppendExpect(name, batch, -1)
+}
+
+// AppendExpect is Append only if the topic's next offset is expect when
+// the batch is committed (expect >= 0; < 0: always), else
+// ErrOffsetMismatch and nothing is written: optimistic concurrency for
+// writers that read the topic's end first. A batch its idempotent
+// producer sent before is answered with its first offset whatever expect
+// says.
+func (s *Store) AppendExpect(name string, batch []byte, expect int64) (int64, error) {
+	bi, err := s.validate(name, batch)
 	if err != nil {
 		return 0, err
 	}
@@ -491,7 +501,7 @@ func (s *Store) Append(name string, batch []byte) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return t.append(batch, count)
+	return t.append(batch, bi, expect)
 }
 
 // AppendMany appends batches to topic name in the order given, committed
@@ -501,11 +511,18 @@ func (s *Store) Append(name string, batch []byte) (int64, error) {
 // follow their order. bases[i] and errs[i] are the outcome of batches[i];
 // a batch that fails validation does not stop the others.
 func (s *Store) AppendMany(name string, batches [][]byte) (bases []int64, errs []error) {
+	return s.AppendManyExpect(name, batches, nil)
+}
+
+// AppendManyExpect is AppendMany where batches[i] is appended only if
+// the topic's next offset is then expects[i] (AppendExpect), for each
+// expects[i] >= 0; expects may be nil.
+func (s *Store) AppendManyExpect(name string, batches [][]byte, expects []int64) (bases []int64, errs []error) {
 	bases = make([]int64, len(batches))
 	errs = make([]error, len(batches))
-	counts := make([]int, len(batches))
+	infos := make([]batchInfo, len(batches))
 	for i, batch := range batches {
-		counts[i], errs[i] = s.validate(name, batch)
+		infos[i], errs[i] = s.validate(name, batch)
 	}
 	t, err := s.lookup(name)
 	if err != nil {
@@ -519,7 +536,11 @@ func (s *Store) AppendMany(name string, batches [][]byte) (bases []int64, errs [
 	reqs := make([]*appendReq, 0, len(batches))
 	for i, batch := range batches {
 		if errs[i] == nil {
-			reqs = append(reqs, &appendReq{batch: batch, count: counts[i]})
+			r := &appendReq{batch: batch, count: infos[i].count, pid: infos[i].pid, seq: infos[i].seq}
+			if expects != nil && expects[i] >= 0 {
+				r.cond, r.expect = true, expects[i]
+			}
+			reqs = append(reqs, r)
 		}
 	}
 	t.appendReqs(reqs)
@@ -533,18 +554,24 @@ func (s *Store) AppendMany(name string, batches [][]byte) (bases []int64, errs [
 	return bases, errs
 }
 
+// batchInfo is what validate learns of a batch that commit needs.
+type batchInfo struct {
+	count    int
+	pid, seq uint64 // protocol.FlagProducer: the producer's id and sequence
+}
+
 // validate checks that batch is exactly one valid batch and returns its
-// message count.
-func (s *Store) validate(name string, batch []byte) (int, error) {
+// message count and producer.
+func (s *Store) validate(name string, batch []byte) (batchInfo, error) {
 	if err := s.spaceErr(); err != nil {
-		return 0, fmt.Errorf("topic %q: %w", name, err)
+		return batchInfo{}, fmt.Errorf("topic %q: %w", name, err)
 	}
 	bt, n, err := parseBatch(batch, s.opts.MaxBatchBytes)
 	if err != nil {
-		return 0, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
+		return batchInfo{}, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
 	}
 	if n != len(batch) {
-		return 0, fmt.Errorf("%w: topic %q: %d bytes after the batch", ErrInvalidBatch, name, len(batch)-n)
+		return batchInfo{}, fmt.Errorf("%w: topic %q: %d bytes after the batch", ErrInvalidBatch, name, len(batch)-n)
 	}
 	if bt.Codec == protocol.CodecNone {
 		err = bt.Validate()
@@ -565,9 +592,9 @@ func (s *Store) validate(name string, batch []byte) (int, error) {
 		s.decode.release(held)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
+		return batchInfo{}, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
 	}
-	return bt.Count, nil
+	return batchInfo{count: bt.Count, pid: bt.ProducerID, seq: bt.Sequence}, nil
 }
 
 // decodeScratch holds buffers that validate decodes compressed batches

@@ -34,7 +34,11 @@ type topic struct {
 	bufs    [][]byte     // commit scratch; wmu must be held
 	entries []entry      // commit scratch; wmu must be held
 	prep    *prepared    // next segment's files being created; wmu must be held
-	bg      sync.WaitGroup
+	// Idempotent producers' recent sequences (producers.go); wmu must be
+	// held, but recovery fills it alone.
+	producers producerTable
+	undo      []undoRec // commit scratch; wmu must be held
+	bg        sync.WaitGroup
 
 	// Sealed segments whose index files are not written yet; idxTimer
 	// writes them once the topic has not rolled for indexDelay (see
@@ -82,8 +86,14 @@ type waiter struct {
 type appendReq struct {
 	batch []byte
 	count int
-	base  int64
-	err   error
+	// pid and seq: an idempotent producer's batch (protocol.FlagProducer).
+	pid, seq uint64
+	// cond: append only if the topic's next offset is expect.
+	cond    bool
+	expect  int64
+	base    int64
+	err     error
+	decided bool // answered without being written: a duplicate (its first base), or refused (err)
 	// head marks the first request of a group queued by one appendReqs
 	// call; its ready channel tells the appender, false: the group is
 	// committed; true: lead the next commit.
@@ -134,9 +144,10 @@ func (t *topic) info() (TopicInfo, error) {
 
 // append queues one validated batch and commits it, with whatever else is
 // queued, unless another committer already did.
-func (t *topic) append(batch []byte, count int) (int64, error) {
+func (t *topic) append(batch []byte, bi batchInfo, expect int64) (int64, error) {
 	req := reqPool.Get().(*appendReq)
-	req.batch, req.count = batch, count
+	req.batch, req.count, req.pid, req.seq = batch, bi.count, bi.pid, bi.seq
+	req.cond, req.expect = expect >= 0, expect
 	t.appendReqs([]*appendReq{req})
 	base, err := req.base, req.err
 	*req = appendReq{ready: req.ready}
@@ -170,7 +181,16 @@ type AppendCallback interface {
 // called once, after every volume has the batch (and has fsynced it, with
 // FsyncAlways). batch must not be used by the caller until then.
 func (s *Store) AppendAsync(name string, batch []byte, cb AppendCallback, arg any) error {
-	count, err := s.validate(name, batch)
+	return s.AppendAsyncExpect(name, batch, -1, cb, arg)
+}
+
+// AppendAsyncExpect is AppendAsync appending batch only if the topic's
+// next offset is expect when its commit comes (expect >= 0; < 0: always):
+// else cb hears ErrOffsetMismatch and nothing is written. A batch its
+// idempotent producer sent before is answered with its first offset
+// whatever expect says.
+func (s *Store) AppendAsyncExpect(name string, batch []byte, expect int64, cb AppendCallback, arg any) error {
+	bi, err := s.validate(name, batch)
 	if err != nil {
 		return err
 	}
@@ -178,7 +198,7 @@ func (s *Store) AppendAsync(name string, batch []byte, cb AppendCallback, arg an
 	if err != nil {
 		return err
 	}
-	t.appendAsync(&appendReq{batch: batch, count: count, cb: cb, arg: arg})
+	t.appendAsync(&appendReq{batch: batch, count: bi.count, pid: bi.pid, seq: bi.seq, cond: expect >= 0, expect: expect, cb: cb, arg: arg})
 	return nil
 }
 
@@ -359,18 +379,35 @@ func (t *topic) commit(reqs []*appendReq) {
 			err = t.fail(err2)
 			continue
 		}
-		// Take the requests that fit in this segment; at least one.
+		// Take the requests that fit in this segment; at least one. A
+		// batch its producer sent before is answered with the offset it
+		// got then, and not written again.
 		bufs = bufs[:0]
 		next := seg.next
 		size := seg.size
 		msgs := seg.messages
 		seg0next, seg0size := next, size
 		entries := t.entries[:0]
+		undo := t.undo[:0]
 		j := i
 		for ; j < len(reqs); j++ {
 			r := reqs[j]
 			if j > i && (msgs >= int64(opts.Entries) || size+int64(len(r.batch)) > opts.SegmentBytes) {
 				break
+			}
+			if r.pid != 0 {
+				base, dup, derr := t.producers.lookup(r.pid, r.seq, r.count, now, opts.ProducerIdle)
+				if dup || derr != nil {
+					r.base, r.decided, r.err = base, true, derr
+					continue
+				}
+			}
+			if r.cond && r.expect != next {
+				r.decided, r.err = true, fmt.Errorf("%w: topic %q: its next offset is %d, not %d", ErrOffsetMismatch, t.name, next, r.expect)
+				continue
+			}
+			if r.pid != 0 {
+				undo = append(undo, t.producers.record(r.pid, r.seq, next, r.count, now, opts.ProducerIdle, opts.MaxProducers))
 			}
 			protocol.StampBatch(r.batch, next, now)
 			r.base = next
@@ -380,15 +417,24 @@ func (t *topic) commit(reqs []*appendReq) {
 			size += int64(len(r.batch))
 			msgs += int64(r.count)
 		}
-		if werr := t.write(seg, bufs, seg.size); werr != nil {
-			if noSpaceErr(werr) && t.rollback(seg) {
-				finish(reqs[i:], t.resourceErr(werr))
-				return
+		if len(bufs) > 0 {
+			if werr := t.write(seg, bufs, seg.size); werr != nil {
+				for k := len(undo) - 1; k >= 0; k-- {
+					t.producers.undo(undo[k])
+				}
+				clear(undo)
+				t.undo = undo[:0]
+				if noSpaceErr(werr) && t.rollback(seg) {
+					finish(reqs[i:], t.resourceErr(werr))
+					return
+				}
+				err = t.fail(werr)
+				continue
 			}
-			err = t.fail(werr)
-			continue
+			t.publish(seg, entries, size, next, msgs, now)
 		}
-		t.publish(seg, entries, size, next, msgs, now)
+		clear(undo)
+		t.undo = undo[:0]
 		t.produced.Add(next - seg0next)
 		t.producedBytes.Add(size - seg0size)
 		t.entries = entries[:0]
@@ -397,9 +443,14 @@ func (t *topic) commit(reqs []*appendReq) {
 	}
 }
 
+// finish sets the outcome of reqs: err, or on success (nil) what the
+// commit decided for those it did not write (duplicates, mismatches).
 func finish(reqs []*appendReq, err error) {
 	for _, r := range reqs {
-		r.err = err
+		if err != nil || !r.decided {
+			r.err = err
+		}
+		r.decided = false
 	}
 }
 
@@ -720,7 +771,7 @@ func (t *topic) offsetAtTime(ns int64) (int64, error) {
 		return 0, fmt.Errorf("storage: topic %q: %w", t.name, err)
 	}
 	defer t.s.cache.release(cf)
-	var hdr [protocol.BatchHeaderSize]byte
+	var hdr [protocol.MinBatchHeaderSize]byte
 	var rerr error
 	j := sort.Search(len(entries), func(j int) bool {
 		if rerr != nil {

@@ -592,9 +592,18 @@ func (a *API) messages(out *bytebufferpool.ByteBuffer, res *storage.ReadResult, 
 			return "", fmt.Errorf("%w: batch at offset %d: %w", ErrDecode, bt.BaseOffset, err)
 		}
 		b = b[n:]
+		headers := bt.Flags&protocol.FlagHeaders != 0
 		err = protocol.Messages(body, bt.Count, bt.BaseOffset, func(off int64, m []byte) error {
 			if off < from || off >= to {
 				return nil
+			}
+			if headers {
+				// Messages are served as values only; their headers
+				// are not (docs/http.md).
+				var err error
+				if m, err = protocol.HeaderValue(m); err != nil {
+					return err
+				}
 			}
 			if len(sizes) > 0 {
 				sizes = append(sizes, ':')

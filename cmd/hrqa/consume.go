@@ -60,7 +60,10 @@ second "consume -group" of the same group and topic fails at once with
   {"offset":7,"time":"2025-01-02T15:04:05.123456789Z","value":"hello"}
 "time" is when the server appended the message (UTC). "value" is the message
 as a string when it is valid UTF-8; otherwise it is base64, and the object
-says "encoding":"base64".
+says "encoding":"base64". A message with headers has them in order as
+"headers":[{"key":"trace","value":"abc"}], each value as a string or, when
+not UTF-8, base64 with "encoding":"base64". The text formats print values
+only.
 
 Examples:
   hrqa consume orders
@@ -259,10 +262,18 @@ func newPrinter(w io.Writer, delim []byte, asJSON bool) *printer {
 
 // jsonMessage is a message in -format json.
 type jsonMessage struct {
-	Offset   int64     `json:"offset"`
-	Time     time.Time `json:"time"`
-	Value    string    `json:"value"`
-	Encoding string    `json:"encoding,omitempty"` // "base64" when Value is
+	Offset   int64        `json:"offset"`
+	Time     time.Time    `json:"time"`
+	Value    string       `json:"value"`
+	Encoding string       `json:"encoding,omitempty"` // "base64" when Value is
+	Headers  []jsonHeader `json:"headers,omitempty"`
+}
+
+// jsonHeader is a message header in -format json.
+type jsonHeader struct {
+	Key      string `json:"key"`
+	Value    string `json:"value"`
+	Encoding string `json:"encoding,omitempty"` // "base64" when Value is
 }
 
 // print writes m; errors are the buffer's, so sticky.
@@ -277,6 +288,13 @@ func (p *printer) print(m client.Message) error {
 		v.Value = string(m.Value)
 	} else {
 		v.Value, v.Encoding = base64.StdEncoding.EncodeToString(m.Value), "base64"
+	}
+	for _, h := range m.Headers {
+		jh := jsonHeader{Key: h.Key, Value: string(h.Value)}
+		if !utf8.Valid(h.Value) {
+			jh.Value, jh.Encoding = base64.StdEncoding.EncodeToString(h.Value), "base64"
+		}
+		v.Headers = append(v.Headers, jh)
 	}
 	return p.json.Encode(v)
 }

@@ -230,3 +230,34 @@ func TestConsumeFromTime(t *testing.T) {
 		t.Errorf("consume -offset end -f -limit 1: exit %d", code)
 	}
 }
+
+// TestHeaders: produce -H gives every message the headers, in order;
+// consume -format json shows them, the text format only the values.
+func TestHeaders(t *testing.T) {
+	t.Parallel()
+	addr, _ := server(t)
+	ok(t, addr, "a\nb\n", "produce", "h", "-H", "trace=abc", "-H", "bin=\xff", "-H", "trace=again")
+	ok(t, addr, "", "produce", "h", "plain")
+	out := ok(t, addr, "", "consume", "h", "-format", "json")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines:\n%s", len(lines), out)
+	}
+	want := `"headers":[{"key":"trace","value":"abc"},{"key":"bin","value":"/w==","encoding":"base64"},{"key":"trace","value":"again"}]`
+	for i, l := range lines[:2] {
+		if !strings.Contains(l, want) {
+			t.Errorf("message %d: %s, want %s", i, l, want)
+		}
+	}
+	if strings.Contains(lines[2], "headers") {
+		t.Errorf("a message without headers shows some: %s", lines[2])
+	}
+	if text := ok(t, addr, "", "consume", "h"); text != "a\nb\nplain\n" {
+		t.Errorf("text format %q", text)
+	}
+	for _, bad := range []struct{ flag, want string }{{"novalue", "is not KEY=VALUE"}, {"=v", "header key"}} {
+		if r := hrqa(t, addr, "", "produce", "h", "-H", bad.flag, "x"); r.code != 2 || !strings.Contains(r.stderr, bad.want) {
+			t.Errorf("-H %s: exit %d, stderr %q; want 2 and %q", bad.flag, r.code, r.stderr, bad.want)
+		}
+	}
+}

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/protocol"
 )
 
 const (
@@ -28,7 +30,7 @@ const (
 var produceCmd = &command{
 	name:    "produce",
 	args:    "TOPIC [MESSAGE...]",
-	opts:    "[-d DELIM | -0 | -raw] [-batch N] [-v]",
+	opts:    "[-d DELIM | -0 | -raw] [-batch N] [-H KEY=VALUE]... [-v]",
 	summary: "send messages: the arguments, or stdin one per line",
 	help: `Sends each MESSAGE argument, or without them stdin: one message per line
 (-d another delimiter, -0 NUL-delimited, -raw all of stdin as one message).
@@ -39,21 +41,29 @@ read, so "tail -f log | hrqa produce logs" sends each line at once. A message
 may be up to 64 MiB. The topic is created if it does not exist, also when
 there is no message to send (empty stdin).
 
-If a request fails, the messages before it are stored and hrqa exits with 1;
-the failed request's messages may or may not be stored.
+-H KEY=VALUE (repeatable) gives every message sent these headers, in order;
+hrqa consume -format json shows them.
+
+A request whose connection breaks is sent again on a new one and stored
+once (idempotent produce). If a request fails for good, the messages before
+it are stored and hrqa exits with 1; the failed request's messages may or
+may not be stored.
 
 Examples:
   hrqa produce orders '{"id":1}' '{"id":2}'
   seq 1 100000 | hrqa produce numbers
   find . -print0 | hrqa produce files -0
   hrqa produce images -raw < cat.png
-  echo hello | hrqa produce greetings -v     # prints the offset of "hello"`,
+  echo hello | hrqa produce greetings -v     # prints the offset of "hello"
+  hrqa produce orders -H trace=abc -H ct=json '{"id":3}'`,
 	setup: func(fs *flag.FlagSet) action {
 		var d delimFlags
 		d.register(fs, "ends")
 		raw := fs.Bool("raw", false, "send all of stdin as one message")
 		batch := fs.Int("batch", 1000, "most messages per request")
 		verbose := fs.Bool("v", false, "print the offset of each message sent, one per line")
+		var headers headerFlags
+		fs.Var(&headers, "H", "KEY=VALUE: a header for every message; repeat for more")
 		return func(ctx context.Context, e *env, args []string) error {
 			if len(args) == 0 {
 				return usagef("missing TOPIC")
@@ -75,7 +85,7 @@ Examples:
 				return err
 			}
 			defer c.Close()
-			p := &producer{c: c, topic: topic, maxMsgs: *batch}
+			p := &producer{c: c, topic: topic, maxMsgs: *batch, headers: headers}
 			out := bufio.NewWriter(e.stdout)
 			if *verbose {
 				p.out = out
@@ -118,13 +128,24 @@ type producer struct {
 	c       *client.Client
 	topic   string
 	maxMsgs int
-	out     *bufio.Writer // the offsets are printed here; nil: not printed
-	sent    int           // messages acknowledged
+	headers []client.Header // given to every message; nil: none
+	out     *bufio.Writer   // the offsets are printed here; nil: not printed
+	sent    int             // messages acknowledged
 }
 
 // send sends msgs in one request.
 func (p *producer) send(ctx context.Context, msgs [][]byte) error {
-	base, err := p.c.Produce(ctx, p.topic, msgs...)
+	var base int64
+	var err error
+	if len(p.headers) == 0 {
+		base, err = p.c.Produce(ctx, p.topic, msgs...)
+	} else {
+		ms := make([]client.Message, len(msgs))
+		for i, m := range msgs {
+			ms[i] = client.Message{Value: m, Headers: p.headers}
+		}
+		base, err = p.c.ProduceMessages(ctx, p.topic, ms...)
+	}
 	if err != nil {
 		return err
 	}
@@ -321,4 +342,25 @@ func splitAt(delim []byte) bufio.SplitFunc {
 		searched = max(0, len(data)-len(delim)+1)
 		return 0, nil, nil
 	}
+}
+
+// headerFlags collects -H KEY=VALUE flags.
+type headerFlags []client.Header
+
+func (h *headerFlags) String() string { return "" }
+
+func (h *headerFlags) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	switch {
+	case !ok:
+		return fmt.Errorf("%q is not KEY=VALUE", s)
+	case len(k) == 0 || len(k) > protocol.MaxHeaderKeyLen:
+		return fmt.Errorf("header key %q must be 1 to %d bytes", k, protocol.MaxHeaderKeyLen)
+	case len(v) > protocol.MaxHeaderValueLen:
+		return fmt.Errorf("header %q: value of %d bytes, at most %d", k, len(v), protocol.MaxHeaderValueLen)
+	case len(*h) >= protocol.MaxHeaders:
+		return fmt.Errorf("at most %d headers", protocol.MaxHeaders)
+	}
+	*h = append(*h, client.Header{Key: k, Value: []byte(v)})
+	return nil
 }

@@ -62,6 +62,8 @@ func parseFlags(args []string, stderr io.Writer) (server.Config, error) {
 	fs.DurationVar(&c.Storage.RetentionAge, "retention-age", 0, "delete segments older than this (0: keep)")
 	fs.Int64Var(&c.Storage.RetentionBytes, "retention-bytes", 0, "keep at most about this many bytes per topic (0: no limit)")
 	fs.DurationVar(&c.Storage.RetentionCheck, "retention-check", time.Minute, "how often retention runs")
+	fs.DurationVar(&c.Storage.ProducerIdle, "producer-idle", c.Storage.ProducerIdle, "how long a topic remembers an idempotent producer after its last batch, to answer a batch sent again with its first offset")
+	fs.IntVar(&c.Storage.MaxProducers, "max-producers", c.Storage.MaxProducers, "most idempotent producers a topic remembers; past it the one idle longest is forgotten")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.AuthFile, "auth-file", "", "file of token hashes and their rights (see docs/security.md); every request on both ports then needs a token; reread on SIGHUP")
 	fs.BoolVar(&c.HTTP.AuthMetrics, "auth-metrics", false, "with -auth-file: /metrics and /docs need an admin token too")
