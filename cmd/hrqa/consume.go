@@ -42,7 +42,9 @@ the time 15 minutes ago.
 Without -f, hrqa exits once it has printed the messages up to the end of the
 topic (or -limit of them). With -f it then waits for new messages and prints
 each as it arrives, until -limit messages or Ctrl-C, which ends it with exit
-status 0. A topic that does not exist is an error, as is an offset past the
+status 0. If the server goes away or stops (a restart), -f says so once on
+stderr, dials again until it is back, says so, and goes on from where it was.
+A topic that does not exist is an error, as is an offset past the
 end or before the oldest message kept.
 
 With -group NAME, hrqa reads as a member of consumer group NAME: it starts
@@ -205,8 +207,9 @@ func (cs *consumer) catchUp(ctx context.Context, offset int64) (int64, error) {
 func (cs *consumer) follow(ctx context.Context, offset int64) error {
 	lost := false
 	for m, err := range cs.c.Messages(ctx, cs.topic, offset) {
-		if errors.Is(err, client.ErrConnection) {
-			// The client dials again; say so once per outage.
+		if errors.Is(err, client.ErrConnection) || errors.Is(err, client.ErrShuttingDown) {
+			// The client dials again (a server that is stopping is
+			// likely restarting: a rolling update); say so once per outage.
 			if !lost {
 				fmt.Fprintf(cs.e.stderr, "hrqa: %s; retrying\n", message(err, cs.e.addr))
 				lost = true

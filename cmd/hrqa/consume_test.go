@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"net"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/haraqa/haraqa/broker"
 	"github.com/haraqa/haraqa/broker/brokertest"
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/storage"
 )
 
 func TestConsumeOffsets(t *testing.T) {
@@ -259,5 +262,65 @@ func TestHeaders(t *testing.T) {
 		if r := hrqa(t, addr, "", "produce", "h", "-H", bad.flag, "x"); r.code != 2 || !strings.Contains(r.stderr, bad.want) {
 			t.Errorf("-H %s: exit %d, stderr %q; want 2 and %q", bad.flag, r.code, r.stderr, bad.want)
 		}
+	}
+}
+
+// TestFollowReconnects: a follow that loses its server says so once, and
+// says so again when it is back, then goes on from where it was.
+func TestFollowReconnects(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String() // the restarted server takes the same port
+	l.Close()
+	srv := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) { c.Addr = addr })
+	c, err := client.Dial(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	produce(t, c, "r", "a")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := hrqaCmd(ctx, addr, "consume", "r", "-f", "-limit", "2")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out, errs := lines(stdout), lines(stderr)
+	expectLine(t, out, "a")
+	srv2, err := srv.Restart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv2.Close()
+	expectLineHolding(t, errs, "retrying")
+	produce(t, c, "r", "b")
+	expectLine(t, out, "b")
+	expectLineHolding(t, errs, "connected to "+addr+" again; following from offset 1")
+	if code := exitCode(t, cmd.Wait()); code != 0 {
+		t.Errorf("consume -f -limit 2 across a restart: exit %d", code)
+	}
+}
+
+// expectLineHolding waits for the next line and checks it holds want.
+func expectLineHolding(t *testing.T, ch <-chan string, want string) {
+	t.Helper()
+	select {
+	case l, open := <-ch:
+		if !open || !strings.Contains(l, want) {
+			t.Fatalf("got line %q (open %v), want one holding %q", l, open, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no line holding %q within 10s", want)
 	}
 }
