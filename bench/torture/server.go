@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +45,7 @@ type serverSpec struct {
 	volumes []string
 	args    []string // extra flags
 	nofile  int      // descriptor limit of the process; 0: inherited
+	tcp     int      // binary port; 0: chosen by the server
 }
 
 // server is a running haraqa process.
@@ -58,9 +60,10 @@ type server struct {
 }
 
 // start runs the server and waits until it serves. The ports are chosen
-// by the server (-tcp 0, -http 0) and read from its "serving" log line.
+// by the server (-tcp 0, -http 0), unless spec.tcp is set, and the binary
+// port's address is read from its "serving" log line.
 func start(spec serverSpec) (*server, error) {
-	args := append([]string{"-listen", "127.0.0.1", "-tcp", "0", "-http", "0"}, spec.args...)
+	args := append([]string{"-listen", "127.0.0.1", "-tcp", strconv.Itoa(spec.tcp), "-http", "0"}, spec.args...)
 	args = append(args, spec.volumes...)
 	name := spec.bin
 	if spec.nofile > 0 {
@@ -176,6 +179,17 @@ func (s *server) repairs() int {
 		}
 	}
 	return n
+}
+
+// freePort returns a loopback port nothing listens on now, for a server
+// that must come back on the same address after a kill.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // rss is the process's resident set size in bytes, from /proc.
