@@ -1,9 +1,12 @@
 // Command torture runs the haraqa server binary as a subprocess and
-// attacks it: kill -9 under concurrent producers, volumes damaged while
+// attacks it: kill -9 under concurrent producers, kill -9 under
+// idempotent Producers that resend to the server restarted on the same
+// port (every message must be stored exactly once), volumes damaged while
 // it is stopped, a full disk and a descriptor limit while it runs, and
 // 1,000 hostile connections beside a well-behaved producer and consumer.
 // Every phase prints one line of what it checked; the exit status is 1 if
-// any acknowledged message was lost or changed or a check failed.
+// any acknowledged message was lost, changed or stored twice, or a check
+// failed.
 //
 //	go run ./bench/torture                       # everything (make torture)
 //	go run ./bench/torture -cycles 3 -attack 5s  # shorter
@@ -26,9 +29,9 @@ type config struct {
 	dir       string        // parent of the temporary directory
 	keep      bool          // keep the temporary directory
 	phases    string        // comma-separated phases to run
-	cycles    int           // kill -9 cycles
+	cycles    int           // kill -9 cycles (crash, idempotent)
 	faults    int           // volume-fault cycles
-	producers int           // concurrent producers in the kill cycles
+	producers int           // concurrent producers in the kill cycles (crash, idempotent)
 	hostile   int           // hostile connections
 	kinds     string        // kinds of hostile connections; empty: all
 	idle      time.Duration // well-behaved load measured on the idle server
@@ -57,6 +60,7 @@ type phase struct {
 
 var phases = []phase{
 	{"crash", runCrash},
+	{"idempotent", runIdempotent},
 	{"faults", runFaults},
 	{"enospc", runENOSPC},
 	{"emfile", runEMFILE},
@@ -71,7 +75,7 @@ func run() int {
 	var cfg config
 	flag.StringVar(&cfg.dir, "dir", os.TempDir(), "parent directory of the run's volumes")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the volumes and logs")
-	flag.StringVar(&cfg.phases, "phases", "crash,faults,enospc,emfile,hostile", "phases to run")
+	flag.StringVar(&cfg.phases, "phases", "crash,idempotent,faults,enospc,emfile,hostile", "phases to run")
 	flag.IntVar(&cfg.cycles, "cycles", 10, "kill -9 cycles")
 	flag.IntVar(&cfg.faults, "faults", 10, "volume-fault cycles")
 	flag.IntVar(&cfg.producers, "producers", 6, "concurrent producers in the kill cycles")
@@ -107,10 +111,10 @@ func run() int {
 		took := time.Since(begun).Round(100 * time.Millisecond)
 		if err != nil {
 			failed++
-			fmt.Printf("%-8s FAIL (%s): %s: %v\n", p.name, took, line, err)
+			fmt.Printf("%-10s FAIL (%s): %s: %v\n", p.name, took, line, err)
 			continue
 		}
-		fmt.Printf("%-8s ok (%s): %s\n", p.name, took, line)
+		fmt.Printf("%-10s ok (%s): %s\n", p.name, took, line)
 	}
 	if failed > 0 {
 		fmt.Printf("torture: %d phase(s) failed; volumes and logs kept in %s\n", failed, e.dir)
