@@ -2,7 +2,6 @@ package protocol
 
 // --- import --------------------------------------------------------------
 
-
 // ImportFlags modify an import request.
 type ImportFlags uint16
 
