@@ -185,4 +185,3 @@ func (c *Client) Import(ctx context.Context, topic string, offset int64, batches
 	}
 	return r, nil
 }
-
