@@ -53,8 +53,8 @@ func rightOf(op protocol.Op) auth.Right {
 	case protocol.OpConsume, protocol.OpOffsetAt, protocol.OpCommitOffset, protocol.OpFetchOffset, protocol.OpGroupLease,
 		protocol.OpListGroups, protocol.OpDeleteGroup:
 		return auth.Consume // a group is a consumer's position
-	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate:
-		return auth.Admin
+	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpImport:
+		return auth.Admin // import: it writes at chosen offsets and times
 	}
 	return auth.Any // topic info; list topics filters by it
 }

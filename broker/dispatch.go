@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -76,6 +77,8 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 		jb, err = b.offsetAtJob(h, payload)
 	case protocol.OpProduce:
 		jb, err = b.produceJob(h, payload)
+	case protocol.OpImport:
+		jb, err = b.importJob(h, payload)
 	case protocol.OpCommitOffset, protocol.OpFetchOffset, protocol.OpGroupLease, protocol.OpListGroups, protocol.OpDeleteGroup:
 		jb, err = b.groupJob(h, payload)
 	}
@@ -115,8 +118,8 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 // page-cache work.
 func (b *Broker) offLoop(j *job) bool {
 	switch j.op {
-	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpOffsetAt:
-		return true // offset at: a binary search that reads batch headers from the disk
+	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpOffsetAt, protocol.OpImport:
+		return true // import: meta files and data written durably; offset at: a binary search that reads batch headers from the disk
 	case protocol.OpCommitOffset, protocol.OpDeleteGroup, protocol.OpFetchOffset, protocol.OpGroupLease, protocol.OpListGroups:
 		// A commit rewrites the groups file on every volume, holding the
 		// topic's group table meanwhile, which the others take.
@@ -147,6 +150,9 @@ type job struct {
 	regex  string      // list: the filter, compiled where the job runs
 	grant  *auth.Grant // list: the connection's rights, when filter is set
 	filter bool        // list: keep only the topics grant has some right on
+	// import: raw holds the batches
+	iflags protocol.ImportFlags
+	offset int64
 	// truncate
 	by     protocol.TruncateBy
 	before int64
@@ -200,6 +206,16 @@ func (b *Broker) produceJob(h protocol.RequestHeader, payload []byte) (*job, err
 		expect = req.Expect
 	}
 	return &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic), flags: req.Flags, expect: expect, raw: req.Batch}, nil
+}
+
+func (b *Broker) importJob(h protocol.RequestHeader, payload []byte) (*job, error) {
+	req, err := protocol.ParseImportRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	// The batches borrow from the frame; an import always runs off the
+	// loop, so take copies them.
+	return &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic), iflags: req.Flags, offset: req.Offset, raw: req.Batches}, nil
 }
 
 // runJobs runs jobs and appends their responses to dst, in order.
@@ -262,6 +278,11 @@ func (b *Broker) runJob(dst []byte, j *job) []byte {
 		if off, err = b.store.OffsetAt(j.topic, time.Unix(0, j.before)); err == nil {
 			return protocol.AppendOffsetAtResponse(dst, j.corrID, off)
 		}
+	case protocol.OpImport:
+		var resp protocol.ImportResponse
+		if resp, err = b.importBatches(j); err == nil {
+			return protocol.AppendImportResponse(dst, j.corrID, resp)
+		}
 	}
 	if err != nil {
 		return b.appendError(dst, j.op, j.corrID, err)
@@ -287,4 +308,28 @@ func (b *Broker) truncate(j *job) (int64, error) {
 		info, err = b.store.Info(j.topic)
 	}
 	return info.Oldest, err
+}
+
+// importBatches stores the batches of the import j, creating the topic
+// first when asked to and it is missing.
+func (b *Broker) importBatches(j *job) (protocol.ImportResponse, error) {
+	var batches [][]byte
+	for rest := j.raw; len(rest) > 0; {
+		_, n, err := protocol.ParseBatch(rest) // parsed once already: cannot fail
+		if err != nil {
+			return protocol.ImportResponse{}, err
+		}
+		batches = append(batches, rest[:n:n])
+		rest = rest[n:]
+	}
+	oldest, next, err := b.store.Import(j.topic, j.offset, batches)
+	if errors.Is(err, storage.ErrTopicNotFound) && j.iflags&protocol.ImportCreateTopic != 0 {
+		if err = b.createForProduce(j.topic); err == nil {
+			oldest, next, err = b.store.Import(j.topic, j.offset, batches)
+		}
+	}
+	if err == nil {
+		b.stats.producedBytes.Add(int64(len(j.raw)))
+	}
+	return protocol.ImportResponse{OldestOffset: oldest, NextOffset: next}, err
 }

@@ -53,6 +53,10 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeOutOfOrderSequence
 	case errors.Is(err, storage.ErrOffsetMismatch):
 		return protocol.CodeOffsetMismatch
+	case errors.Is(err, storage.ErrImportRefused):
+		return protocol.CodeImportRefused
+	case errors.Is(err, storage.ErrInvalidImport):
+		return protocol.CodeInvalidArgument
 	}
 	return protocol.CodeOf(err)
 }

@@ -208,6 +208,51 @@ func TestSeveralServers(t *testing.T) {
 		where["t020"] = to
 	})
 
+	t.Run("MoveTopic keeps offsets", func(t *testing.T) {
+		// t010 was truncated to 2 above: its copy starts at 2 too.
+		from := where["t010"]
+		to := s1.Addr
+		if from == s1.Addr {
+			to = s2.Addr
+		}
+		dst, err := client.Dial(ctx, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dst.Close()
+		before, err := c.TopicInfo(ctx, "t010")
+		if err != nil || before.Oldest != 2 {
+			t.Fatalf("t010 before the move: %+v, %v", before, err)
+		}
+		msgs, err := c.Consume(ctx, "t010", 2, 2)
+		if err != nil || len(msgs) != 2 {
+			t.Fatal(msgs, err)
+		}
+		at, err := c.OffsetAt(ctx, "t010", msgs[0].Time)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.MoveTopic(ctx, "t010", dst)
+		if err != nil || res.Oldest != 2 || res.Next != 4 {
+			t.Fatalf("MoveTopic(t010) = %+v, %v", res, err)
+		}
+		if slices.Contains(topicsOn(t, ctx, from), "t010") || !slices.Contains(topicsOn(t, ctx, to), "t010") {
+			t.Fatalf("t010 not moved from %s to %s", from, to)
+		}
+		after, err := c.TopicInfo(ctx, "t010")
+		if err != nil || after.Oldest != before.Oldest || after.Next != before.Next {
+			t.Fatalf("t010 after the move: %+v, %v; before %+v", after, err, before)
+		}
+		got, err := c.Consume(ctx, "t010", 2, 2)
+		if err != nil || len(got) != 2 || got[0].Offset != 2 || string(got[1].Value) != string(msgs[1].Value) || !got[0].Time.Equal(msgs[0].Time) {
+			t.Fatalf("t010 read after the move: %v, %v; before %v", got, err, msgs)
+		}
+		if again, err := c.OffsetAt(ctx, "t010", msgs[0].Time); err != nil || again != at {
+			t.Fatalf("OffsetAt after the move: %d, %v; before %d", again, err, at)
+		}
+		where["t010"] = to
+	})
+
 	// One server stops: its topics fail fast naming it, the others'
 	// keep working, through this client (locations cached) and through a
 	// new one (locations looked up).

@@ -45,6 +45,10 @@ var (
 	// ErrOffsetMismatch: ProduceExpect found the topic's next offset was
 	// not the one expected (code 23); nothing was stored.
 	ErrOffsetMismatch = errors.New("client: the topic's next offset is not the expected one")
+	// ErrImportRefused: an import (MoveTopic) into a topic that holds
+	// messages produced on the destination (code 24): only a topic that is
+	// empty or being imported is imported into. Nothing was stored.
+	ErrImportRefused = errors.New("client: import refused: the topic holds messages that were not imported")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrHTTPPort: the address answered in HTTP: it is a server's HTTP
@@ -89,6 +93,7 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeCommitConflict:     ErrCommitConflict,
 	protocol.CodeOutOfOrderSequence: ErrOutOfOrderSequence,
 	protocol.CodeOffsetMismatch:     ErrOffsetMismatch,
+	protocol.CodeImportRefused:      ErrImportRefused,
 }
 
 // Error is an error answered by the server: the operation, the protocol's

@@ -34,9 +34,10 @@ const (
 	CodeGroupBusy          Code = 20 // another member holds the lease on the (group, topic)
 	CodeCommitConflict     Code = 21 // a compare-and-set commit found another committed offset
 	CodeOutOfOrderSequence Code = 22 // an idempotent batch's sequence is below those the server remembers, or reused with another count
-	CodeOffsetMismatch     Code = 23 // produce with an expected offset: the topic's next offset is another
+	CodeOffsetMismatch     Code = 23 // produce with an expected offset, or import: the topic's next offset is another
+	CodeImportRefused      Code = 24 // import: the topic holds messages that were not imported
 
-	codeMax = CodeOffsetMismatch
+	codeMax = CodeImportRefused
 )
 
 var codeNames = [...]string{
@@ -64,6 +65,7 @@ var codeNames = [...]string{
 	CodeCommitConflict:     "commit conflict",
 	CodeOutOfOrderSequence: "out of order sequence",
 	CodeOffsetMismatch:     "offset mismatch",
+	CodeImportRefused:      "import refused",
 }
 
 func (c Code) String() string {

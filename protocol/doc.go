@@ -184,9 +184,12 @@
 //	                          so it cannot tell whether it was stored, or a
 //	                          remembered sequence with another count;
 //	                          nothing was written
-//	23   offset mismatch      produce with flag bit 1: the topic's next
-//	                          offset is not the expected one; nothing was
-//	                          written
+//	23   offset mismatch      produce with flag bit 1, or import: the
+//	                          topic's next offset is not the expected one;
+//	                          nothing was written
+//	24   import refused       import: the topic holds messages produced
+//	                          the ordinary way (it is neither empty nor
+//	                          being imported); nothing was written
 //
 // # Operations
 //
@@ -300,6 +303,43 @@
 // newest. It is never below the oldest offset. A consume from it returns
 // what was appended since time.
 //
+// Import (op 16) appends batches that another server stored, keeping the
+// base offset and append time stamped in each batch's header: it is how
+// a topic moves between servers (hrqa topics move) with its offsets and
+// its offset-at answers. It needs the admin right.
+//
+//	request                                    response, 16 bytes
+//	0   2  flags     uint16, bit 0: create     0  8  oldest  int64, the topic's
+//	                 the topic if missing;                   oldest offset after
+//	                 other bits 0                            the import
+//	2   8  offset    int64, >= 0, where the    8  8  next    int64, its next
+//	                 import goes on from                     offset after it
+//	10  4  size      uint32, bytes of batches
+//	                 that follow: the rest
+//	                 of the frame
+//	14  2  topic len
+//	16  n  topic
+//	-   -  batches   zero or more whole
+//	                 batches, concatenated,
+//	                 as stored (stamped)
+//
+// The first batch holds offset (its base at or below it, its end above
+// it); each next one starts where the one before ends, with an append
+// time no earlier (else code 14). A topic that holds nothing yet (created
+// and never written: no segment) takes any offset: it becomes its oldest
+// offset, so the copy of a truncated topic starts where the original
+// does, and an import without batches only sets the oldest and next
+// offsets (the copy of a topic truncated to its end). The topic is then
+// being imported, across restarts, and takes further imports whose
+// offset is its next offset (else code 23) and whose first append time
+// is no earlier than its newest batch's (else code 14). The first
+// produce to a topic being imported ends the import: from then on, as
+// for any topic that holds produced messages, an import is code 24
+// (import refused). Each batch is checked as a produced one is (code 10),
+// and nothing is written when any check fails. Committed offsets of
+// consumer groups are not part of an import: a mover copies them with
+// list groups and commit offset.
+//
 // # Hello and tokens
 //
 // Hello (op 9) presents the client: the highest protocol version it
@@ -330,7 +370,7 @@
 //
 //	produce       produce (creating the topic with the create flag too)
 //	consume       consume, offset at
-//	admin         create topic, delete topic, truncate
+//	admin         create topic, delete topic, truncate, import
 //	any right     topic info; list topics returns only the topics on
 //	              which the token holds some right
 //

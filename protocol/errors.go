@@ -74,6 +74,12 @@ var (
 	errLongName    = wrap(ErrInvalidArgument, "hello: client name is longer than 255 bytes")
 	errLongToken   = wrap(ErrInvalidArgument, "hello: token is longer than 1024 bytes")
 
+	errImportFlags  = wrap(ErrMalformed, "unknown import flags")
+	errImportOffset = wrap(ErrInvalidArgument, "import: the offset is negative")
+	errImportFirst  = wrap(ErrInvalidArgument, "import: the first batch does not hold the offset")
+	errImportGap    = wrap(ErrInvalidArgument, "import: a batch does not start where the one before ends")
+	errImportTime   = wrap(ErrInvalidArgument, "import: a batch was appended before the one it follows")
+
 	errCommitFlags  = wrap(ErrMalformed, "unknown commit flags")
 	errLeaseAction  = wrap(ErrMalformed, "unknown lease action")
 	errGroupCount   = wrap(ErrMalformed, "group count does not fit the payload")

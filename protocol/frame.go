@@ -64,8 +64,9 @@ const (
 	OpGroupLease   Op = 13 // take, renew or release the lease on a (group, topic)
 	OpListGroups   Op = 14 // the groups of a topic and their offsets
 	OpDeleteGroup  Op = 15 // forget a group's offset on a topic
+	OpImport       Op = 16 // append batches at their own offsets and append times (moving a topic)
 
-	opMax = OpDeleteGroup
+	opMax = OpImport
 )
 
 // Valid reports whether op is known to this protocol version.
@@ -103,6 +104,8 @@ func (op Op) String() string {
 		return "list groups"
 	case OpDeleteGroup:
 		return "delete group"
+	case OpImport:
+		return "import"
 	}
 	return "unknown op"
 }

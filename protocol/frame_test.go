@@ -229,7 +229,7 @@ func TestCodes(t *testing.T) {
 		CodeBadBatch: 10, CodeUnreadableRange: 11, CodeTopicReadOnly: 12,
 		CodeShuttingDown: 13, CodeInvalidArgument: 14, CodeLimitReached: 15,
 		CodeNoSpace: 16, CodeIdleTimeout: 17, CodeUnauthenticated: 18, CodeForbidden: 19,
-		CodeOutOfOrderSequence: 22, CodeOffsetMismatch: 23,
+		CodeOutOfOrderSequence: 22, CodeOffsetMismatch: 23, CodeImportRefused: 24,
 	}
 	for c, n := range pinned {
 		if uint16(c) != n {
@@ -237,7 +237,7 @@ func TestCodes(t *testing.T) {
 		}
 	}
 	ops := map[Op]uint8{OpPing: 1, OpCreateTopic: 2, OpDeleteTopic: 3, OpListTopics: 4,
-		OpTopicInfo: 5, OpProduce: 6, OpConsume: 7, OpTruncate: 8, OpHello: 9, OpOffsetAt: 10}
+		OpTopicInfo: 5, OpProduce: 6, OpConsume: 7, OpTruncate: 8, OpHello: 9, OpOffsetAt: 10, OpImport: 16}
 	for op, n := range ops {
 		if uint8(op) != n || !op.Valid() || op.String() == "unknown op" {
 			t.Errorf("op %v = %d, want %d", op, op, n)

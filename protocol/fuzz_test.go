@@ -155,6 +155,7 @@ func FuzzParseConsumeRequest(f *testing.F)    { fuzzRequest(f, OpConsume) }
 func FuzzParseTruncateRequest(f *testing.F)   { fuzzRequest(f, OpTruncate) }
 func FuzzParseHelloRequest(f *testing.F)      { fuzzRequest(f, OpHello) }
 func FuzzParseOffsetAtRequest(f *testing.F)   { fuzzRequest(f, OpOffsetAt) }
+func FuzzParseImportRequest(f *testing.F)     { fuzzRequest(f, OpImport) }
 
 func FuzzParseListTopicsResponse(f *testing.F) { fuzzResponse(f, OpListTopics) }
 func FuzzParseTopicInfoResponse(f *testing.F)  { fuzzResponse(f, OpTopicInfo) }
@@ -163,6 +164,7 @@ func FuzzParseConsumeResponse(f *testing.F)    { fuzzResponse(f, OpConsume) }
 func FuzzParseTruncateResponse(f *testing.F)   { fuzzResponse(f, OpTruncate) }
 func FuzzParseHelloResponse(f *testing.F)      { fuzzResponse(f, OpHello) }
 func FuzzParseOffsetAtResponse(f *testing.F)   { fuzzResponse(f, OpOffsetAt) }
+func FuzzParseImportResponse(f *testing.F)     { fuzzResponse(f, OpImport) }
 
 // FuzzParseErrorResponse fuzzes the error payload decoder.
 func FuzzParseErrorResponse(f *testing.F) {

@@ -85,6 +85,14 @@ func goldenFrames(t testing.TB) []golden {
 			"18000000 01 0a 0000 2a000000 00002a36fe9c9717 " + goldenOrders, false, OpOffsetAt},
 		{"offset at response", AppendOffsetAtResponse(nil, 42, 5000),
 			"10000000 01 0a 0000 2a000000 8813000000000000", true, OpOffsetAt},
+		{"import request", AppendImportRequest(nil, 42, "orders", ImportCreateTopic, 0, batch),
+			"45000000 01 10 0000 2a000000 0100 0000000000000000 27000000 " + goldenOrders + " " + goldenBatch, false, OpImport},
+		{"import request without batches", AppendImportRequest(nil, 42, "orders", 0, 12345, nil),
+			"1e000000 01 10 0000 2a000000 0000 3930000000000000 00000000 " + goldenOrders, false, OpImport},
+		{"import response", AppendImportResponse(nil, 42, ImportResponse{OldestOffset: 5000, NextOffset: 12345}),
+			"18000000 01 10 0000 2a000000 8813000000000000 3930000000000000", true, OpImport},
+		{"import refused response", AppendErrorResponse(nil, OpImport, 42, CodeImportRefused, "no"),
+			"0c000000 01 10 1800 2a000000 0200 6e6f", true, OpImport},
 		{"error response", AppendErrorResponse(nil, OpConsume, 42, CodeTopicNotFound, "no such topic"),
 			"17000000 01 07 0600 2a000000 0d00 6e6f207375636820746f706963", true, OpConsume},
 	}
@@ -196,6 +204,12 @@ func reencodeRequest(op Op, payload []byte) ([]byte, error) {
 			return nil, err
 		}
 		return AppendOffsetAtRequest(nil, id, string(req.Topic), req.Time), err
+	case OpImport:
+		req, err := ParseImportRequest(payload)
+		if !filled(err) {
+			return nil, err
+		}
+		return AppendImportRequest(nil, id, string(req.Topic), req.Flags, req.Offset, req.Batches), err
 	}
 	return nil, ErrUnknownOp
 }
@@ -258,6 +272,12 @@ func reencodeResponse(op Op, code Code, payload []byte) ([]byte, error) {
 			return nil, err
 		}
 		return AppendOffsetAtResponse(nil, id, resp.Offset), nil
+	case OpImport:
+		resp, err := ParseImportResponse(payload)
+		if err != nil {
+			return nil, err
+		}
+		return AppendImportResponse(nil, id, resp), nil
 	}
 	return nil, ErrUnknownOp
 }

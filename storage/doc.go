@@ -17,6 +17,7 @@
 //	<volume>/topics/<topic>/NNNN.idx   segment index
 //	<volume>/topics/<topic>/meta       start offset, present after a truncation inside a segment
 //	<volume>/topics/<topic>/groups     consumer groups' committed offsets, present after a first commit
+//	<volume>/topics/<topic>/importing  empty marker: the topic is being imported (Import)
 //	<volume>/topics/~deleted.<topic>.N a deleted topic being removed
 //
 // Topic names are 1-255 bytes of [A-Za-z0-9._-] and neither "." nor "..",
@@ -228,6 +229,32 @@
 // segment (truncation and retention remove what they remove: a duplicate
 // of a batch whose segment is gone may still be answered from the table
 // while the store is open, never after a restart).
+//
+// # Imports
+//
+// Import appends batches another store kept, keeping the base offset and
+// append time stamped in each (the CRC does not cover them): it is how a
+// topic moves between servers with its offsets and its OffsetAt answers.
+// The first import into a topic without segments (created and never
+// appended to) may start at any offset N >= 0: N is written durably to
+// the meta file of every volume as the start offset, and so is the
+// importing marker, before anything else; the first segment is named by
+// the first batch's base offset, which may be below N when the original
+// was truncated inside a batch. Later imports must go on at the topic's
+// next offset (ErrOffsetMismatch). The batches of an import follow each
+// other, with append times that never go back, from no earlier than the
+// topic's newest (ErrInvalidImport), so OffsetAt's binary search stays
+// valid. They are validated as appends are and committed like one group
+// commit, under the same lock, so appends that arrive meanwhile wait.
+//
+// A topic with segments and no marker is not imported into
+// (ErrImportRefused). The first ordinary append to a topic being imported
+// removes the marker from every volume (and fsyncs the directories)
+// before it is written: from then on the topic is an ordinary one and
+// refuses imports. At open, a marker on any volume makes the topic one
+// being imported, so an import cut short by a restart goes on. Appends
+// stamp the destination's clock: if it is behind the source's, the first
+// appends after a move may be stamped before the last imported batch.
 //
 // # Recovery and repair
 //

@@ -55,6 +55,14 @@ var (
 	// ErrOffsetMismatch: an append conditional on the topic's next offset
 	// (AppendOptions.Expect) found another next offset. Nothing is written.
 	ErrOffsetMismatch = errors.New("storage: topic's next offset is not the expected one")
+	// ErrImportRefused: Import into a topic that holds messages appended
+	// the ordinary way: only a topic without segments, or one that has
+	// received nothing but imports, is imported into. Nothing is written.
+	ErrImportRefused = errors.New("storage: topic is not empty and not being imported")
+	// ErrInvalidImport: imported batches that do not follow each other or
+	// the topic (offsets with gaps, append times that go back, a first
+	// batch that does not hold the import's offset). Nothing is written.
+	ErrInvalidImport = errors.New("storage: imported batches are out of order")
 	// ErrInvalidOptions: Options.Validate failed.
 	ErrInvalidOptions = errors.New("storage: invalid options")
 )

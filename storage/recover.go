@@ -110,6 +110,14 @@ func (r *recovery) topic(name string) (*topic, error) {
 	if err := r.groups(t, dirs); err != nil {
 		return nil, err
 	}
+	for _, dir := range dirs {
+		// An import goes on after a restart; a marker on any volume
+		// counts (the first ordinary append removes it from all).
+		if _, err := r.s.fs.Stat(filepath.Join(dir, importName)); err == nil {
+			t.importing = true
+			break
+		}
+	}
 	return t, nil
 }
 

@@ -69,6 +69,10 @@ type topic struct {
 
 	groups groupTable // consumer groups' committed offsets and leases (groups.go)
 
+	// importing: every batch the topic holds was imported (Store.Import)
+	// and its marker file is on the volumes; wmu must be held.
+	importing bool
+
 	lastWrite atomic.Int64 // append time of the last commit, Unix ns: the file budget parks the oldest first
 
 	produced, producedBytes atomic.Int64 // appended since open
@@ -89,8 +93,13 @@ type appendReq struct {
 	// pid and seq: an idempotent producer's batch (protocol.FlagProducer).
 	pid, seq uint64
 	// cond: append only if the topic's next offset is expect.
-	cond    bool
-	expect  int64
+	cond   bool
+	expect int64
+	// imp: an imported batch (Store.Import), stamped with its original
+	// append time at rather than the commit's; never queued, committed
+	// by Import under wmu.
+	imp     bool
+	at      int64
 	base    int64
 	err     error
 	decided bool // answered without being written: a duplicate (its first base), or refused (err)
@@ -361,6 +370,14 @@ func (t *topic) commit(reqs []*appendReq) {
 	t.mu.RUnlock()
 	now := opts.Now().UnixNano()
 	t.lastWrite.Store(now)
+	if err == nil && t.importing && len(reqs) > 0 && !reqs[0].imp {
+		// The first ordinary append ends the import: no import is taken
+		// after it.
+		if err2 := t.endImport(); err2 != nil {
+			finish(reqs, err2)
+			return
+		}
+	}
 	bufs := t.bufs[:0]
 	defer func() { clear(bufs); t.bufs = bufs[:0] }()
 	for i := 0; i < len(reqs); {
@@ -386,6 +403,7 @@ func (t *topic) commit(reqs []*appendReq) {
 		next := seg.next
 		size := seg.size
 		msgs := seg.messages
+		last := now // append time of the newest batch written
 		seg0next, seg0size := next, size
 		entries := t.entries[:0]
 		undo := t.undo[:0]
@@ -395,7 +413,7 @@ func (t *topic) commit(reqs []*appendReq) {
 			if j > i && (msgs >= int64(opts.Entries) || size+int64(len(r.batch)) > opts.SegmentBytes) {
 				break
 			}
-			if r.pid != 0 {
+			if r.pid != 0 && !r.imp {
 				base, dup, derr := t.producers.lookup(r.pid, r.seq, r.count, now, opts.ProducerIdle)
 				if dup || derr != nil {
 					r.base, r.decided, r.err = base, true, derr
@@ -409,7 +427,11 @@ func (t *topic) commit(reqs []*appendReq) {
 			if r.pid != 0 {
 				undo = append(undo, t.producers.record(r.pid, r.seq, next, r.count, now, opts.ProducerIdle, opts.MaxProducers))
 			}
-			protocol.StampBatch(r.batch, next, now)
+			last = now
+			if r.imp {
+				last = r.at
+			}
+			protocol.StampBatch(r.batch, next, last)
 			r.base = next
 			entries = append(entries, entry{off: next, pos: uint32(size), size: uint32(len(r.batch)), count: uint32(r.count)})
 			bufs = append(bufs, r.batch)
@@ -431,7 +453,7 @@ func (t *topic) commit(reqs []*appendReq) {
 				err = t.fail(werr)
 				continue
 			}
-			t.publish(seg, entries, size, next, msgs, now)
+			t.publish(seg, entries, size, next, msgs, last)
 		}
 		clear(undo)
 		t.undo = undo[:0]
@@ -496,7 +518,8 @@ func (t *topic) syncFiles(files []File) error {
 	return errors.Join(errs...)
 }
 
-// publish makes committed batches visible to readers and wakes waiters.
+// publish makes committed batches visible to readers and wakes waiters;
+// now is the append time of the newest.
 func (t *topic) publish(seg *segment, entries []entry, size, next, msgs, now int64) {
 	t.mu.Lock()
 	seg.entries = append(seg.entries, entries...)

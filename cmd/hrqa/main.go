@@ -169,7 +169,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		topicsListCmd, topicsCreateCmd, topicsDeleteCmd, topicsInfoCmd,
+		topicsListCmd, topicsCreateCmd, topicsDeleteCmd, topicsInfoCmd, topicsMoveCmd,
 		produceCmd, consumeCmd, truncateCmd,
 		groupsListCmd, groupsInfoCmd, groupsResetCmd, groupsDeleteCmd,
 		pingCmd, tokenNewCmd, helpCmd,

@@ -1,0 +1,161 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// importName is the marker file of a topic being imported: present on
+// every volume from the first Import until the first ordinary append.
+const importName = "importing"
+
+// Import appends batches that another store kept, at their own offsets
+// and with their own append times: the base offset and append time
+// stamped in each batch's header are kept as they are, so offsets and
+// OffsetAt answers survive a move between servers. It is how a topic is
+// copied: into a topic that holds nothing yet, or one that has received
+// only imports since (the topic "is being imported").
+//
+// offset is where the import goes on from. Into a topic without
+// segments (created and never appended to) it may be any offset >= 0: it
+// becomes the topic's oldest offset, and the first batch must hold it
+// (its base at or below offset, its end above it), so a copy of a
+// truncated topic starts where the original does. Otherwise offset, and
+// the first batch's base, must be the topic's next offset
+// (ErrOffsetMismatch). With no batches, an import into a topic without
+// segments only sets its oldest and next offsets to offset.
+//
+// Batches must follow each other (each base is the previous base plus its
+// count) with append times that never go back, and the first time must
+// not be before the topic's newest batch's (ErrInvalidImport). Each is
+// validated as Append validates it (ErrInvalidBatch). A topic that has
+// received an ordinary append is not imported into (ErrImportRefused):
+// the first ordinary append ends the import. Nothing is written when any
+// check fails.
+//
+// Import returns the topic's oldest and next offsets after it, once every
+// volume has the batches (fsynced with FsyncAlways). The batches must not
+// be used by the caller until it returns.
+func (s *Store) Import(name string, offset int64, batches [][]byte) (oldest, next int64, err error) {
+	if offset < 0 {
+		return 0, 0, fmt.Errorf("%w: topic %q: offset %d is negative", ErrInvalidImport, name, offset)
+	}
+	reqs := make([]*appendReq, len(batches))
+	var prev protocol.Batch
+	for i, b := range batches {
+		bi, err := s.validate(name, b)
+		if err != nil {
+			return 0, 0, err
+		}
+		bt, _, _ := parseBatch(b, s.opts.MaxBatchBytes) // valid: validate parsed it
+		switch {
+		case i == 0 && (bt.BaseOffset > offset || bt.BaseOffset+int64(bt.Count) <= offset):
+			return 0, 0, fmt.Errorf("%w: topic %q: the first batch holds offsets [%d, %d), not %d", ErrInvalidImport, name, bt.BaseOffset, bt.BaseOffset+int64(bt.Count), offset)
+		case i > 0 && bt.BaseOffset != prev.BaseOffset+int64(prev.Count):
+			return 0, 0, fmt.Errorf("%w: topic %q: batch %d starts at offset %d, not %d", ErrInvalidImport, name, i, bt.BaseOffset, prev.BaseOffset+int64(prev.Count))
+		case i > 0 && bt.AppendTime < prev.AppendTime:
+			return 0, 0, fmt.Errorf("%w: topic %q: batch %d was appended before the one it follows", ErrInvalidImport, name, i)
+		}
+		prev = bt
+		reqs[i] = &appendReq{batch: b, count: bi.count, pid: bi.pid, seq: bi.seq,
+			cond: true, expect: bt.BaseOffset, imp: true, at: bt.AppendTime}
+	}
+	t, err := s.lookup(name)
+	if err != nil {
+		return 0, 0, err
+	}
+	return t.importBatches(offset, reqs)
+}
+
+// importBatches commits reqs, imported batches already checked against
+// each other, after checking them against the topic.
+func (t *topic) importBatches(offset int64, reqs []*appendReq) (oldest, next int64, err error) {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	t.mu.RLock()
+	terr, empty, next := t.err, len(t.segs) == 0, t.next
+	var lastTime int64
+	if !empty {
+		lastTime = t.segs[len(t.segs)-1].lastTime
+	}
+	t.mu.RUnlock()
+	if terr != nil {
+		return 0, 0, terr
+	}
+	switch {
+	case !empty && !t.importing:
+		return 0, 0, fmt.Errorf("%w: topic %q holds messages that were not imported", ErrImportRefused, t.name)
+	case !empty && offset != next:
+		return 0, 0, fmt.Errorf("%w: topic %q: its next offset is %d, not %d", ErrOffsetMismatch, t.name, next, offset)
+	case !empty && len(reqs) > 0 && reqs[0].at < lastTime:
+		return 0, 0, fmt.Errorf("%w: topic %q: the first batch was appended before the topic's newest", ErrInvalidImport, t.name)
+	}
+	if empty {
+		if err := t.beginImport(offset); err != nil {
+			return 0, 0, err
+		}
+		base := offset
+		if len(reqs) > 0 {
+			base = reqs[0].expect
+		}
+		t.mu.Lock()
+		t.start, t.next = base, base // the first segment starts at base
+		t.mu.Unlock()
+	}
+	t.commit(reqs)
+	for _, r := range reqs {
+		if r.err != nil {
+			err = r.err
+			break
+		}
+	}
+	t.mu.Lock()
+	if empty {
+		if len(t.segs) == 0 {
+			t.next = offset
+		}
+		t.start = min(offset, t.next)
+	}
+	oldest, next = t.start, t.next
+	t.mu.Unlock()
+	return oldest, next, err
+}
+
+// beginImport makes the topic, which has no segments, one being imported
+// from offset: the start offset and the marker written durably on every
+// volume. wmu must be held.
+func (t *topic) beginImport(offset int64) error {
+	if err := t.persistStart(offset); err != nil {
+		return err
+	}
+	if t.importing {
+		return nil
+	}
+	for v := range t.s.opts.Volumes {
+		if err := t.s.writeFileDurable(filepath.Join(t.s.topicDir(v, t.name), importName), nil); err != nil {
+			return fmt.Errorf("storage: topic %q: import: %w", t.name, err)
+		}
+	}
+	t.importing = true
+	return nil
+}
+
+// endImport removes the import marker from every volume before the first
+// ordinary append is written. wmu must be held.
+func (t *topic) endImport() error {
+	for v := range t.s.opts.Volumes {
+		dir := t.s.topicDir(v, t.name)
+		if err := t.s.fs.Remove(filepath.Join(dir, importName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("storage: topic %q: end import: %w", t.name, err)
+		}
+		if err := t.s.fs.SyncDir(dir); err != nil {
+			return fmt.Errorf("storage: topic %q: end import: %w", t.name, err)
+		}
+	}
+	t.importing = false
+	return nil
+}
