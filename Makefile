@@ -2,6 +2,8 @@
 GO       ?= go
 FUZZTIME ?= 5s
 PKGS     := ./...
+# BIN: where build and run write the binaries.
+BIN      ?= bin
 # image: the container tool (podman if installed, else docker), the image's name and its second tag.
 CONTAINER ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
 IMAGE     ?= haraqa/haraqa
@@ -13,14 +15,19 @@ all: build
 
 build:
 	$(GO) build $(PKGS)
-	$(GO) build -o bin/haraqa ./cmd/server
-	$(GO) build -o bin/hrqa ./cmd/hrqa
-	$(GO) build -o bin/haraqa-bench ./cmd/haraqa-bench
+	$(GO) build -o $(BIN)/haraqa ./cmd/server
+	$(GO) build -o $(BIN)/hrqa ./cmd/hrqa
+	$(GO) build -o $(BIN)/haraqa-bench ./cmd/haraqa-bench
 
-## run: the server on the local volume ./data (binary protocol on 14353), on 127.0.0.1 only.
-## Built, then exec'd, so that a signal to make reaches the server itself (go run would leave it behind).
+## run: the server on the volume VOLUME, both ports on 127.0.0.1 only: the binary protocol on
+## TCP_PORT and HTTP on HTTP_PORT. Built into BIN, then exec'd, so that make's only child is the
+## server itself and a signal to make reaches it (go run would leave the server behind).
+## Each can be set on the command line: make run TCP_PORT=24353 HTTP_PORT=4354 VOLUME=/tmp/v
+VOLUME    ?= ./data
+TCP_PORT  ?= 14353
+HTTP_PORT ?= 4353
 run:
-	$(GO) build -o bin/haraqa ./cmd/server && exec bin/haraqa -listen 127.0.0.1 ./data
+	$(GO) build -o $(BIN)/haraqa ./cmd/server && exec $(BIN)/haraqa -listen 127.0.0.1 -tcp $(TCP_PORT) -http $(HTTP_PORT) $(VOLUME)
 
 ## test: everything CI checks: formatting, vet, race tests, the deploy module's tests (manifests, chart,
 ## container image), every fuzz target briefly, every benchmark once.

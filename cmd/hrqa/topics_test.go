@@ -100,3 +100,18 @@ func TestTruncate(t *testing.T) {
 	fails(t, addr, "", `topic "nope" does not exist`, "truncate", "nope", "-before", "2025-01-02T15:04:05Z")
 	fails(t, addr, "", `offset 0 is outside topic "t": its oldest offset is 6, its next 7`, "consume", "t", "-offset", "0")
 }
+
+// TestTopicNameWithColonAndAt: the names the original haraqa's examples use
+// work on the binary port too, end to end.
+func TestTopicNameWithColonAndAt(t *testing.T) {
+	t.Parallel()
+	addr, _ := server(t)
+	name := "chat:bob@example.com:alice@example.com"
+	ok(t, addr, "", "produce", name, "hi")
+	if out := ok(t, addr, "", "consume", name); out != "hi\n" {
+		t.Fatalf("hrqa consume %s: %q, want %q", name, out, "hi\n")
+	}
+	if out := ok(t, addr, "", "topics", "list"); !strings.Contains(out, name) {
+		t.Fatalf("hrqa topics list: %q lacks %s", out, name)
+	}
+}

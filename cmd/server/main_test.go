@@ -53,8 +53,9 @@ func TestFlags(t *testing.T) {
 	}
 }
 
-// buildServer builds the haraqa binary into dir.
-func buildServer(t *testing.T, dir string) string {
+// goCommand returns the go command to build the server with; the test
+// is skipped without one.
+func goCommand(t *testing.T) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -63,8 +64,14 @@ func buildServer(t *testing.T, dir string) string {
 			t.Skip("no go command to build the server with")
 		}
 	}
+	return goBin
+}
+
+// buildServer builds the haraqa binary into dir.
+func buildServer(t *testing.T, dir string) string {
+	t.Helper()
 	bin := filepath.Join(dir, "haraqa")
-	cmd := exec.Command(goBin, "build", "-o", bin, ".")
+	cmd := exec.Command(goCommand(t), "build", "-o", bin, ".")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
