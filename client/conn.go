@@ -43,6 +43,7 @@ type conn struct {
 	wbuf    []byte     // frames waiting to be written
 	wids    []uint32   // their correlation ids, in order
 	wends   []int      // where each ends in wbuf
+	wdl     time.Time  // the write deadline of the frames in wbuf: the latest of theirs, zero if one has none
 	writing bool       // a sender is writing; it writes wbuf too before it stops
 	spare   []byte     // the writer's other buffer
 
@@ -411,8 +412,9 @@ func (c *conn) fail(err error) {
 
 // dead reports whether the connection failed. A direct connection that
 // nobody reads and that went unused for probeAfter is probed first: if the
-// server closed it, or sent something unasked (an idle-timeout notice,
-// say), it is failed now, before a request is sent on it.
+// server closed it, it is failed now, before a request is sent on it, and
+// what it holds (a late answer to a request given up on, an idle-timeout
+// notice) is read.
 func (c *conn) dead() bool {
 	c.mu.Lock()
 	if c.err != nil || !c.direct || c.reading || len(c.pending) > 0 ||
@@ -420,66 +422,60 @@ func (c *conn) dead() bool {
 		defer c.mu.Unlock()
 		return c.err != nil
 	}
-	c.mu.Unlock()
-	if err := c.probe(); err != nil {
-		c.fail(err)
+	// Nobody reads and nothing is in flight: new requests wait for c.mu,
+	// so what the socket holds was sent before any of them.
+	data, err := c.peekLocked()
+	switch {
+	case err != nil:
+		c.mu.Unlock()
+		c.fail(fmt.Errorf("%w: %w", errNotSent, err))
 		return true
+	case !data:
+		c.mu.Unlock()
+		return false
 	}
-	return false
+	c.reading, c.readerID = true, 0
+	c.mu.Unlock()
+	for {
+		if _, _, alive, _ := c.readOne(0); !alive {
+			break
+		}
+		if c.rd.r.Buffered() == 0 && !c.rd.midFrame() {
+			c.mu.Lock()
+			data, err := c.peekLocked()
+			c.mu.Unlock()
+			if err != nil || !data {
+				break // a close is read as such next time
+			}
+		}
+	}
+	c.release(false)
+	return c.failed()
 }
 
-// probe looks, without waiting or taking anything, at what an idle direct
-// connection holds: nothing (nil), or a close or frame from the server
-// (the error to fail the connection with: not sent, since nothing is in
-// flight).
-func (c *conn) probe() error {
-	var head [256]byte // an unasked frame is a header and a short message
+// peekLocked looks, without waiting or taking anything, at what the socket
+// of a direct connection that nobody reads holds: data (true), nothing
+// (false), or a close by the server (err). c.mu must be held, so that
+// nobody starts reading meanwhile.
+func (c *conn) peekLocked() (bool, error) {
+	var b [1]byte
 	var n int
 	var rerr error
 	err := c.raw.Read(func(fd uintptr) bool {
-		n, _, rerr = syscall.Recvfrom(int(fd), head[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		n, _, rerr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		return true
 	})
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: %w", errNotSent, err)
+		return false, err
 	case rerr == syscall.EAGAIN:
-		return nil
+		return false, nil
 	case rerr != nil:
-		return fmt.Errorf("%w: %w", errNotSent, rerr)
+		return false, rerr
 	case n == 0:
-		return fmt.Errorf("%w: %w", errNotSent, io.EOF)
+		return false, io.EOF
 	}
-	if size := peekedFrame(head[:n]); size > 0 && size <= n {
-		// A whole frame to no request: most likely the idle-timeout
-		// notice. Read it as the reader would, to fail with what it says.
-		if c.claimIdle() {
-			_, _, _, _ = c.readOne(0)
-			c.release(false)
-		}
-	}
-	return fmt.Errorf("%w: the server closed the connection or sent data no request asked for", errNotSent)
-}
-
-// peekedFrame returns the size of the frame at the start of b if it
-// answers no request (correlation id 0), else 0.
-func peekedFrame(b []byte) int {
-	if len(b) < protocol.HeaderSize || binary.LittleEndian.Uint32(b[protocol.HeaderSize-4:]) != 0 {
-		return 0
-	}
-	return protocol.FrameLengthSize + int(binary.LittleEndian.Uint32(b))
-}
-
-// claimIdle makes the caller the reader of a connection with nothing in
-// flight (probe's unasked frame).
-func (c *conn) claimIdle() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.reading || c.err != nil {
-		return false
-	}
-	c.reading, c.readerID = true, 0
-	return true
+	return true, nil
 }
 
 func (c *conn) failed() bool {
@@ -497,6 +493,17 @@ func (c *conn) idleFor(d time.Duration) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.pending) == 0
+}
+
+// minWriteTime is the least time a write is given before it fails the
+// connection: a server that reads nothing for that long is taken as gone.
+const minWriteTime = time.Second
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // maxKeptWriteBuf is the largest write buffer a connection keeps.
@@ -553,6 +560,12 @@ func (c *conn) queue(deadline time.Time, build func(dst []byte, corrID uint32) [
 	c.wbuf = build(c.wbuf, id)
 	c.wids = append(c.wids, id)
 	c.wends = append(c.wends, len(c.wbuf))
+	switch {
+	case len(c.wids) == 1 || (!c.wdl.IsZero() && deadline.After(c.wdl)):
+		c.wdl = deadline
+	case deadline.IsZero():
+		c.wdl = time.Time{}
+	}
 	if c.writing {
 		c.wmu.Unlock()
 		return id, ch, nil
@@ -570,10 +583,17 @@ func (c *conn) queue(deadline time.Time, build func(dst []byte, corrID uint32) [
 		c.wmu.Lock()
 	}
 	for len(c.wbuf) > 0 {
-		buf, ids, ends := c.wbuf, c.wids, c.wends
+		buf, ids, ends, dl := c.wbuf, c.wids, c.wends, c.wdl
 		c.wbuf, c.wids, c.wends = c.spare[:0], nil, nil
 		c.wmu.Unlock()
-		_ = c.nc.SetWriteDeadline(deadline)
+		// One write carries every frame queued: it may take as long as
+		// the most patient of them allows, not the sender's own, and at
+		// least minWriteTime, since a write that times out fails the
+		// connection and every request on it, not just the impatient one.
+		if !dl.IsZero() {
+			dl = later(dl, time.Now().Add(minWriteTime))
+		}
+		_ = c.nc.SetWriteDeadline(dl)
 		n, err := c.nc.Write(buf)
 		c.wmu.Lock()
 		if cap(buf) <= maxKeptWriteBuf {
@@ -647,10 +667,22 @@ func (c *conn) roundTrip(ctx context.Context, build func(dst []byte, corrID uint
 	if err != nil {
 		return response{err: err}, false
 	}
+	resp, ok := c.await(ctx, id, ch)
+	if !ok {
+		c.forget(id)
+		return response{err: ctx.Err()}, true
+	}
+	return resp, !errors.Is(resp.err, errNotSent)
+}
+
+// await waits for the response to the request id, on ch, reading it
+// itself on a direct connection that nobody reads; ok is false if ctx
+// ended first (the request is still in flight).
+func (c *conn) await(ctx context.Context, id uint32, ch chan response) (resp response, ok bool) {
 	if c.direct {
 		if c.claim(id) {
 			if resp, ok := c.readOwn(ctx, id, ch); ok {
-				return resp, !errors.Is(resp.err, errNotSent)
+				return resp, true
 			}
 		} else {
 			c.wakeReader()
@@ -658,10 +690,9 @@ func (c *conn) roundTrip(ctx context.Context, build func(dst []byte, corrID uint
 	}
 	select {
 	case resp = <-ch:
-		return resp, !errors.Is(resp.err, errNotSent)
+		return resp, true
 	case <-ctx.Done():
-		c.forget(id)
-		return response{err: ctx.Err()}, true
+		return response{}, false
 	}
 }
 
