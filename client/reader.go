@@ -111,8 +111,11 @@ func (r *Reader) Next(ctx context.Context) ([]Message, error) {
 		}
 		if next > cr.StartOffset {
 			// Ask for the next response now, into the other buffer, whose
-			// messages the caller gave up by calling Next.
-			if err := r.start(ctx, next, 1-f.buf, 0, false); err != nil && !errors.Is(err, ErrConnection) {
+			// messages the caller gave up by calling Next. It waits at the
+			// server for messages past the end: a Reader that keeps up
+			// with its topic gets each new message in one round trip, not
+			// an empty answer first and a long poll after.
+			if err := r.start(ctx, next, 1-f.buf, followWait, false); err != nil && !errors.Is(err, ErrConnection) {
 				return nil, err
 			} // a broken connection is dialed again by the next call
 		}
