@@ -95,6 +95,11 @@ type Config struct {
 	Batch int
 	// Single is how a Batch of 1 is sent (default SingleProduce).
 	Single Single
+	// Linger is the Producer's linger time with Single SingleProducer
+	// (client.WithLinger; default 5 ms, the client's): 0 sends each message
+	// at once while fewer batches than the Producer's in-flight bound are
+	// unanswered.
+	Linger time.Duration
 	// Messages is the total number of messages to produce, split among the
 	// producers; Duration is how long to produce instead. Exactly one is
 	// non-zero (DefaultConfig: 5 seconds).
@@ -147,6 +152,7 @@ func DefaultConfig() Config {
 		Size:       1024,
 		Batch:      100,
 		Single:     SingleProduce,
+		Linger:     5 * time.Millisecond,
 		Duration:   5 * time.Second,
 		Compress:   "none",
 		Idempotent: true,
@@ -189,6 +195,8 @@ func (c *Config) Validate() error {
 		return bad("give -messages or -duration")
 	case c.Warmup < 0:
 		return bad("warmup %s must not be negative", c.Warmup)
+	case c.Linger < 0:
+		return bad("linger %v: want 0 or more", c.Linger)
 	case c.Rate < 0:
 		return bad("rate %g must not be negative", c.Rate)
 	case c.Rate > 0 && c.Mode == ModeConsume:

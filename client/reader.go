@@ -72,7 +72,7 @@ func (r *Reader) Next(ctx context.Context) ([]Message, error) {
 			if r.atEnd {
 				wait = followWait
 			}
-			if err := r.start(ctx, r.offset, 0, wait); err != nil {
+			if err := r.start(ctx, r.offset, 0, wait, true); err != nil {
 				if !r.retryable(ctx, err, &attempt, &bo) {
 					return nil, err
 				}
@@ -80,10 +80,8 @@ func (r *Reader) Next(ctx context.Context) ([]Message, error) {
 			}
 		}
 		f := r.pending
-		var resp response
-		select {
-		case resp = <-f.ch:
-		case <-ctx.Done():
+		resp, ok := f.cn.await(ctx, f.id, f.ch)
+		if !ok {
 			return nil, ctx.Err() // the request stays in flight for the next call
 		}
 		r.pending = nil
@@ -113,8 +111,11 @@ func (r *Reader) Next(ctx context.Context) ([]Message, error) {
 		}
 		if next > cr.StartOffset {
 			// Ask for the next response now, into the other buffer, whose
-			// messages the caller gave up by calling Next.
-			if err := r.start(ctx, next, 1-f.buf, 0); err != nil && !errors.Is(err, ErrConnection) {
+			// messages the caller gave up by calling Next. It waits at the
+			// server for messages past the end: a Reader that keeps up
+			// with its topic gets each new message in one round trip, not
+			// an empty answer first and a long poll after.
+			if err := r.start(ctx, next, 1-f.buf, followWait, false); err != nil && !errors.Is(err, ErrConnection) {
 				return nil, err
 			} // a broken connection is dialed again by the next call
 		}
@@ -139,13 +140,19 @@ func (r *Reader) Next(ctx context.Context) ([]Message, error) {
 }
 
 // start sends a consume request from offset, to be read into bufs[buf].
-func (r *Reader) start(ctx context.Context, offset int64, buf int, wait time.Duration) error {
+// With await, Next waits for it at once and reads it itself if it can;
+// else the connection's reader reads it meanwhile.
+func (r *Reader) start(ctx context.Context, offset int64, buf int, wait time.Duration, await bool) error {
 	cn, err := r.c.connect(ctx, r.slot)
 	if err != nil {
 		return err
 	}
 	topic, maxBytes := r.topic, r.c.opts.consumeBytes()
-	id, ch, err := cn.sendInto(time.Time{}, func(b []byte, id uint32) []byte {
+	send := cn.sendInto
+	if await {
+		send = cn.queue
+	}
+	id, ch, err := send(time.Time{}, func(b []byte, id uint32) []byte {
 		return protocol.AppendConsumeRequest(b, id, topic, offset, 0, maxBytes, int32(wait/time.Millisecond))
 	}, r.bufs[buf])
 	if err != nil {
