@@ -44,44 +44,28 @@ func readAll(t testing.TB, s *Store, topic string, offset int64) [][]byte {
 	t.Helper()
 	start := offset
 	var out [][]byte
-	for {
-		r, err := s.Read(topic, offset, 0, 1<<20)
-		if err != nil {
-			t.Fatalf("read %s@%d: %v", topic, offset, err)
-		}
-		if r.Batches == 0 {
-			r.Release()
-			return out
-		}
-		b, err := r.AppendTo(nil)
-		r.Release()
+	for _, b := range rawBatches(t, s, topic, offset) {
+		bt, _, err := protocol.ParseBatch(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for len(b) > 0 {
-			bt, n, err := protocol.ParseBatch(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := bt.Validate(); err != nil {
-				t.Fatalf("served an invalid batch at %d: %v", bt.BaseOffset, err)
-			}
-			err = protocol.Messages(bt.Body, bt.Count, bt.BaseOffset, func(o int64, m []byte) error {
-				if o >= offset {
-					if want := start + int64(len(out)); o != want {
-						t.Fatalf("read offset %d, want %d", o, want)
-					}
-					out = append(out, append([]byte(nil), m...))
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b = b[n:]
+		if err := bt.Validate(); err != nil {
+			t.Fatalf("served an invalid batch at %d: %v", bt.BaseOffset, err)
 		}
-		offset = r.Next
+		err = protocol.Messages(bt.Body, bt.Count, bt.BaseOffset, func(o int64, m []byte) error {
+			if o >= offset {
+				if want := start + int64(len(out)); o != want {
+					t.Fatalf("read offset %d, want %d", o, want)
+				}
+				out = append(out, append([]byte(nil), m...))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
+	return out
 }
 
 func TestRoundTrip(t *testing.T) {
