@@ -3,7 +3,8 @@
 // (broker) and the HTTP port (httpapi), sets the Go runtime's memory limit
 // and holds the GC ballast, and shuts
 // them down in order. The haraqa binary, haraqa-bench's embedded server and
-// the brokertest helper all start servers through it.
+// the brokertest helper all start servers through it; ParseFlags maps the
+// haraqa binary's command line onto a Config.
 //
 // Start-up order: the HTTP port listens first, so /healthz answers while
 // the volumes are recovered (which can take a while after a crash); then
