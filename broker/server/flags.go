@@ -18,7 +18,7 @@ import (
 func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	c := DefaultConfig()
 	var httpPort, tcpPort uint
-	var listen, logLevel string
+	var listen, logLevel, peers string
 	fs := flag.NewFlagSet("haraqa", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.UintVar(&httpPort, "http", 4353, "HTTP port: REST API, API docs, Prometheus metrics, health checks")
@@ -53,6 +53,7 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.TLSCertFile, "tls-cert", "", "PEM certificate (chain) file: both ports speak TLS only; reloaded on SIGHUP and when the file changes")
 	fs.StringVar(&c.TLSKeyFile, "tls-key", "", "PEM private key file of -tls-cert")
 	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca", "", "PEM file of the CAs whose client certificates both ports then require (mutual TLS)")
+	fs.StringVar(&peers, "peers", "", "comma-separated binary protocol addresses of the servers sharing the topics, this one among them, as clients are given them (host:port, or host:port/httpport when a peer's HTTP port is not -http); the HTTP port then redirects (307) requests for topics that live on another")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: haraqa [flags] VOLUME...\n\n"+
 			"Serves topics stored on the volumes (directories). Messages are written to every\n"+
@@ -76,6 +77,14 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	if httpPort > 65535 || tcpPort > 65535 {
 		return c, errors.New("ports must be at most 65535")
+	}
+	list, err := ParsePeers(peers, int(httpPort))
+	if err != nil {
+		return c, err
+	}
+	c.Peers = list
+	if err := checkPeers(&c, tcpPort); err != nil {
+		return c, err
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {

@@ -86,3 +86,57 @@ func TestParseFlagsDefaults(t *testing.T) {
 		t.Errorf("fsync %v, cache %v", c.Storage.Fsync, c.Storage.Cache)
 	}
 }
+
+// TestParsePeers: the -peers list, its HTTP ports, and the combinations
+// ParseFlags refuses.
+func TestParsePeers(t *testing.T) {
+	peers, err := server.ParsePeers(" a:14353, b:14353/8080,,a:14353,[::1]:1 ", 4353)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []server.Peer{{"a:14353", "http://a:4353"}, {"b:14353", "http://b:8080"}, {"[::1]:1", "http://[::1]:4353"}}
+	if len(peers) != len(want) {
+		t.Fatalf("peers %+v, want %+v", peers, want)
+	}
+	for i := range want {
+		if peers[i] != want[i] {
+			t.Errorf("peer %d: %+v, want %+v", i, peers[i], want[i])
+		}
+	}
+	if peers, err := server.ParsePeers("", 4353); err != nil || len(peers) != 0 {
+		t.Errorf("empty list: %v, %v", peers, err)
+	}
+	for _, tc := range []struct {
+		list string
+		http int
+		err  string
+	}{
+		{"a", 4353, `"a" is not host:port`},
+		{":14353", 4353, "is not host:port"},
+		{"a:0", 4353, "is not host:port"},
+		{"a:1/x", 4353, `"x" is not an HTTP port`},
+		{"a:1", 0, "-http is 0"},
+	} {
+		if _, err := server.ParsePeers(tc.list, tc.http); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("ParsePeers(%q, %d): %v, want an error holding %q", tc.list, tc.http, err, tc.err)
+		}
+	}
+	dir := t.TempDir()
+	c, err := server.ParseFlags([]string{"-peers", "h0:14353,h1:14353", "-http", "80", dir}, &bytes.Buffer{})
+	if err != nil || len(c.Peers) != 2 || c.Peers[1].HTTP != "http://h1:80" {
+		t.Errorf("-peers: %+v, %v", c.Peers, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"-peers", "a:1", "-tcp", "0", dir}, "-peers needs a -tcp port"},
+		{[]string{"-peers", "a:1", "-auth-file", "x", dir}, "-auth-file"},
+		{[]string{"-peers", "a:1", "-tls-cert", "x", dir}, "-tls-cert"},
+		{[]string{"-peers", "a", dir}, "-peers"},
+	} {
+		if _, err := server.ParseFlags(tc.args, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("ParseFlags(%q): %v, want an error holding %q", tc.args, err, tc.err)
+		}
+	}
+}

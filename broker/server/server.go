@@ -115,6 +115,11 @@ type Config struct {
 	// right the request needs on its topic. Read by New, again by Reload.
 	// Empty (the default): no tokens, everything allowed.
 	AuthFile string
+	// Peers are the servers that share the topics (the -peers flag), this
+	// one among them. New does not read it: the haraqa binary builds
+	// HTTP.Peers from it, a Locator that asks them over the client
+	// package, which broker/server may not import. Default nil.
+	Peers []Peer
 	// Logger receives the server's logs and is handed to the storage,
 	// broker and HTTP parts that have none of their own (default
 	// slog.Default()).
