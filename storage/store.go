@@ -461,6 +461,15 @@ func (s *Store) ListTopics(prefix string) []string {
 	return names
 }
 
+// HasTopic reports whether the store holds topic name: one map lookup
+// under a read lock, for callers that only route on it.
+func (s *Store) HasTopic(name string) bool {
+	s.mu.RLock()
+	_, ok := s.topics[name]
+	s.mu.RUnlock()
+	return ok
+}
+
 // Info describes a topic.
 func (s *Store) Info(name string) (TopicInfo, error) {
 	t, err := s.lookup(name)

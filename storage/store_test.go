@@ -153,3 +153,22 @@ func TestStoreFsyncPolicy(t *testing.T) {
 		t.Fatalf("FsyncPolicy() = %v, want always", got)
 	}
 }
+
+func TestHasTopic(t *testing.T) {
+	s, _ := openTest(t, 1)
+	if s.HasTopic("t") {
+		t.Fatal("HasTopic before create")
+	}
+	if err := s.CreateTopic("t"); err != nil {
+		t.Fatal(err)
+	}
+	if !s.HasTopic("t") || s.HasTopic("u") || s.HasTopic("../t") {
+		t.Fatal("HasTopic after create: want t only")
+	}
+	if err := s.DeleteTopic("t"); err != nil {
+		t.Fatal(err)
+	}
+	if s.HasTopic("t") {
+		t.Fatal("HasTopic after delete")
+	}
+}

@@ -64,6 +64,12 @@ type Config struct {
 	// AuthMetrics makes /metrics and /docs need a token with the admin
 	// right (the -auth-metrics flag, default false). Only with Auth.
 	AuthMetrics bool
+	// Peers, when set, is asked where a topic lives that this server does
+	// not have, for the routes on /topics/{topic}: a request for a topic
+	// on another server is answered 307 with that server's URL. Listing
+	// /topics and watching /ws/topics stay local. Nil (the default): no
+	// peers, every request is served here.
+	Peers Locator
 	// Logger receives internal errors (default slog.Default()).
 	Logger *slog.Logger
 }

@@ -68,7 +68,8 @@ func topicName(r *http.Request) (string, error) {
 type topicHandler func(w http.ResponseWriter, r *http.Request, s *storage.Store, name string)
 
 // onTopic answers 503 while recovering, 400 for an invalid name, 401 or
-// 403 when the token (Config.Auth) does not hold right on the topic, and
+// 403 when the token (Config.Auth) does not hold right on the topic, 307
+// to the peer that has a topic this server lacks (Config.Peers), and
 // otherwise calls h.
 func (a *API) onTopic(right auth.Right, h topicHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -81,7 +82,7 @@ func (a *API) onTopic(right auth.Right, h topicHandler) http.HandlerFunc {
 			a.fail(w, err)
 			return
 		}
-		if !a.authorize(w, r, right, name) {
+		if !a.authorize(w, r, right, name) || a.elsewhere(w, r, s, name) {
 			return
 		}
 		h(w, r, s, name)
@@ -118,7 +119,7 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 		status, msg = http.StatusServiceUnavailable, storage.ErrReadOnly.Error()
 	case errors.Is(err, storage.ErrClosed):
 		status, msg = http.StatusServiceUnavailable, "server is shutting down"
-	case errors.Is(err, ErrNotReady):
+	case errors.Is(err, ErrNotReady), errors.Is(err, ErrPeerUnavailable):
 		status, msg = http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, ErrUnauthorized):
 		status, msg = http.StatusUnauthorized, err.Error()

@@ -3,7 +3,8 @@
 // (broker) and the HTTP port (httpapi), sets the Go runtime's memory limit
 // and holds the GC ballast, and shuts
 // them down in order. The haraqa binary, haraqa-bench's embedded server and
-// the brokertest helper all start servers through it.
+// the brokertest helper all start servers through it; ParseFlags maps the
+// haraqa binary's command line onto a Config.
 //
 // Start-up order: the HTTP port listens first, so /healthz answers while
 // the volumes are recovered (which can take a while after a crash); then
@@ -114,6 +115,11 @@ type Config struct {
 	// right the request needs on its topic. Read by New, again by Reload.
 	// Empty (the default): no tokens, everything allowed.
 	AuthFile string
+	// Peers are the servers that share the topics (the -peers flag), this
+	// one among them. New does not read it: the haraqa binary builds
+	// HTTP.Peers from it, a Locator that asks them over the client
+	// package, which broker/server may not import. Default nil.
+	Peers []Peer
 	// Logger receives the server's logs and is handed to the storage,
 	// broker and HTTP parts that have none of their own (default
 	// slog.Default()).

@@ -11,11 +11,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -30,86 +27,8 @@ func main() {
 // once a signal asks the server to stop.
 const shutdownTimeout = 10 * time.Second
 
-// parseFlags maps the flags (the original haraqa's, with its defaults,
-// and ours) onto a server configuration.
-func parseFlags(args []string, stderr io.Writer) (server.Config, error) {
-	c := server.DefaultConfig()
-	var httpPort, tcpPort uint
-	var listen, logLevel string
-	fs := flag.NewFlagSet("haraqa", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.UintVar(&httpPort, "http", 4353, "HTTP port: REST API, API docs, Prometheus metrics, health checks")
-	fs.UintVar(&tcpPort, "tcp", 14353, "binary protocol port")
-	fs.StringVar(&listen, "listen", "0.0.0.0", "address to listen on")
-	fs.BoolVar(&c.Storage.Cache, "cache", true, "keep segment files open between reads")
-	fs.BoolVar(&c.HTTP.CORS, "cors", true, "send CORS headers on the HTTP port")
-	fs.BoolVar(&c.HTTP.Docs, "docs", true, "serve the API docs on the HTTP port")
-	fs.BoolVar(&c.HTTP.Prometheus, "prometheus", true, "serve Prometheus metrics on the HTTP port")
-	fs.BoolVar(&c.HTTP.Pprof, "pprof", false, "serve Go runtime profiles at /debug/pprof/ on the HTTP port")
-	fs.IntVar(&c.Storage.Entries, "entries", 5000, "messages per segment file before a new one starts")
-	fs.IntVar(&c.Broker.DefaultLimit, "limit", -1, "default consume limit in messages; -1: no limit beyond the byte bound")
-	fs.Int64Var(&c.Ballast, "ballast", 0, "GC ballast in bytes (address space only, but counted toward -memory-limit; 0 to disable)")
-	fs.Int64Var(&c.MemoryLimit, "memory-limit", -1, "the Go runtime's soft memory limit in bytes (as GOMEMLIMIT); -1: -max-buffered-bytes and a quarter plus 128 MiB, unless GOMEMLIMIT is set; 0: the runtime's own")
-	fs.TextVar(&c.Storage.Fsync, "fsync", c.Storage.Fsync, "when to fsync: always (before every ack, group-committed), interval, never")
-	fs.DurationVar(&c.Storage.FsyncInterval, "fsync-interval", time.Second, "fsync period with -fsync interval")
-	fs.IntVar(&c.Broker.MaxFrameSize, "max-frame", c.Broker.MaxFrameSize, "largest request frame in bytes")
-	fs.IntVar(&c.Broker.MaxConsumeBytes, "max-consume-bytes", 4<<20, "largest consume response in batch bytes")
-	fs.Int64Var(&c.Storage.MinFreeBytes, "min-free-bytes", c.Storage.MinFreeBytes, "refuse produces while a volume has less free space; -1: 2% of the volume, at most 64 MiB; 0: no floor")
-	fs.IntVar(&c.Broker.MaxConns, "max-conns", c.Broker.MaxConns, "most open binary protocol connections; the default is half the descriptor limit less 64, at most 65536")
-	fs.IntVar(&c.Storage.MaxOpenFiles, "max-open-files", c.Storage.MaxOpenFiles, "most segment files held open, read and write together; idle ones are closed past it; the default is half the descriptor limit less 64")
-	fs.Int64Var(&c.Broker.MaxBufferedBytes, "max-buffered-bytes", c.Broker.MaxBufferedBytes, "bytes buffered for all binary protocol connections together before those holding output are not read; the default is a quarter of physical memory, at most 1 GiB; 0: no bound")
-	fs.DurationVar(&c.Broker.IdleTimeout, "idle-timeout", c.Broker.IdleTimeout, "close binary protocol connections that hold nothing and received nothing this long (0: never)")
-	fs.DurationVar(&c.Storage.RetentionAge, "retention-age", 0, "delete segments older than this (0: keep)")
-	fs.Int64Var(&c.Storage.RetentionBytes, "retention-bytes", 0, "keep at most about this many bytes per topic (0: no limit)")
-	fs.DurationVar(&c.Storage.RetentionCheck, "retention-check", time.Minute, "how often retention runs")
-	fs.DurationVar(&c.Storage.ProducerIdle, "producer-idle", c.Storage.ProducerIdle, "how long a topic remembers an idempotent producer after its last batch, to answer a batch sent again with its first offset")
-	fs.IntVar(&c.Storage.MaxProducers, "max-producers", c.Storage.MaxProducers, "most idempotent producers a topic remembers; past it the one idle longest is forgotten")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&c.AuthFile, "auth-file", "", "file of token hashes and their rights (see docs/security.md); every request on both ports then needs a token; reread on SIGHUP")
-	fs.BoolVar(&c.HTTP.AuthMetrics, "auth-metrics", false, "with -auth-file: /metrics and /docs need an admin token too")
-	fs.StringVar(&c.TLSCertFile, "tls-cert", "", "PEM certificate (chain) file: both ports speak TLS only; reloaded on SIGHUP and when the file changes")
-	fs.StringVar(&c.TLSKeyFile, "tls-key", "", "PEM private key file of -tls-cert")
-	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca", "", "PEM file of the CAs whose client certificates both ports then require (mutual TLS)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: haraqa [flags] VOLUME...\n\n"+
-			"Serves topics stored on the volumes (directories). Messages are written to every\n"+
-			"volume in the order given and read from the last. Example:\n\n"+
-			"  haraqa -tcp 14353 /vol1 /vol2 /vol3\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	c.Storage.Volumes = fs.Args()
-	for _, v := range c.Storage.Volumes {
-		if v == "true" || v == "false" {
-			// "-cache false" sets -cache and makes "false" a volume.
-			return c, fmt.Errorf("volume %q looks like a flag value: write boolean flags as -flag=false", v)
-		}
-	}
-	if len(c.Storage.Volumes) == 0 {
-		fs.Usage()
-		return c, errors.New("at least one volume is required")
-	}
-	if httpPort > 65535 || tcpPort > 65535 {
-		return c, errors.New("ports must be at most 65535")
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		return c, fmt.Errorf("-log-level %q: want debug, info, warn or error", logLevel)
-	}
-	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	c.Storage.MaxBatchBytes = c.Broker.MaxFrameSize
-	c.HTTP.MaxBodyBytes = int64(c.Broker.MaxFrameSize)
-	c.HTTP.DefaultLimit = c.Broker.DefaultLimit
-	c.HTTP.MaxConsumeBytes = int64(c.Broker.MaxConsumeBytes)
-	c.Broker.Addr = net.JoinHostPort(listen, strconv.Itoa(int(tcpPort)))
-	c.HTTPAddr = net.JoinHostPort(listen, strconv.Itoa(int(httpPort)))
-	return c, nil
-}
-
 func run(args []string, stderr io.Writer) int {
-	cfg, err := parseFlags(args, stderr)
+	cfg, err := server.ParseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -128,8 +47,14 @@ func run(args []string, stderr io.Writer) int {
 }
 
 // serve runs the server until SIGINT or SIGTERM; a second signal exits at
-// once. SIGHUP rereads the auth and TLS files.
+// once. SIGHUP rereads the auth and TLS files. With -peers, the HTTP port
+// redirects requests for the other servers' topics (peers.go).
 func serve(cfg server.Config) error {
+	if len(cfg.Peers) > 0 {
+		l := newPeerLocator(cfg.Peers, cfg.Broker.Addr, cfg.Logger)
+		defer l.close()
+		cfg.HTTP.Peers = l
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err

@@ -27,7 +27,9 @@ import (
 const ioTimeout = 10 * time.Second
 
 // TestFlags runs the command in-process for the cases that stop before
-// serving.
+// serving: the exit code and message of a usage error, of -h, and of a
+// configuration that Validate refuses. Flag parsing itself is tested in
+// broker/server (ParseFlags).
 func TestFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -38,11 +40,9 @@ func TestFlags(t *testing.T) {
 		{[]string{"-tcp", "1"}, 2, "at least one volume"},
 		{[]string{"-bogus", t.TempDir()}, 2, "-bogus"},
 		{[]string{"-tcp", "70000", t.TempDir()}, 2, "65535"},
-		{[]string{"-log-level", "loud", t.TempDir()}, 2, "-log-level"},
 		{[]string{"-fsync", "sometimes", "-ballast", "0", "-tcp", "0", "-http", "0", t.TempDir()}, 2, "sometimes"},
 		{[]string{"-entries", "0", "-ballast", "0", "-tcp", "0", "-http", "0", t.TempDir()}, 2, "entries"},
 		{[]string{"-h"}, 0, "usage: haraqa"},
-		{[]string{"-cache", "false", t.TempDir()}, 2, "-flag=false"},
 		{[]string{"-tls-cert", "srv.pem", "-ballast", "0", "-tcp", "0", "-http", "0", t.TempDir()}, 2, "key file"},
 		{[]string{"-tls-client-ca", "ca.pem", "-ballast", "0", "-tcp", "0", "-http", "0", t.TempDir()}, 2, "client CA needs TLS"},
 	} {
