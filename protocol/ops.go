@@ -32,7 +32,7 @@ const (
 )
 
 // ValidTopic reports whether name is a valid topic name: 1 to MaxTopicLen
-// bytes of [A-Za-z0-9._-], and neither "." nor "..". The error wraps
+// bytes of [A-Za-z0-9._:@-], and neither "." nor "..". The error wraps
 // ErrInvalidTopic.
 func ValidTopic(name string) error { return validTopic(name) }
 
