@@ -105,12 +105,16 @@ func (e *ServerError) Error() string { return "client: server " + e.Addr + ": " 
 func (e *ServerError) Unwrap() error { return e.Err }
 
 // wrapAddr is err from server s as a *ServerError (nil stays nil).
-func wrapAddr(s *Client, err error) error {
+func wrapAddr(s *Client, err error) error { return wrapServer(s.addr, err) }
+
+// wrapServer is err from the server at addr as a *ServerError, unless it
+// is one already (nil stays nil).
+func wrapServer(addr string, err error) error {
 	var se *ServerError
 	if err == nil || errors.As(err, &se) {
 		return err
 	}
-	return &ServerError{Addr: s.addr, Err: err}
+	return &ServerError{Addr: addr, Err: err}
 }
 
 // Servers returns the addresses of the client's servers, in the order
@@ -452,7 +456,9 @@ func (k *cluster) newReader(topic string, offset int64) (*Reader, error) {
 	var r *Reader
 	err := k.onTopic(context.Background(), topic, false, func(s *Client) error {
 		var err error
-		r, err = s.NewReader(topic, offset)
+		if r, err = s.NewReader(topic, offset); r != nil {
+			r.server = s.addr
+		}
 		return err
 	})
 	return r, err
@@ -470,5 +476,7 @@ func (k *cluster) newProducer(topic string, opts []ProducerOption) *Producer {
 		p.err = err
 		return p
 	}
-	return s.NewProducer(topic, opts...)
+	p := s.NewProducer(topic, opts...)
+	p.server = s.addr
+	return p
 }

@@ -493,3 +493,50 @@ func TestSeveralServersMessagesFollowMove(t *testing.T) {
 		t.Fatalf("Messages saw %q, want 0 1 2", got)
 	}
 }
+
+// Over several servers, a Producer's and a Reader's errors name the
+// topic's server once it stops.
+func TestSeveralServersStreamErrorsNameServer(t *testing.T) {
+	ctx := testCtx(t)
+	s1, s2 := brokertest.Start(t, 1), brokertest.Start(t, 1)
+	addrs := []string{s1.Addr, s2.Addr}
+	var topic string
+	for i := 0; topic == ""; i++ {
+		if tp := fmt.Sprintf("n%d", i); client.Place(tp, addrs) == 1 {
+			topic = tp
+		}
+	}
+	c, err := client.Dial(ctx, strings.Join(addrs, ","), client.WithRetries(1, 10*time.Millisecond), client.WithRequestTimeout(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Produce(ctx, topic, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	p := c.NewProducer(topic, client.WithLinger(0))
+	defer p.Close()
+	r, err := c.NewReader(topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if msgs, err := r.Next(ctx); err != nil || len(msgs) != 1 {
+		t.Fatalf("first read: %v, %v", msgs, err)
+	}
+	s2.Close()
+	named := func(what string, err error) {
+		t.Helper()
+		var se *client.ServerError
+		if !errors.As(err, &se) || se.Addr != s2.Addr || !strings.Contains(err.Error(), s2.Addr) {
+			t.Fatalf("%s with its server stopped: %v, want a *ServerError naming %s", what, err, s2.Addr)
+		}
+	}
+	f, err := p.Send(ctx, []byte("b"))
+	if err == nil {
+		_, err = f.Wait(ctx)
+	}
+	named("Producer.Send", err)
+	_, err = r.Next(ctx)
+	named("Reader.Next", err)
+}

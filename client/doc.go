@@ -208,7 +208,8 @@
 //   - Every operation works as on one server. ListTopics merges every
 //     server's list, sorted, without repeats; Ping and Stats cover them all.
 //   - A server that is down fails only its own topics, fast, with an error
-//     that names it (a *ServerError carries the address; a topic that is
+//     that names it (a *ServerError carries the address, from the Client's
+//     calls, a Reader's Next and a Producer's futures alike; a topic that is
 //     on none of the servers that answered fails with ErrUnavailable naming
 //     those that did not). Dial succeeds once one server answers. A new
 //     topic whose place is a server that is down fails likewise rather than

@@ -66,10 +66,11 @@ func WithMaxBuffered(msgs, bytes int) ProducerOption {
 // the server refuses fails its Futures either way. A Producer is safe for
 // concurrent use.
 type Producer struct {
-	c     *Client
-	topic string
-	o     producerOptions
-	pid   uint64 // idempotence: this Producer's id; 0 when off
+	c      *Client
+	topic  string
+	o      producerOptions
+	pid    uint64 // idempotence: this Producer's id; 0 when off
+	server string // over several servers: the topic's, named in errors
 
 	mu       sync.Mutex
 	cur      *pbatch
@@ -478,6 +479,9 @@ func (p *Producer) behindResends(b *pbatch, cn *conn) bool {
 // complete resolves a batch's futures and frees its room and, if it held
 // one, its in-flight slot.
 func (p *Producer) complete(b *pbatch, slot bool, base int64, err error) {
+	if err != nil && p.server != "" && !errors.Is(err, ErrClosed) {
+		err = wrapServer(p.server, err)
+	}
 	for i, f := range b.futures {
 		f.offset, f.err = base+int64(i), err
 		close(f.done)

@@ -28,6 +28,7 @@ type Reader struct {
 	msgs    []Message
 	atEnd   bool // the last response was empty: the next request waits
 	closed  bool
+	server  string // over several servers: the topic's, named in errors
 }
 
 // fetch is a consume request in flight, reading into bufs[buf].
@@ -60,8 +61,18 @@ func (r *Reader) Offset() int64 { return r.offset }
 // Next returns the next messages of the topic, at least one. At the end of
 // the topic it waits for new ones (long polls, no busy loop) until ctx
 // ends. Broken connections are dialed again, up to WithRetries times in a
-// row; a server's error returns an *Error.
+// row; a server's error returns an *Error. Over several servers an error
+// is a *ServerError naming the topic's server (wrapping the error).
 func (r *Reader) Next(ctx context.Context) ([]Message, error) {
+	msgs, err := r.next(ctx)
+	if err != nil && r.server != "" && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
+		err = wrapServer(r.server, err)
+	}
+	return msgs, err
+}
+
+// next is Next without naming the server.
+func (r *Reader) next(ctx context.Context) ([]Message, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
