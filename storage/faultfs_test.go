@@ -76,6 +76,13 @@ func (f *faultFS) heal() {
 	f.beforeOpen, f.afterOpen = nil, nil
 }
 
+// setFailOpen makes opens of the names fail reports fail (nil: none).
+func (f *faultFS) setFailOpen(fail func(name string) bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failOpen = fail
+}
+
 func (f *faultFS) setHooks(before, after func(name string, flag int)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

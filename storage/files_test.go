@@ -184,15 +184,9 @@ func TestOpenFailureNotSticky(t *testing.T) {
 		}
 	}
 	fail := func(suffix string) {
-		ffs.mu.Lock()
-		ffs.failOpen = func(name string) bool { return strings.HasSuffix(name, suffix) }
-		ffs.mu.Unlock()
+		ffs.setFailOpen(func(name string) bool { return strings.HasSuffix(name, suffix) })
 	}
-	heal := func() {
-		ffs.mu.Lock()
-		ffs.failOpen = nil
-		ffs.mu.Unlock()
-	}
+	heal := func() { ffs.setFailOpen(nil) }
 
 	fail(nextName) // the first segment cannot be created
 	appendRefused("creating the first segment")

@@ -383,9 +383,9 @@ func TestGroupCommitIOError(t *testing.T) {
 			}
 			// The second volume's temporary file fails: after the first
 			// volume has the new file.
-			ffs.failOpen = func(name string) bool {
+			ffs.setFailOpen(func(name string) bool {
 				return strings.HasPrefix(name, opts.Volumes[1]) && strings.HasSuffix(name, groupsName+tmpSuffix)
-			}
+			})
 			err := s.CommitOffset("g", "a", Commit{Offset: 2})
 			if err == nil || strings.Contains(err.Error(), opts.Volumes[1]) {
 				t.Fatalf("failed commit: %v", err)
@@ -399,7 +399,7 @@ func TestGroupCommitIOError(t *testing.T) {
 			if gs, _ := s.ListGroups("g"); len(gs) != 1 {
 				t.Fatalf("the failed new group is listed: %+v", gs)
 			}
-			ffs.failOpen = nil
+			ffs.setFailOpen(nil)
 			if err := s.CommitOffset("g", "a", Commit{Offset: 2, Compare: true, Expect: 1}); err != nil {
 				t.Fatal(err)
 			}

@@ -280,11 +280,11 @@ func TestIdleClosesPreparedFiles(t *testing.T) {
 func TestPrepareFailureRetried(t *testing.T) {
 	ffs := newFaultFS()
 	var opens atomic.Int32
-	ffs.failOpen = func(name string) bool {
+	ffs.setFailOpen(func(name string) bool {
 		// The first next.tmp is created at the first append, the second
 		// in the background after it: fail that one.
 		return filepath.Base(name) == nextName && opens.Add(1) == 2
-	}
+	})
 	s, _ := openTest(t, 1, func(o *Options) { o.FS = ffs; o.Logger = testLogger(t) })
 	appendSegments(t, s, "retry", 25)
 	if opens.Load() < 3 {

@@ -95,7 +95,7 @@ func TestOpenWithoutSpaceForIndexes(t *testing.T) {
 		}
 	}
 	ffs := newFaultFS()
-	ffs.failOpen = func(name string) bool { return strings.HasSuffix(name, idxSuffix+tmpSuffix) }
+	ffs.setFailOpen(func(name string) bool { return strings.HasSuffix(name, idxSuffix+tmpSuffix) })
 	opts.FS = ffs
 	s2, err := Open(opts)
 	if err != nil {
