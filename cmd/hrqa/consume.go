@@ -102,8 +102,8 @@ Examples:
 				return usagef("-since and -offset exclude each other")
 			case *since < 0:
 				return usagef("-since must not be negative, got %s", *since)
-			case *format != "text" && *format != "json":
-				return usagef("-format %q: want text or json", *format)
+			case checkFormat(*format) != nil:
+				return checkFormat(*format)
 			case *format == "json" && (isSet(fs, "d") || d.nul):
 				return usagef("-format json excludes -d and -0")
 			}

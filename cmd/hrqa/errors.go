@@ -108,3 +108,11 @@ func message(err error, addr string) string {
 	}
 	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(msg) // one line
 }
+
+// checkFormat checks a -format flag's value: text or json.
+func checkFormat(format string) error {
+	if format != "text" && format != "json" {
+		return usagef("-format %q: want text or json", format)
+	}
+	return nil
+}

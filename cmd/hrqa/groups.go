@@ -63,8 +63,8 @@ Examples:
 	setup: func(fs *flag.FlagSet) action {
 		format := fs.String("format", "text", "output format: text or json (one object per line)")
 		return func(ctx context.Context, e *env, args []string) error {
-			if *format != "text" && *format != "json" {
-				return usagef("-format %q: want text or json", *format)
+			if err := checkFormat(*format); err != nil {
+				return err
 			}
 			return withTopic(ctx, e, args, func(c *client.Client, topic string) error {
 				gs, err := c.ListGroups(ctx, topic)
@@ -150,8 +150,8 @@ Examples:
 	setup: func(fs *flag.FlagSet) action {
 		format := fs.String("format", "text", "output format: text or json")
 		return func(ctx context.Context, e *env, args []string) error {
-			if *format != "text" && *format != "json" {
-				return usagef("-format %q: want text or json", *format)
+			if err := checkFormat(*format); err != nil {
+				return err
 			}
 			return withGroup(ctx, e, args, func(c *client.Client, topic, group string) error {
 				o, err := c.FetchOffset(ctx, group, topic)

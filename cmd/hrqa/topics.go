@@ -105,8 +105,8 @@ Examples:
 	setup: func(fs *flag.FlagSet) action {
 		format := fs.String("format", "text", "output format: text or json")
 		return func(ctx context.Context, e *env, args []string) error {
-			if *format != "text" && *format != "json" {
-				return usagef("-format %q: want text or json", *format)
+			if err := checkFormat(*format); err != nil {
+				return err
 			}
 			return withTopic(ctx, e, args, func(c *client.Client, topic string) error {
 				info, err := c.TopicInfo(ctx, topic)
