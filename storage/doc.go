@@ -59,8 +59,8 @@
 // append opens its active segment. When a topic needs write handles over
 // the budget, idle read handles are closed first, then the files of the
 // least recently written topics are parked: closed (fsynced first under
-// FsyncInterval) and reopened by their next append; a topic committing is
-// never parked. While write handles hold half the budget, full segments are
+// FsyncInterval) and reopened by their next append; a topic committing, or
+// with a group being fsynced, is never parked. While write handles hold half the budget, full segments are
 // sealed at once and next segments' files are not created ahead, so no
 // handle waits on background work. An append that still finds no room
 // waits up to 20 ms for background work to close handles, then fails with
@@ -156,15 +156,24 @@
 // waits until the decoded size its batch declares fits (Stats.DecodeWaits
 // counts those that waited), so the memory many producers' compressed
 // batches take to check does not grow with their number. One appender at a time leads: it commits
-// everything queued (one pwritev(2) per volume in volume order and, with
-// FsyncAlways, one fsync per volume, the volumes in parallel), makes the
+// everything queued (one pwritev(2) per volume in volume order), makes the
 // batches visible to readers, wakes the appenders whose batches it
 // committed and hands the lead to the first appender queued meanwhile, so
-// while one group is fsynced the next gathers, and nobody waits for a
-// commit that does not hold its batch. With FsyncAlways a new leader first
-// waits, up to half the last commit's duration, until as many appenders
-// are queued as the last commit held: those just acknowledged are on their
-// way back, and one fsync for all of them costs what one for half does.
+// nobody waits for a commit that does not hold its batch. With FsyncAlways
+// the commit is pipelined: the leader hands the lead on as soon as its
+// group is written, then fsyncs it (one fsync per volume, the volumes in
+// parallel) while the next leader writes the next group. Groups become
+// visible and are acknowledged in the order written, each once an fsync
+// that began after its write has ended (one fsync covers every group
+// written before it began; fsyncs run one at a time). Before an fsync
+// begins it waits, up to half the last fsync's duration, until as many
+// appenders have been written since the last one began as it covered:
+// those just acknowledged are on their way back, and one fsync for all of
+// them costs what one for half does. Readers never see a batch before it
+// is fsynced; a segment that fills while groups are in flight is sealed
+// once they are settled and its part of the group being written is
+// fsynced. A failed fsync fails its group and every group written behind
+// it.
 // AppendAsync queues a batch without waiting: a goroutine leads its commit
 // and an AppendCallback hears the outcome, so one caller (a connection
 // pipelining produces) can have many batches in one commit. Appends to
@@ -185,8 +194,9 @@
 // themselves once space is freed. VolumeFree reports what was measured.
 //
 // A write that fails for space (ENOSPC, EDQUOT) is cut back on every
-// volume to the last acknowledged batch (ftruncate, and fsync under
-// FsyncAlways) and fails with ErrNoSpace; the topic stays writable. A
+// volume to the end of the last batch written before it, acknowledged or
+// in flight (ftruncate, and fsync under FsyncAlways) and fails with
+// ErrNoSpace; the topic stays writable. A
 // segment that cannot be created or reopened for want of descriptors, the
 // budget, space or memory fails the append with ErrTooManyFiles or
 // ErrNoSpace and nothing is written; the next append tries again. Any other

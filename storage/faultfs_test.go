@@ -41,6 +41,16 @@ type faultFS struct {
 	// writeAtPrefix, when set, fails File.WriteAt of files under it after
 	// writing half the bytes (recovery's copies between volumes).
 	writeAtPrefix string
+	// syncHook, when set, runs at the start of every File.Sync, before
+	// the failure is decided: it can hold an fsync while a test looks.
+	syncHook func(name string)
+}
+
+// setSyncHook sets the hook every File.Sync runs first (nil: none).
+func (f *faultFS) setSyncHook(hook func(name string)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.syncHook = hook
 }
 
 // injected is the error to inject.
@@ -138,6 +148,12 @@ type faultFile struct {
 }
 
 func (f *faultFile) Sync() error {
+	f.fs.mu.Lock()
+	hook := f.fs.syncHook
+	f.fs.mu.Unlock()
+	if hook != nil {
+		hook(f.name)
+	}
 	if f.fs.fails(f.name, false) {
 		return &os.PathError{Op: "fsync", Path: f.name, Err: f.fs.injected()}
 	}

@@ -76,6 +76,7 @@ func (s *Store) Import(name string, offset int64, batches [][]byte) (oldest, nex
 func (t *topic) importBatches(offset int64, reqs []*appendReq) (oldest, next int64, err error) {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
+	t.quiesce()
 	t.mu.RLock()
 	terr, empty, next := t.err, len(t.segs) == 0, t.next
 	var lastTime int64
@@ -106,13 +107,16 @@ func (t *topic) importBatches(offset int64, reqs []*appendReq) (oldest, next int
 		t.start, t.next = base, base // the first segment starts at base
 		t.mu.Unlock()
 	}
-	t.commit(reqs)
+	fl := t.commit(reqs, false)
+	t.settle(fl)
 	for _, r := range reqs {
 		if r.err != nil {
 			err = r.err
 			break
 		}
 	}
+	fl.reqs = nil // the caller's
+	t.release(fl)
 	t.mu.Lock()
 	if empty {
 		if len(t.segs) == 0 {

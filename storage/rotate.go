@@ -48,7 +48,11 @@ func (t *topic) activeSegment() (*segment, error) {
 	next := t.next
 	t.mu.RUnlock()
 	opts := &t.s.opts
-	if seg != nil && !seg.sealed && seg.messages < int64(opts.Entries) && seg.size < opts.SegmentBytes {
+	var size, msgs int64
+	if seg != nil {
+		size, next, msgs = t.cursor(seg)
+	}
+	if seg != nil && !seg.sealed && msgs < int64(opts.Entries) && size < opts.SegmentBytes {
 		if seg.logs == nil {
 			if err := t.reopen(seg); err != nil {
 				return nil, err
@@ -59,6 +63,9 @@ func (t *topic) activeSegment() (*segment, error) {
 	var full []File
 	sealing := seg != nil && !seg.sealed
 	if sealing {
+		if err := t.beforeSeal(seg); err != nil {
+			return nil, err
+		}
 		full = seg.logs // nil when parked: only its index is left to write
 		seg.logs = nil
 		seg.sealed = true

@@ -327,6 +327,7 @@ func (s *Store) buryTopic(t *topic, name string, done chan struct{}) ([]string, 
 	// Rename under t.mu so no read is opening files meanwhile, and under
 	// t.idxMu so no queued index is being written into the directories.
 	t.wmu.Lock()
+	t.quiesce()
 	t.idxMu.Lock()
 	t.groups.mu.Lock() // no groups file is being written into the directories
 	t.mu.Lock()

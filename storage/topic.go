@@ -3,8 +3,6 @@ package storage
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -27,11 +25,24 @@ type topic struct {
 	s    *Store
 	name string
 
-	wmu     sync.Mutex
-	spare   []*appendReq // the commit leader's
-	bufs    [][]byte     // commit scratch; wmu must be held
-	entries []entry      // commit scratch; wmu must be held
-	prep    *prepared    // next segment's files being created; wmu must be held
+	wmu  sync.Mutex
+	bufs [][]byte  // commit scratch; wmu must be held
+	prep *prepared // next segment's files being created; wmu must be held
+	// The pipelined group commit (commit.go); wmu must be held.
+	// tailSynced and tailDone are the last flight written's synced and
+	// done (closed once it is published, and told); building is the
+	// flight being written; the writer's cursor (wsize, wnext, wmsgs) is
+	// wseg's end, flights included, when wseg is set.
+	tailSynced, tailDone chan struct{}
+	building             *flight
+	wseg                 *segment
+	wsize, wnext, wmsgs  int64
+	// wgen counts commits written, synced those an fsync covered;
+	// inFlight counts flights not yet settled; syncErr is the first
+	// failed fsync's error, which every flight settled after it gets.
+	wgen, synced atomic.Uint64
+	inFlight     atomic.Int64
+	syncErr      atomic.Pointer[error]
 	// Idempotent producers' recent sequences (producers.go); wmu must be
 	// held, but recovery fills it alone.
 	producers producerTable
@@ -49,11 +60,17 @@ type topic struct {
 
 	qmu        sync.Mutex
 	queue      []*appendReq
-	committing bool             // a leader is committing (appendReqs)
-	arrived    chan struct{}    // closed by the next enqueue, when a leader gathers
-	lastGroup  int              // appenders in the last commit (the leader's)
-	flush      []AppendCallback // the leader's: callbacks to flush after a commit
-	lastCommit time.Duration    // how long the last commit took (the leader's)
+	committing bool          // a leader is committing (appendReqs)
+	arrived    chan struct{} // closed by the next enqueue, when a leader gathers
+	spare      []*appendReq  // a settled flight's queue, for the next
+	lastGroup  atomic.Int64  // appenders in the last commit settled
+	lastCommit atomic.Int64  // how long the last commit took, write to acknowledgement, ns
+	// The pipelined commit's fsync stage (commit.go), under qmu: appenders
+	// written, and as many when the last fsync began; how many it covered
+	// and how long it took (ns); wrote is closed by the next write when an
+	// fsync waits for one.
+	writtenHeads, syncedHeads, lastSyncHeads, lastSyncTime int64
+	wrote                                                  chan struct{}
 
 	mu       sync.RWMutex
 	segs     []*segment // ordered by base; never modified in place, only replaced
@@ -209,350 +226,6 @@ func (s *Store) AppendAsyncExpect(name string, batch []byte, expect int64, cb Ap
 	return nil
 }
 
-// appendReqs queues reqs together, in order, and returns once they are
-// committed. Being queued under one lock, they are committed by one commit.
-//
-// Commits are led by one goroutine at a time (the "leader", flat
-// combining): the first appender to find no commit in progress commits
-// everything queued, tells every other appender whose requests that commit
-// held that they are done, and hands the lead to the first appender queued
-// meanwhile, which commits the next group. An appender that is not leading
-// waits on its own channel only, so it is acknowledged as soon as its
-// commit ends, never behind the write and fsync of a later group.
-func (t *topic) appendReqs(reqs []*appendReq) {
-	if len(reqs) == 0 {
-		return
-	}
-	head := reqs[0]
-	if head.ready == nil {
-		head.ready = make(chan bool, 1)
-	}
-	head.head = true
-	if !t.enqueue(reqs) && !<-head.ready {
-		return // committed by another leader
-	}
-	t.lead(head)
-}
-
-// appendAsync queues req, which has cb set, and returns at once; a
-// leader commits it and tells cb. With no commit in progress, a new
-// goroutine leads.
-func (t *topic) appendAsync(req *appendReq) {
-	req.head = true
-	if t.enqueue([]*appendReq{req}) {
-		go t.lead(nil)
-	}
-}
-
-// enqueue adds reqs to the queue and reports whether the caller must lead,
-// no commit being in progress.
-func (t *topic) enqueue(reqs []*appendReq) (lead bool) {
-	t.qmu.Lock()
-	defer t.qmu.Unlock()
-	t.queue = append(t.queue, reqs...)
-	if t.arrived != nil {
-		close(t.arrived)
-		t.arrived = nil
-	}
-	lead = !t.committing
-	t.committing = true
-	return lead
-}
-
-// lead commits what is queued, acknowledges every request it held (self,
-// the leader's own, needs no telling), and hands the lead on: to the
-// appender heading the queue, or to a new goroutine when the queue's head
-// is asynchronous, so that the leader's own appender returns now rather
-// than after another commit. A goroutine started for asynchronous requests
-// goes on leading while the queue's head is asynchronous.
-func (t *topic) lead(self *appendReq) {
-	for {
-		queued := t.gather()
-		start := time.Now()
-		t.wmu.Lock()
-		t.commit(queued)
-		t.wmu.Unlock()
-		t.lastCommit = time.Since(start)
-		t.lastGroup = 0
-		flush := t.flush[:0]
-		for _, r := range queued {
-			if !r.head {
-				continue
-			}
-			t.lastGroup++
-			switch {
-			case r.cb != nil:
-				r.cb.Appended(r.arg, r.base, r.err)
-				if !slices.Contains(flush, r.cb) {
-					flush = append(flush, r.cb)
-				}
-			case r != self:
-				r.ready <- false
-			}
-		}
-		for _, cb := range flush {
-			cb.Flush()
-		}
-		clear(flush)
-		t.flush = flush[:0]
-		clear(queued)
-		t.spare = queued[:0]
-
-		t.qmu.Lock()
-		var next *appendReq
-		if len(t.queue) > 0 {
-			next = t.queue[0] // groups are queued whole, so this heads one
-		} else {
-			t.committing = false
-		}
-		t.qmu.Unlock()
-		switch {
-		case next == nil:
-			return
-		case next.cb == nil:
-			next.ready <- true
-			return
-		case self != nil:
-			go t.lead(nil)
-			return
-		}
-	}
-}
-
-// gather takes the queue for the next commit. With FsyncAlways, while
-// fewer appenders are queued than the last commit held (each asynchronous
-// request counts as one), it waits for them,
-// up to half the last commit's duration: the appenders just acknowledged
-// are on their way back, and an fsync shared by all of them costs what one
-// shared by half of them does. Without it, two halves alternate, each
-// waiting out the other's fsync. Only the leader calls it.
-func (t *topic) gather() []*appendReq {
-	t.qmu.Lock()
-	if t.s.opts.Fsync == FsyncAlways && t.lastGroup > 1 && heads(t.queue) < t.lastGroup {
-		timer := time.NewTimer(t.lastCommit / 2)
-		defer timer.Stop()
-		for waiting := true; waiting && heads(t.queue) < t.lastGroup; {
-			arrived := make(chan struct{})
-			t.arrived = arrived
-			t.qmu.Unlock()
-			select {
-			case <-arrived:
-			case <-timer.C:
-				waiting = false
-			}
-			t.qmu.Lock()
-		}
-		t.arrived = nil
-	}
-	queued := t.queue
-	t.queue = t.spare[:0]
-	t.qmu.Unlock()
-	return queued
-}
-
-func heads(reqs []*appendReq) int {
-	n := 0
-	for _, r := range reqs {
-		if r.head {
-			n++
-		}
-	}
-	return n
-}
-
-// commit writes reqs to every volume, then publishes them. wmu must be held.
-func (t *topic) commit(reqs []*appendReq) {
-	opts := &t.s.opts
-	t.mu.RLock()
-	err := t.err
-	t.mu.RUnlock()
-	now := opts.Now().UnixNano()
-	t.lastWrite.Store(now)
-	if err == nil && t.importing && len(reqs) > 0 && !reqs[0].imp {
-		// The first ordinary append ends the import: no import is taken
-		// after it.
-		if err2 := t.endImport(); err2 != nil {
-			finish(reqs, err2)
-			return
-		}
-	}
-	bufs := t.bufs[:0]
-	defer func() { clear(bufs); t.bufs = bufs[:0] }()
-	for i := 0; i < len(reqs); {
-		if err != nil {
-			finish(reqs[i:], err)
-			return
-		}
-		seg, err2 := t.activeSegment()
-		if err2 != nil {
-			if transientOpenErr(err2) {
-				// Nothing was written: the topic stays writable and the
-				// next append tries again.
-				finish(reqs[i:], t.resourceErr(err2))
-				return
-			}
-			err = t.fail(err2)
-			continue
-		}
-		// Take the requests that fit in this segment; at least one. A
-		// batch its producer sent before is answered with the offset it
-		// got then, and not written again.
-		bufs = bufs[:0]
-		next := seg.next
-		size := seg.size
-		msgs := seg.messages
-		last := now // append time of the newest batch written
-		seg0next, seg0size := next, size
-		entries := t.entries[:0]
-		undo := t.undo[:0]
-		j := i
-		for ; j < len(reqs); j++ {
-			r := reqs[j]
-			if j > i && (msgs >= int64(opts.Entries) || size+int64(len(r.batch)) > opts.SegmentBytes) {
-				break
-			}
-			if r.pid != 0 && !r.imp {
-				base, dup, derr := t.producers.lookup(r.pid, r.seq, r.count, now, opts.ProducerIdle)
-				if dup || derr != nil {
-					r.base, r.decided, r.err = base, true, derr
-					continue
-				}
-			}
-			if r.cond && r.expect != next {
-				r.decided, r.err = true, fmt.Errorf("%w: topic %q: its next offset is %d, not %d", ErrOffsetMismatch, t.name, next, r.expect)
-				continue
-			}
-			if r.pid != 0 {
-				undo = append(undo, t.producers.record(r.pid, r.seq, next, r.count, now, opts.ProducerIdle, opts.MaxProducers))
-			}
-			last = now
-			if r.imp {
-				last = r.at
-			}
-			protocol.StampBatch(r.batch, next, last)
-			r.base = next
-			entries = append(entries, entry{off: next, pos: uint32(size), size: uint32(len(r.batch)), count: uint32(r.count)})
-			bufs = append(bufs, r.batch)
-			next += int64(r.count)
-			size += int64(len(r.batch))
-			msgs += int64(r.count)
-		}
-		if len(bufs) > 0 {
-			if werr := t.write(seg, bufs, seg.size); werr != nil {
-				for k := len(undo) - 1; k >= 0; k-- {
-					t.producers.undo(undo[k])
-				}
-				clear(undo)
-				t.undo = undo[:0]
-				if noSpaceErr(werr) && t.rollback(seg) {
-					finish(reqs[i:], t.resourceErr(werr))
-					return
-				}
-				err = t.fail(werr)
-				continue
-			}
-			t.publish(seg, entries, size, next, msgs, last)
-		}
-		clear(undo)
-		t.undo = undo[:0]
-		t.produced.Add(next - seg0next)
-		t.producedBytes.Add(size - seg0size)
-		t.entries = entries[:0]
-		finish(reqs[i:j], nil)
-		i = j
-	}
-}
-
-// finish sets the outcome of reqs: err, or on success (nil) what the
-// commit decided for those it did not write (duplicates, mismatches).
-func finish(reqs []*appendReq, err error) {
-	for _, r := range reqs {
-		if err != nil || !r.decided {
-			r.err = err
-		}
-		r.decided = false
-	}
-}
-
-// write writes bufs at pos of seg's log on every volume in order, then
-// fsyncs every volume at once if the policy says so. wmu must be held.
-func (t *topic) write(seg *segment, bufs [][]byte, pos int64) error {
-	for v, f := range seg.logs {
-		if _, err := f.Writev(bufs, pos); err != nil {
-			var pe *fs.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err // its path is the name the file was created under (next.tmp), not the segment's
-			}
-			return fmt.Errorf("storage: topic %q: write segment %s on volume %s: %w", t.name, segmentName(seg.base, logSuffix), t.s.opts.Volumes[v], err)
-		}
-	}
-	if t.s.opts.Fsync == FsyncAlways {
-		return t.syncFiles(seg.logs)
-	}
-	t.mu.Lock()
-	t.dirty = true
-	t.mu.Unlock()
-	return nil
-}
-
-// syncFiles fsyncs files concurrently, one per volume.
-func (t *topic) syncFiles(files []File) error {
-	if len(files) == 1 {
-		if err := t.s.fsync(files[0]); err != nil {
-			return fmt.Errorf("storage: topic %q: fsync volume %s: %w", t.name, t.s.opts.Volumes[0], err)
-		}
-		return nil
-	}
-	errs := make([]error, len(files))
-	var wg sync.WaitGroup
-	for v, f := range files {
-		wg.Go(func() {
-			if err := t.s.fsync(f); err != nil {
-				errs[v] = fmt.Errorf("storage: topic %q: fsync volume %s: %w", t.name, t.s.opts.Volumes[v], err)
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// publish makes committed batches visible to readers and wakes waiters;
-// now is the append time of the newest.
-func (t *topic) publish(seg *segment, entries []entry, size, next, msgs, now int64) {
-	t.mu.Lock()
-	seg.entries = append(seg.entries, entries...)
-	seg.size = size
-	seg.next = next
-	seg.messages = msgs
-	seg.lastTime = now
-	t.next = next
-	ready := t.takeWaitersLocked(next)
-	t.mu.Unlock()
-	for _, w := range ready {
-		w.fn()
-	}
-}
-
-// rollback cuts every volume's copy of seg back to its committed size
-// after a write that failed for space, so that the topic stays writable
-// with exactly what was acknowledged (fsynced again under FsyncAlways). It
-// reports whether that worked; if not, the caller fails the topic.
-func (t *topic) rollback(seg *segment) bool {
-	for v, f := range seg.logs {
-		if err := f.Truncate(seg.size); err != nil {
-			t.s.opts.Logger.Error("cannot cut a segment back after a failed write", "topic", t.name, "volume", t.s.opts.Volumes[v], "err", err)
-			return false
-		}
-	}
-	if t.s.opts.Fsync == FsyncAlways {
-		if err := t.syncFiles(seg.logs); err != nil {
-			t.s.opts.Logger.Error("cannot fsync a segment cut back after a failed write", "topic", t.name, "err", err)
-			return false
-		}
-	}
-	return true
-}
-
 // fail makes err sticky: the topic turns read-only. It returns the error
 // appends get from now on.
 func (t *topic) fail(err error) error {
@@ -652,6 +325,7 @@ func (t *topic) close() error {
 	t.closeGroups(ErrClosed)
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
+	t.quiesce()
 	t.mu.Lock()
 	var seg *segment
 	if n := len(t.segs); n > 0 {

@@ -1,0 +1,635 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// Group commit: appenders queue their batches (enqueue) and one of them at
+// a time, the leader, writes everything queued to every volume (commit,
+// under wmu). With FsyncAlways the commit is pipelined: the leader passes
+// the lead on as soon as its group is written, then fsyncs it (settle)
+// while the next leader writes the next group. Groups become readable and
+// are acknowledged in the order written, each once an fsync that began
+// after its write has ended: one fsync covers every group written before
+// it began, and fsyncs run one at a time, each waiting (awaitWrites) for
+// about as many appenders as the one before covered. A flight is one
+// group between its write and its acknowledgement: three stages (write,
+// fsync and publish, acknowledge), each in the order written, so a
+// group's fsync runs while the group before is being acknowledged and the
+// group after is being written.
+//
+// While groups are in flight, the writer's cursor (wseg, wsize, wnext,
+// wmsgs) runs ahead of what readers see (seg.size, seg.next, t.next). All
+// that is in flight and not yet fsynced is in the active segment: a roll
+// first waits for the flights and fsyncs the rolling group's own part in
+// the full segment (beforeSeal). Everything else that takes wmu (truncate,
+// import, delete, close) first waits for the flights (quiesce); the file
+// budget does not park a topic with flights.
+
+// flight is one commit's group of requests, from its write to its
+// publication.
+type flight struct {
+	reqs  []*appendReq
+	parts []part  // what was written, one part per segment
+	ents  []entry // the parts' index entries
+	flush []AppendCallback
+	// synced is closed once this flight is fsynced and published, done
+	// once its appenders are told too; prevSynced and prevDone are the
+	// flight's written before (pipelined commits only; nil otherwise). The
+	// next flight's fsync waits for synced only, so it runs while this
+	// flight's appenders are being told. Flights refer to each other by
+	// these channels only: a settled flight goes back to flightPool.
+	prevSynced, synced, prevDone, done chan struct{}
+
+	gen   uint64 // t.wgen after this flight's writes
+	err   error  // set when an fsync failed, this flight's or one before: every request fails
+	start time.Time
+}
+
+// part is what a flight wrote to one segment.
+type part struct {
+	seg                    *segment
+	logs                   []File
+	e0, e1                 int // fl.ents[e0:e1]
+	from, to               int // fl.reqs[from:to]
+	size, next, msgs, last int64
+	size0, next0           int64 // the segment's cursor before the write
+	written, synced        bool
+}
+
+var flightPool = sync.Pool{New: func() any { return new(flight) }}
+
+// appendReqs queues reqs together, in order, and returns once they are
+// committed. Being queued under one lock, they are committed by one commit.
+//
+// Commits are led by one goroutine at a time (the "leader", flat
+// combining): the first appender to find no commit in progress commits
+// everything queued, tells every other appender whose requests that commit
+// held that they are done, and hands the lead to the first appender queued
+// meanwhile, which commits the next group. An appender that is not leading
+// waits on its own channel only, so it is acknowledged as soon as its
+// commit ends, never behind the write and fsync of a later group.
+func (t *topic) appendReqs(reqs []*appendReq) {
+	if len(reqs) == 0 {
+		return
+	}
+	head := reqs[0]
+	if head.ready == nil {
+		head.ready = make(chan bool, 1)
+	}
+	head.head = true
+	if !t.enqueue(reqs) && !<-head.ready {
+		return // committed by another leader
+	}
+	t.lead(head)
+}
+
+// appendAsync queues req, which has cb set, and returns at once; a
+// leader commits it and tells cb. With no commit in progress, a new
+// goroutine leads.
+func (t *topic) appendAsync(req *appendReq) {
+	req.head = true
+	if t.enqueue([]*appendReq{req}) {
+		go t.lead(nil)
+	}
+}
+
+// enqueue adds reqs to the queue and reports whether the caller must lead,
+// no commit being in progress.
+func (t *topic) enqueue(reqs []*appendReq) (lead bool) {
+	t.qmu.Lock()
+	defer t.qmu.Unlock()
+	t.queue = append(t.queue, reqs...)
+	if t.arrived != nil {
+		close(t.arrived)
+		t.arrived = nil
+	}
+	lead = !t.committing
+	t.committing = true
+	return lead
+}
+
+// lead commits what is queued, acknowledges every request it held (self,
+// the leader's own, needs no telling), and hands the lead on: to the
+// appender heading the queue, or to a new goroutine when the queue's head
+// is asynchronous, so that the leader's own appender returns now rather
+// than after another commit. A goroutine started for asynchronous requests
+// goes on leading while the queue's head is asynchronous. With
+// FsyncAlways the lead is handed on before the fsync, and the goroutine
+// returns once its own group is settled.
+func (t *topic) lead(self *appendReq) {
+	pipelined := t.s.opts.Fsync == FsyncAlways
+	for {
+		queued := t.gather(pipelined)
+		t.wmu.Lock()
+		fl := t.commit(queued, pipelined)
+		if !pipelined {
+			t.settle(fl)
+		}
+		t.wmu.Unlock()
+		if pipelined {
+			t.handOff(self, true)
+			t.settle(fl)
+			t.acknowledge(fl, self)
+			t.release(fl)
+			return
+		}
+		t.acknowledge(fl, self)
+		t.release(fl)
+		if !t.handOff(self, false) {
+			return
+		}
+	}
+}
+
+// handOff passes the lead to whoever heads the queue, or ends it when the
+// queue is empty. It reports whether the caller, an asynchronous leader,
+// must go on leading itself (never when always is set: then a new
+// goroutine leads).
+func (t *topic) handOff(self *appendReq, always bool) (goOn bool) {
+	t.qmu.Lock()
+	var next *appendReq
+	if len(t.queue) > 0 {
+		next = t.queue[0] // groups are queued whole, so this heads one
+	} else {
+		t.committing = false
+	}
+	t.qmu.Unlock()
+	switch {
+	case next == nil:
+		return false
+	case next.cb == nil:
+		next.ready <- true
+		return false
+	case self != nil || always:
+		go t.lead(nil)
+		return false
+	}
+	return true
+}
+
+// gather takes the queue for the next commit. With FsyncAlways and no
+// group in flight, while fewer appenders are queued than the last commit
+// held (each asynchronous request counts as one), it waits for them, up to
+// half the last commit's duration: the appenders just acknowledged are on
+// their way back, and an fsync shared by all of them costs what one shared
+// by half of them does. With a group in flight it does not wait: what it
+// writes now is covered by the fsync after the one under way. Only the
+// leader calls it.
+func (t *topic) gather(pipelined bool) []*appendReq {
+	t.qmu.Lock()
+	last := int(t.lastGroup.Load())
+	if pipelined && !t.flying() && last > 1 && heads(t.queue) < last {
+		timer := time.NewTimer(time.Duration(t.lastCommit.Load()) / 2)
+		defer timer.Stop()
+		for waiting := true; waiting && heads(t.queue) < last; {
+			arrived := make(chan struct{})
+			t.arrived = arrived
+			t.qmu.Unlock()
+			select {
+			case <-arrived:
+			case <-timer.C:
+				waiting = false
+			}
+			t.qmu.Lock()
+		}
+		t.arrived = nil
+	}
+	queued := t.queue
+	t.queue = t.spare[:0]
+	t.spare = nil
+	t.qmu.Unlock()
+	return queued
+}
+
+// flying reports whether a group is written and not yet settled.
+func (t *topic) flying() bool {
+	return t.inFlight.Load() > 0
+}
+
+func heads(reqs []*appendReq) int {
+	n := 0
+	for _, r := range reqs {
+		if r.head {
+			n++
+		}
+	}
+	return n
+}
+
+// commit writes reqs to every volume and returns their flight, which
+// settle publishes. wmu must be held.
+func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
+	fl := flightPool.Get().(*flight)
+	fl.reqs, fl.start = reqs, time.Now()
+	if pipelined {
+		fl.prevSynced, fl.synced = t.tailSynced, make(chan struct{})
+		fl.prevDone, fl.done = t.tailDone, make(chan struct{})
+		t.inFlight.Add(1)
+		defer func() { t.tailSynced, t.tailDone = fl.synced, fl.done }()
+	}
+	opts := &t.s.opts
+	t.mu.RLock()
+	err := t.err
+	t.mu.RUnlock()
+	now := opts.Now().UnixNano()
+	t.lastWrite.Store(now)
+	if err == nil && t.importing && len(reqs) > 0 && !reqs[0].imp {
+		// The first ordinary append ends the import: no import is taken
+		// after it.
+		if err2 := t.endImport(); err2 != nil {
+			finish(reqs, err2)
+			return fl
+		}
+	}
+	t.building = fl
+	defer func() { t.building = nil }()
+	bufs := t.bufs[:0]
+	defer func() { clear(bufs); t.bufs = bufs[:0] }()
+	for i := 0; i < len(reqs); {
+		if err == nil && fl.err != nil {
+			err = fl.err // from beforeSeal
+		}
+		if err != nil {
+			finish(reqs[i:], err)
+			break
+		}
+		seg, err2 := t.activeSegment()
+		if err2 != nil {
+			if transientOpenErr(err2) {
+				// Nothing was written: the topic stays writable and the
+				// next append tries again.
+				finish(reqs[i:], t.resourceErr(err2))
+				break
+			}
+			err = t.fail(err2)
+			continue
+		}
+		// Take the requests that fit in this segment; at least one. A
+		// batch its producer sent before is answered with the offset it
+		// got then, and not written again.
+		bufs = bufs[:0]
+		size, next, msgs := t.cursor(seg)
+		p := part{seg: seg, logs: seg.logs, e0: len(fl.ents), from: i, size0: size, next0: next}
+		last := now // append time of the newest batch written
+		undo := t.undo[:0]
+		j := i
+		for ; j < len(reqs); j++ {
+			r := reqs[j]
+			if j > i && (msgs >= int64(opts.Entries) || size+int64(len(r.batch)) > opts.SegmentBytes) {
+				break
+			}
+			if r.pid != 0 && !r.imp {
+				base, dup, derr := t.producers.lookup(r.pid, r.seq, r.count, now, opts.ProducerIdle)
+				if dup || derr != nil {
+					r.base, r.decided, r.err = base, true, derr
+					continue
+				}
+			}
+			if r.cond && r.expect != next {
+				r.decided, r.err = true, fmt.Errorf("%w: topic %q: its next offset is %d, not %d", ErrOffsetMismatch, t.name, next, r.expect)
+				continue
+			}
+			if r.pid != 0 {
+				undo = append(undo, t.producers.record(r.pid, r.seq, next, r.count, now, opts.ProducerIdle, opts.MaxProducers))
+			}
+			last = now
+			if r.imp {
+				last = r.at
+			}
+			protocol.StampBatch(r.batch, next, last)
+			r.base = next
+			fl.ents = append(fl.ents, entry{off: next, pos: uint32(size), size: uint32(len(r.batch)), count: uint32(r.count)})
+			bufs = append(bufs, r.batch)
+			next += int64(r.count)
+			size += int64(len(r.batch))
+			msgs += int64(r.count)
+		}
+		if len(bufs) > 0 {
+			if werr := t.write(seg, bufs, p.size0); werr != nil {
+				for k := len(undo) - 1; k >= 0; k-- {
+					t.producers.undo(undo[k])
+				}
+				clear(undo)
+				t.undo = undo[:0]
+				fl.ents = fl.ents[:p.e0]
+				if noSpaceErr(werr) && t.rollback(seg, p.size0) {
+					finish(reqs[i:], t.resourceErr(werr))
+					break
+				}
+				err = t.fail(werr)
+				continue
+			}
+			p.written = true
+			t.wseg, t.wsize, t.wnext, t.wmsgs = seg, size, next, msgs
+		}
+		clear(undo)
+		t.undo = undo[:0]
+		p.e1, p.to = len(fl.ents), j
+		p.size, p.next, p.msgs, p.last = size, next, msgs, last
+		fl.parts = append(fl.parts, p)
+		i = j
+	}
+	fl.gen = t.wgen.Add(1)
+	if pipelined {
+		t.qmu.Lock()
+		t.writtenHeads += int64(heads(reqs))
+		if t.wrote != nil {
+			close(t.wrote)
+			t.wrote = nil
+		}
+		t.qmu.Unlock()
+	}
+	return fl
+}
+
+// awaitWrites, before an fsync of the pipelined commit, waits until as
+// many appenders have been written since the last fsync began as that
+// fsync covered, up to half its duration: the appenders it acknowledged
+// are on their way back, and an fsync shared by all of them costs what
+// one shared by half of them does. It returns a func that records the
+// fsync's start, and returns one that records its end.
+func (t *topic) awaitWrites() (began func() (ended func())) {
+	t.qmu.Lock()
+	if last := t.lastSyncHeads; last > 1 && t.writtenHeads-t.syncedHeads < last {
+		timer := time.NewTimer(time.Duration(t.lastSyncTime) / 2)
+		defer timer.Stop()
+		for waiting := true; waiting && t.writtenHeads-t.syncedHeads < last; {
+			wrote := make(chan struct{})
+			t.wrote = wrote
+			t.qmu.Unlock()
+			select {
+			case <-wrote:
+			case <-timer.C:
+				waiting = false
+			}
+			t.qmu.Lock()
+		}
+		t.wrote = nil
+	}
+	t.qmu.Unlock()
+	return func() func() {
+		start := time.Now()
+		t.qmu.Lock()
+		t.lastSyncHeads = t.writtenHeads - t.syncedHeads
+		t.syncedHeads = t.writtenHeads
+		t.qmu.Unlock()
+		return func() {
+			t.qmu.Lock()
+			t.lastSyncTime = int64(time.Since(start))
+			t.qmu.Unlock()
+		}
+	}
+}
+
+// cursor returns where the next write to seg goes: its size, next offset
+// and message count, counting the groups in flight. wmu must be held.
+func (t *topic) cursor(seg *segment) (size, next, msgs int64) {
+	if t.wseg == seg {
+		return t.wsize, t.wnext, t.wmsgs
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return seg.size, seg.next, seg.messages
+}
+
+// beforeSeal readies the full segment seg to be sealed: it waits for the
+// groups in flight, which may use its files, and fsyncs the part of the
+// group being committed that is in it (FsyncAlways). An error fails the
+// topic and the group. wmu must be held.
+func (t *topic) beforeSeal(seg *segment) error {
+	t.quiesce()
+	fl := t.building
+	if fl == nil || t.s.opts.Fsync != FsyncAlways {
+		return nil
+	}
+	for k := range fl.parts {
+		p := &fl.parts[k]
+		if p.seg != seg || !p.written || p.synced {
+			continue
+		}
+		if err := t.syncFiles(p.logs); err != nil {
+			fl.err = t.fail(err)
+			t.stopSyncs(fl.err)
+			return fl.err
+		}
+		p.synced = true
+	}
+	return nil
+}
+
+// stopSyncs records err, a failed fsync's, for every flight settled
+// after it.
+func (t *topic) stopSyncs(err error) {
+	t.syncErr.CompareAndSwap(nil, &err)
+}
+
+// quiesce waits until every group in flight is settled; after it the
+// readers' view (seg.size, t.next) is the writer's. wmu must be held.
+func (t *topic) quiesce() {
+	if done := t.tailDone; done != nil {
+		<-done
+		t.tailDone, t.tailSynced = nil, nil
+	}
+	t.wseg = nil
+}
+
+// settle makes fl's groups durable (FsyncAlways: an fsync, unless one
+// that began after fl was written has ended) and publishes them, after
+// the flight before. Without FsyncAlways wmu must be held.
+func (t *topic) settle(fl *flight) {
+	if fl.prevSynced != nil {
+		<-fl.prevSynced
+		fl.prevSynced = nil
+	}
+	if fl.err == nil {
+		if err := t.syncErr.Load(); err != nil {
+			fl.err = *err // written behind a group whose fsync failed
+		}
+	}
+	if fl.err == nil && t.s.opts.Fsync == FsyncAlways {
+		for k := range fl.parts {
+			p := &fl.parts[k]
+			if !p.written || p.synced || t.synced.Load() >= fl.gen {
+				continue
+			}
+			var ended func()
+			if fl.synced != nil {
+				ended = t.awaitWrites()()
+			}
+			upto := t.wgen.Load() // written before the fsync begins: covered by it
+			err := t.syncFiles(p.logs)
+			if ended != nil {
+				ended()
+			}
+			if err != nil {
+				fl.err = t.fail(err)
+				t.stopSyncs(fl.err)
+				break
+			}
+			t.synced.Store(upto)
+		}
+	}
+	for k := range fl.parts {
+		p := &fl.parts[k]
+		if fl.err != nil {
+			finish(fl.reqs[p.from:p.to], fl.err)
+			continue
+		}
+		if p.written {
+			t.publish(p.seg, fl.ents[p.e0:p.e1], p.size, p.next, p.msgs, p.last)
+			t.produced.Add(p.next - p.next0)
+			t.producedBytes.Add(p.size - p.size0)
+		}
+		finish(fl.reqs[p.from:p.to], nil)
+	}
+	if fl.synced != nil {
+		close(fl.synced)
+	}
+}
+
+// acknowledge tells fl's appenders their outcome (self, the caller's own,
+// needs no telling), after the flight before has told its own, so that
+// every appender is told in the order written.
+func (t *topic) acknowledge(fl *flight, self *appendReq) {
+	if fl.prevDone != nil {
+		<-fl.prevDone
+		fl.prevDone = nil
+	}
+	group := 0
+	for _, r := range fl.reqs {
+		if !r.head {
+			continue
+		}
+		group++
+		switch {
+		case r.cb != nil:
+			r.cb.Appended(r.arg, r.base, r.err)
+			if !slices.Contains(fl.flush, r.cb) {
+				fl.flush = append(fl.flush, r.cb)
+			}
+		case r != self:
+			r.ready <- false
+		}
+	}
+	for _, cb := range fl.flush {
+		cb.Flush()
+	}
+	t.lastGroup.Store(int64(group))
+	t.lastCommit.Store(int64(time.Since(fl.start)))
+	if fl.done != nil {
+		t.inFlight.Add(-1)
+		close(fl.done)
+	}
+}
+
+// release returns a settled flight's memory for reuse.
+func (t *topic) release(fl *flight) {
+	reqs := fl.reqs
+	clear(reqs)
+	t.qmu.Lock()
+	if t.spare == nil {
+		t.spare = reqs[:0]
+	}
+	t.qmu.Unlock()
+	clear(fl.flush)
+	*fl = flight{parts: fl.parts[:0], ents: fl.ents[:0], flush: fl.flush[:0]}
+	flightPool.Put(fl)
+}
+
+// finish sets the outcome of reqs: err, or on success (nil) what the
+// commit decided for those it did not write (duplicates, mismatches).
+func finish(reqs []*appendReq, err error) {
+	for _, r := range reqs {
+		if err != nil || !r.decided {
+			r.err = err
+		}
+		r.decided = false
+	}
+}
+
+// write writes bufs at pos of seg's log on every volume in order
+// (settle fsyncs them under FsyncAlways). wmu must be held.
+func (t *topic) write(seg *segment, bufs [][]byte, pos int64) error {
+	for v, f := range seg.logs {
+		if _, err := f.Writev(bufs, pos); err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // its path is the name the file was created under (next.tmp), not the segment's
+			}
+			return fmt.Errorf("storage: topic %q: write segment %s on volume %s: %w", t.name, segmentName(seg.base, logSuffix), t.s.opts.Volumes[v], err)
+		}
+	}
+	if t.s.opts.Fsync != FsyncAlways {
+		t.mu.Lock()
+		t.dirty = true
+		t.mu.Unlock()
+	}
+	return nil
+}
+
+// syncFiles fsyncs files concurrently, one per volume.
+func (t *topic) syncFiles(files []File) error {
+	if len(files) == 1 {
+		if err := t.s.fsync(files[0]); err != nil {
+			return fmt.Errorf("storage: topic %q: fsync volume %s: %w", t.name, t.s.opts.Volumes[0], err)
+		}
+		return nil
+	}
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for v, f := range files {
+		wg.Go(func() {
+			if err := t.s.fsync(f); err != nil {
+				errs[v] = fmt.Errorf("storage: topic %q: fsync volume %s: %w", t.name, t.s.opts.Volumes[v], err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// publish makes committed batches visible to readers and wakes waiters;
+// now is the append time of the newest.
+func (t *topic) publish(seg *segment, entries []entry, size, next, msgs, now int64) {
+	t.mu.Lock()
+	seg.entries = append(seg.entries, entries...)
+	seg.size = size
+	seg.next = next
+	seg.messages = msgs
+	seg.lastTime = now
+	t.next = next
+	ready := t.takeWaitersLocked(next)
+	t.mu.Unlock()
+	for _, w := range ready {
+		w.fn()
+	}
+}
+
+// rollback cuts every volume's copy of seg back to size, where the failed
+// write began, after a write that failed for space, so that the topic
+// stays writable with exactly what was written before (fsynced again under
+// FsyncAlways). It reports whether that worked; if not, the caller fails
+// the topic.
+func (t *topic) rollback(seg *segment, size int64) bool {
+	for v, f := range seg.logs {
+		if err := f.Truncate(size); err != nil {
+			t.s.opts.Logger.Error("cannot cut a segment back after a failed write", "topic", t.name, "volume", t.s.opts.Volumes[v], "err", err)
+			return false
+		}
+	}
+	if t.s.opts.Fsync == FsyncAlways {
+		if err := t.syncFiles(seg.logs); err != nil {
+			t.s.opts.Logger.Error("cannot fsync a segment cut back after a failed write", "topic", t.name, "err", err)
+			return false
+		}
+	}
+	return true
+}
