@@ -178,16 +178,16 @@ func (t *topic) handOff(self *appendReq, always bool) (goOn bool) {
 // gather takes the queue for the next commit. With FsyncAlways and no
 // group in flight, while fewer appenders are queued than the last commit
 // held (each asynchronous request counts as one), it waits for them, up to
-// half the last commit's duration: the appenders just acknowledged are on
-// their way back, and an fsync shared by all of them costs what one shared
-// by half of them does. With a group in flight it does not wait: what it
+// half the last commit's duration (gatherWait): the appenders just
+// acknowledged are on their way back, and an fsync shared by all of them
+// costs what one shared by half of them does. With a group in flight it does not wait: what it
 // writes now is covered by the fsync after the one under way. Only the
 // leader calls it.
 func (t *topic) gather(pipelined bool) []*appendReq {
 	t.qmu.Lock()
 	last := int(t.lastGroup.Load())
 	if pipelined && !t.flying() && last > 1 && heads(t.queue) < last {
-		timer := time.NewTimer(time.Duration(t.lastCommit.Load()) / 2)
+		timer := time.NewTimer(gatherWait(t.lastCommit.Load()))
 		defer timer.Stop()
 		for waiting := true; waiting && heads(t.queue) < last; {
 			arrived := make(chan struct{})
@@ -207,6 +207,18 @@ func (t *topic) gather(pipelined bool) []*appendReq {
 	t.spare = nil
 	t.qmu.Unlock()
 	return queued
+}
+
+// maxGatherWait bounds the waits for appenders before a commit or an
+// fsync (half the last one's duration): an fsync that stalled for seconds
+// covered everything queued meanwhile, and as many appenders will not come
+// back soon.
+const maxGatherWait = 20 * time.Millisecond
+
+// gatherWait is how long to wait for appenders after a commit or an fsync
+// that took last ns: half of it, at most maxGatherWait.
+func gatherWait(last int64) time.Duration {
+	return min(time.Duration(last)/2, maxGatherWait)
 }
 
 // flying reports whether a group is written and not yet settled.
@@ -359,7 +371,7 @@ func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
 func (t *topic) awaitWrites() (began func() (ended func())) {
 	t.qmu.Lock()
 	if last := t.lastSyncHeads; last > 1 && t.writtenHeads-t.syncedHeads < last {
-		timer := time.NewTimer(time.Duration(t.lastSyncTime) / 2)
+		timer := time.NewTimer(gatherWait(t.lastSyncTime))
 		defer timer.Stop()
 		for waiting := true; waiting && t.writtenHeads-t.syncedHeads < last; {
 			wrote := make(chan struct{})

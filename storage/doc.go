@@ -166,7 +166,8 @@
 // visible and are acknowledged in the order written, each once an fsync
 // that began after its write has ended (one fsync covers every group
 // written before it began; fsyncs run one at a time). Before an fsync
-// begins it waits, up to half the last fsync's duration, until as many
+// begins it waits, up to half the last fsync's duration (at most 20 ms,
+// so that a stalled disk is not waited on again), until as many
 // appenders have been written since the last one began as it covered:
 // those just acknowledged are on their way back, and one fsync for all of
 // them costs what one for half does. Readers never see a batch before it

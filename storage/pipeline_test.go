@@ -353,3 +353,18 @@ func TestPipelinedNoSpaceBehindFlight(t *testing.T) {
 	}
 	checkTopics(t, s, map[string][][]byte{"p": want})
 }
+
+// The wait for appenders before a commit or an fsync is half the last
+// one's duration, but never long after a stall.
+func TestGatherWaitBounded(t *testing.T) {
+	for _, c := range []struct{ last, want time.Duration }{
+		{0, 0},
+		{400 * time.Microsecond, 200 * time.Microsecond},
+		{10 * time.Millisecond, 5 * time.Millisecond},
+		{3 * time.Second, maxGatherWait},
+	} {
+		if got := gatherWait(int64(c.last)); got != c.want {
+			t.Errorf("after %v: wait %v, want %v", c.last, got, c.want)
+		}
+	}
+}
