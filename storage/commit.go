@@ -186,27 +186,37 @@ func (t *topic) handOff(self *appendReq, always bool) (goOn bool) {
 func (t *topic) gather(pipelined bool) []*appendReq {
 	t.qmu.Lock()
 	last := int(t.lastGroup.Load())
-	if pipelined && !t.flying() && last > 1 && heads(t.queue) < last {
-		timer := time.NewTimer(gatherWait(t.lastCommit.Load()))
-		defer timer.Stop()
-		for waiting := true; waiting && heads(t.queue) < last; {
-			arrived := make(chan struct{})
-			t.arrived = arrived
-			t.qmu.Unlock()
-			select {
-			case <-arrived:
-			case <-timer.C:
-				waiting = false
-			}
-			t.qmu.Lock()
-		}
-		t.arrived = nil
+	if pipelined && !t.flying() && last > 1 {
+		t.waitLocked(&t.arrived, gatherWait(t.lastCommit.Load()), func() bool { return heads(t.queue) < last })
 	}
 	queued := t.queue
 	t.queue = t.spare[:0]
 	t.spare = nil
 	t.qmu.Unlock()
 	return queued
+}
+
+// waitLocked waits while short reports true, for at most d: each time,
+// until the next event closes the channel it leaves in *signal. qmu must
+// be held; it is released while waiting.
+func (t *topic) waitLocked(signal *chan struct{}, d time.Duration, short func() bool) {
+	if !short() {
+		return
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for waiting := true; waiting && short(); {
+		ch := make(chan struct{})
+		*signal = ch
+		t.qmu.Unlock()
+		select {
+		case <-ch:
+		case <-timer.C:
+			waiting = false
+		}
+		t.qmu.Lock()
+	}
+	*signal = nil
 }
 
 // maxGatherWait bounds the waits for appenders before a commit or an
@@ -370,21 +380,8 @@ func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
 // fsync's start, and returns one that records its end.
 func (t *topic) awaitWrites() (began func() (ended func())) {
 	t.qmu.Lock()
-	if last := t.lastSyncHeads; last > 1 && t.writtenHeads-t.syncedHeads < last {
-		timer := time.NewTimer(gatherWait(t.lastSyncTime))
-		defer timer.Stop()
-		for waiting := true; waiting && t.writtenHeads-t.syncedHeads < last; {
-			wrote := make(chan struct{})
-			t.wrote = wrote
-			t.qmu.Unlock()
-			select {
-			case <-wrote:
-			case <-timer.C:
-				waiting = false
-			}
-			t.qmu.Lock()
-		}
-		t.wrote = nil
+	if last := t.lastSyncHeads; last > 1 {
+		t.waitLocked(&t.wrote, gatherWait(t.lastSyncTime), func() bool { return t.writtenHeads-t.syncedHeads < last })
 	}
 	t.qmu.Unlock()
 	return func() func() {
