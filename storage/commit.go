@@ -61,7 +61,10 @@ type part struct {
 	from, to               int // fl.reqs[from:to]
 	size, next, msgs, last int64
 	size0, next0           int64 // the segment's cursor before the write
-	written, synced        bool
+	// written: the write succeeded; synced: fsynced (by beforeSeal);
+	// published: made visible to readers (by beforeSeal, before the
+	// segment is sealed, so that its readers' view is its end again).
+	written, synced, published bool
 }
 
 var flightPool = sync.Pool{New: func() any { return new(flight) }}
@@ -285,7 +288,7 @@ func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
 		}
 		seg, err2 := t.activeSegment()
 		if err2 != nil {
-			if transientOpenErr(err2) {
+			if fl.err == nil && transientOpenErr(err2) {
 				// Nothing was written: the topic stays writable and the
 				// next append tries again.
 				finish(reqs[i:], t.resourceErr(err2))
@@ -410,8 +413,11 @@ func (t *topic) cursor(seg *segment) (size, next, msgs int64) {
 }
 
 // beforeSeal readies the full segment seg to be sealed: it waits for the
-// groups in flight, which may use its files, and fsyncs the part of the
-// group being committed that is in it (FsyncAlways). An error fails the
+// groups in flight, which may use its files, then fsyncs and publishes the
+// part of the group being committed that is in it (FsyncAlways): once
+// quiesced the writer's cursor is the readers' view, so seg's must be its
+// end before anything (a commit after a failed roll, the index) uses it.
+// Its appenders are told with the rest of the group. An error fails the
 // topic and the group. wmu must be held.
 func (t *topic) beforeSeal(seg *segment) error {
 	t.quiesce()
@@ -430,8 +436,18 @@ func (t *topic) beforeSeal(seg *segment) error {
 			return fl.err
 		}
 		p.synced = true
+		t.publishPart(fl, p)
 	}
 	return nil
+}
+
+// publishPart makes p, a part of fl written and made durable, visible to
+// readers.
+func (t *topic) publishPart(fl *flight, p *part) {
+	t.publish(p.seg, fl.ents[p.e0:p.e1], p.size, p.next, p.msgs, p.last)
+	t.produced.Add(p.next - p.next0)
+	t.producedBytes.Add(p.size - p.size0)
+	p.published = true
 }
 
 // stopSyncs records err, a failed fsync's, for every flight settled
@@ -488,14 +504,15 @@ func (t *topic) settle(fl *flight) {
 	}
 	for k := range fl.parts {
 		p := &fl.parts[k]
-		if fl.err != nil {
+		switch {
+		case p.published:
+			// Durable and visible since its segment was sealed: whatever
+			// failed after it, its appenders succeeded.
+		case fl.err != nil:
 			finish(fl.reqs[p.from:p.to], fl.err)
 			continue
-		}
-		if p.written {
-			t.publish(p.seg, fl.ents[p.e0:p.e1], p.size, p.next, p.msgs, p.last)
-			t.produced.Add(p.next - p.next0)
-			t.producedBytes.Add(p.size - p.size0)
+		case p.written:
+			t.publishPart(fl, p)
 		}
 		finish(fl.reqs[p.from:p.to], nil)
 	}
@@ -549,6 +566,7 @@ func (t *topic) release(fl *flight) {
 	}
 	t.qmu.Unlock()
 	clear(fl.flush)
+	clear(fl.parts) // no pooled flight keeps a segment or its files
 	*fl = flight{parts: fl.parts[:0], ents: fl.ents[:0], flush: fl.flush[:0]}
 	flightPool.Put(fl)
 }
@@ -637,6 +655,9 @@ func (t *topic) rollback(seg *segment, size int64) bool {
 	if t.s.opts.Fsync == FsyncAlways {
 		if err := t.syncFiles(seg.logs); err != nil {
 			t.s.opts.Logger.Error("cannot fsync a segment cut back after a failed write", "topic", t.name, "err", err)
+			// The groups in flight in these files must not be
+			// acknowledged: their own fsync may not see this error.
+			t.stopSyncs(t.fail(err))
 			return false
 		}
 	}

@@ -368,3 +368,146 @@ func TestGatherWaitBounded(t *testing.T) {
 		}
 	}
 }
+
+// queued returns one-message requests for topic p, as appendReqs queues
+// them, for tests that drive commit, settle and acknowledge by hand.
+func queued(t *testing.T, s *Store, from, n int) []*appendReq {
+	t.Helper()
+	var out []*appendReq
+	for _, m := range msgs(from, n) {
+		b := protocol.AppendBatch(nil, m)
+		bi, err := s.validate("p", b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, &appendReq{batch: b, count: bi.count, head: true, ready: make(chan bool, 1)})
+	}
+	return out
+}
+
+// commitByHand writes reqs as one pipelined flight, as a leader does.
+func commitByHand(tp *topic, reqs []*appendReq) *flight {
+	tp.wmu.Lock()
+	defer tp.wmu.Unlock()
+	return tp.commit(reqs, true)
+}
+
+// settleByHand fsyncs, publishes and acknowledges fl, as its leader does.
+func settleByHand(tp *topic, fl *flight) {
+	tp.settle(fl)
+	tp.acknowledge(fl, nil)
+}
+
+// A group fills the active segment, and the next segment cannot be
+// created (descriptors ran out): the group's part in the full segment is
+// acknowledged, the rest refused, and the next group, committed before the
+// first is acknowledged, continues from the end of the full segment: no
+// offset is given twice.
+func TestPipelinedRollFailureKeepsOffsets(t *testing.T) {
+	ffs := newFaultFS()
+	ffs.err = syscall.EMFILE
+	var opens atomic.Int32
+	ffs.setFailOpen(func(name string) bool {
+		if !strings.HasSuffix(name, nextName) {
+			return false
+		}
+		n := opens.Add(1)
+		return n == 2 || n == 3 // the roll's new segment, both ways it is tried
+	})
+	s, _ := openTest(t, 1, func(o *Options) { o.FS = ffs; o.Fsync = FsyncAlways; o.Logger = testLogger(t) })
+	if err := s.CreateTopic("p"); err != nil {
+		t.Fatal(err)
+	}
+	want := msgs(0, 5)
+	for _, m := range want {
+		if _, err := s.Append("p", protocol.AppendBatch(nil, m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tp, err := s.lookup("p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := queued(t, s, 5, 10) // 5 fill the segment (Entries 10), 5 need the next
+	fl1 := commitByHand(tp, r1)
+	r2 := queued(t, s, 100, 1)
+	fl2 := commitByHand(tp, r2)
+	settleByHand(tp, fl1)
+	settleByHand(tp, fl2)
+	for i, r := range r1 {
+		switch {
+		case i < 5 && (r.err != nil || r.base != int64(5+i)):
+			t.Fatalf("append %d, in the full segment: base %d, %v; want %d", i, r.base, r.err, 5+i)
+		case i >= 5 && !errors.Is(r.err, ErrTooManyFiles):
+			t.Fatalf("append %d, past the failed roll: base %d, %v; want ErrTooManyFiles", i, r.base, r.err)
+		}
+	}
+	if r := r2[0]; r.err != nil || r.base != 10 {
+		t.Fatalf("the next group: base %d, %v; want 10", r.base, r.err)
+	}
+	want = append(append(want, msgs(5, 5)...), msgs(100, 1)...)
+	checkTopics(t, s, map[string][][]byte{"p": want})
+	if info, err := s.Info("p"); err != nil || info.Next != 11 {
+		t.Fatalf("info %+v, %v: want next 11", info, err)
+	}
+}
+
+// The fsync after cutting back a write that failed for space fails: the
+// group in flight in the same files is not acknowledged, although its own
+// fsync, later, reports nothing (Linux tells a writeback error to one
+// fsync per open file).
+func TestPipelinedRollbackSyncFailure(t *testing.T) {
+	ffs := newFaultFS()
+	s, opts := openTest(t, 1, func(o *Options) { o.FS = ffs; o.Fsync = FsyncAlways; o.MinFreeBytes = 0; o.Logger = testLogger(t) })
+	if err := s.CreateTopic("p"); err != nil {
+		t.Fatal(err)
+	}
+	tp, err := s.lookup("p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := queued(t, s, 0, 2)
+	fl1 := commitByHand(tp, r1)
+	ffs.mu.Lock()
+	ffs.err = syscall.ENOSPC
+	ffs.mu.Unlock()
+	ffs.failWrite(opts.Volumes[0])
+	ffs.failSync(opts.Volumes[0]) // the cut back's fsync
+	r2 := queued(t, s, 2, 1)
+	fl2 := commitByHand(tp, r2)
+	ffs.heal()
+	settleByHand(tp, fl1)
+	settleByHand(tp, fl2)
+	for i, r := range append(r1, r2...) {
+		if !errors.Is(r.err, ErrReadOnly) {
+			t.Fatalf("append %d: base %d, %v; want ErrReadOnly", i, r.base, r.err)
+		}
+	}
+	if info, err := s.Info("p"); err != nil || info.Next != 0 {
+		t.Fatalf("info %+v, %v: want nothing visible", info, err)
+	}
+}
+
+// The fsync of a full segment's part of a group, before the segment is
+// sealed, fails for space: that is no refusal the next append can get
+// past, the topic is read-only, and every append of the group says so.
+func TestPipelinedSealSyncNoSpace(t *testing.T) {
+	ffs := newFaultFS()
+	s, opts := openTest(t, 1, func(o *Options) { o.FS = ffs; o.Fsync = FsyncAlways; o.MinFreeBytes = 0; o.Logger = testLogger(t) })
+	populate(t, s, "p", 0, 5)
+	tp, err := s.lookup("p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ffs.mu.Lock()
+	ffs.err = syscall.ENOSPC
+	ffs.mu.Unlock()
+	ffs.failSync(opts.Volumes[0])
+	r := queued(t, s, 5, 10) // 5 fill the segment, whose part is fsynced before the roll
+	settleByHand(tp, commitByHand(tp, r))
+	for i, q := range r {
+		if !errors.Is(q.err, ErrReadOnly) || errors.Is(q.err, ErrNoSpace) {
+			t.Fatalf("append %d: base %d, %v; want ErrReadOnly, not ErrNoSpace", i, q.base, q.err)
+		}
+	}
+}

@@ -184,7 +184,9 @@ func (t *topic) append(batch []byte, bi batchInfo, expect int64) (int64, error) 
 // of the callback's appends that the commit held, in the order they were
 // queued, then Flush once: a caller that answers clients can send all the
 // answers of a commit together. Both run on a storage goroutine and must be
-// quick; neither may call Append or AppendMany.
+// quick; neither may call Append or AppendMany, nor DeleteTopic, Truncate,
+// TruncateTime, Import or Close (with FsyncAlways these wait for the very
+// commit that is telling the callback).
 type AppendCallback interface {
 	// Appended reports the outcome of the append queued with arg: what
 	// Append would have returned.
