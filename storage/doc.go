@@ -173,8 +173,10 @@
 // them costs what one for half does. Readers never see a batch before it
 // is fsynced; a segment that fills while groups are in flight is sealed
 // once they are settled and its part of the group being written is
-// fsynced. A failed fsync fails its group and every group written behind
-// it.
+// fsynced and published. A failed fsync fails its group and every group
+// written behind it, and so does a failed fsync after a cut back (below).
+// An AppendCallback must not delete, truncate, import into or close its
+// topic: with FsyncAlways those wait for the commit telling it.
 // AppendAsync queues a batch without waiting: a goroutine leads its commit
 // and an AppendCallback hears the outcome, so one caller (a connection
 // pipelining produces) can have many batches in one commit. Appends to
