@@ -100,6 +100,10 @@ type Config struct {
 	// at once while fewer batches than the Producer's in-flight bound are
 	// unanswered.
 	Linger time.Duration
+	// MaxInFlight is the Producer's bound on unanswered batches with
+	// Single SingleProducer (client.WithMaxInFlight; default 4, the
+	// client's).
+	MaxInFlight int
 	// Messages is the total number of messages to produce, split among the
 	// producers; Duration is how long to produce instead. Exactly one is
 	// non-zero (DefaultConfig: 5 seconds).
@@ -140,23 +144,24 @@ const HeaderSize = headerSize
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Addr:       "127.0.0.1:14353",
-		Volumes:    1,
-		Fsync:      "never",
-		Entries:    5000,
-		Dir:        os.TempDir(),
-		Mode:       ModeProduce,
-		Topics:     1,
-		Producers:  1,
-		Consumers:  1,
-		Size:       1024,
-		Batch:      100,
-		Single:     SingleProduce,
-		Linger:     5 * time.Millisecond,
-		Duration:   5 * time.Second,
-		Compress:   "none",
-		Idempotent: true,
-		Warmup:     time.Second,
+		Addr:        "127.0.0.1:14353",
+		Volumes:     1,
+		Fsync:       "never",
+		Entries:     5000,
+		Dir:         os.TempDir(),
+		Mode:        ModeProduce,
+		Topics:      1,
+		Producers:   1,
+		Consumers:   1,
+		Size:        1024,
+		Batch:       100,
+		Single:      SingleProduce,
+		Linger:      5 * time.Millisecond,
+		MaxInFlight: 4,
+		Duration:    5 * time.Second,
+		Compress:    "none",
+		Idempotent:  true,
+		Warmup:      time.Second,
 	}
 }
 
@@ -197,6 +202,8 @@ func (c *Config) Validate() error {
 		return bad("warmup %s must not be negative", c.Warmup)
 	case c.Linger < 0:
 		return bad("linger %v: want 0 or more", c.Linger)
+	case c.MaxInFlight < 1:
+		return bad("max in flight %d: want 1 or more", c.MaxInFlight)
 	case c.Rate < 0:
 		return bad("rate %g must not be negative", c.Rate)
 	case c.Rate > 0 && c.Mode == ModeConsume:

@@ -29,6 +29,7 @@ func TestValidate(t *testing.T) {
 		{"negative messages", func(c *Config) { c.Messages, c.Duration = -1, 0 }, "negative"},
 		{"negative warmup", func(c *Config) { c.Warmup = -time.Second }, "warmup"},
 		{"negative linger", func(c *Config) { c.Linger = -time.Millisecond }, "linger"},
+		{"no batch slot", func(c *Config) { c.MaxInFlight = 0 }, "in flight"},
 		{"negative rate", func(c *Config) { c.Rate = -1 }, "rate"},
 		{"rate in consume mode", func(c *Config) { c.Mode, c.Rate = ModeConsume, 100 }, "does not apply to consume"},
 		{"bad single", func(c *Config) { c.Single = "both" }, "single"},

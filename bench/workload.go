@@ -290,7 +290,7 @@ func (r *runner) runProducer(ctx context.Context, w producerWork) {
 		f   *client.Future
 		due time.Time
 	}
-	p := w.c.NewProducer(w.topic, client.WithLinger(r.cfg.Linger))
+	p := w.c.NewProducer(w.topic, client.WithLinger(r.cfg.Linger), client.WithMaxInFlight(r.cfg.MaxInFlight))
 	ch := make(chan pending, 4096)
 	st := w.st
 	var collected sync.WaitGroup

@@ -129,6 +129,7 @@ func (o *options) flagSet(mode, single *string, stderr io.Writer) *flag.FlagSet 
 	fs.IntVar(&c.Batch, "batch", c.Batch, "messages per produce request")
 	fs.StringVar(single, "single", string(c.Single), "with -batch 1: produce (Client.Produce, waiting for each ack) or producer (client.Producer and futures)")
 	fs.DurationVar(&c.Linger, "linger", c.Linger, "with -single producer: the Producer's linger time (0: send each message at once while a batch slot is free)")
+	fs.IntVar(&c.MaxInFlight, "max-in-flight", c.MaxInFlight, "with -single producer: the Producer's batch slots, batches sent and not yet answered")
 	fs.Int64Var(&c.Messages, "messages", 0, "messages to produce in all (or give -duration)")
 	fs.DurationVar(&c.Duration, "duration", 0, fmt.Sprintf("how long to produce (or give -messages; default %s)", defaultDuration))
 	fs.StringVar(&c.Compress, "compress", c.Compress, "batch compression: none, s2 or zstd")
