@@ -48,9 +48,12 @@ type flight struct {
 	// these channels only: a settled flight goes back to flightPool.
 	prevSynced, synced, prevDone, done chan struct{}
 
-	gen   uint64 // t.wgen after this flight's writes
-	err   error  // set when an fsync failed, this flight's or one before: every request fails
-	start time.Time
+	// behind: written while a flight before was not yet fsynced, so
+	// without the leader's gather (gather); its fsync waits instead.
+	behind bool
+	gen    uint64 // t.wgen after this flight's writes
+	err    error  // set when an fsync failed, this flight's or one before: every request fails
+	start  time.Time
 }
 
 // part is what a flight wrote to one segment.
@@ -179,17 +182,16 @@ func (t *topic) handOff(self *appendReq, always bool) (goOn bool) {
 }
 
 // gather takes the queue for the next commit. With FsyncAlways and no
-// group in flight, while fewer appenders are queued than the last commit
-// held (each asynchronous request counts as one), it waits for them, up to
-// half the last commit's duration (gatherWait): the appenders just
-// acknowledged are on their way back, and an fsync shared by all of them
-// costs what one shared by half of them does. With a group in flight it does not wait: what it
-// writes now is covered by the fsync after the one under way. Only the
-// leader calls it.
+// group being fsynced, while fewer appenders are queued than the last
+// fsync covered (each asynchronous request counts as one), it waits for
+// them, up to half the last commit's duration (gatherWait): the appenders
+// just acknowledged are on their way back, and one write and one fsync for
+// all of them cost what they cost for one. With a group being fsynced it
+// does not wait: what it writes is covered by the next fsync, which waits
+// for more (awaitWrites). Only the leader calls it.
 func (t *topic) gather(pipelined bool) []*appendReq {
 	t.qmu.Lock()
-	last := int(t.lastGroup.Load())
-	if pipelined && !t.flying() && last > 1 {
+	if last := int(t.lastSyncHeads); pipelined && last > 1 && !t.flying() {
 		t.waitLocked(&t.arrived, gatherWait(t.lastCommit.Load()), func() bool { return heads(t.queue) < last })
 	}
 	queued := t.queue
@@ -255,6 +257,7 @@ func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
 	fl := flightPool.Get().(*flight)
 	fl.reqs, fl.start = reqs, time.Now()
 	if pipelined {
+		fl.behind = t.flying()
 		fl.prevSynced, fl.synced = t.tailSynced, make(chan struct{})
 		fl.prevDone, fl.done = t.tailDone, make(chan struct{})
 		t.inFlight.Add(1)
@@ -375,15 +378,17 @@ func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
 	return fl
 }
 
-// awaitWrites, before an fsync of the pipelined commit, waits until as
-// many appenders have been written since the last fsync began as that
-// fsync covered, up to half its duration: the appenders it acknowledged
-// are on their way back, and an fsync shared by all of them costs what
-// one shared by half of them does. It returns a func that records the
-// fsync's start, and returns one that records its end.
-func (t *topic) awaitWrites() (began func() (ended func())) {
+// awaitWrites, before an fsync of the pipelined commit of a flight
+// written behind another (wait), waits until as many appenders have been
+// written since the last fsync began as that fsync covered, up to half
+// its duration: the appenders it acknowledged are on their way back, and
+// an fsync shared by all of them costs what one shared by half of them
+// does. A flight written with none before it in flight was gathered by its
+// leader already. It returns a func that records the fsync's start, and
+// returns one that records its end.
+func (t *topic) awaitWrites(wait bool) (began func() (ended func())) {
 	t.qmu.Lock()
-	if last := t.lastSyncHeads; last > 1 {
+	if last := t.lastSyncHeads; wait && last > 1 {
 		t.waitLocked(&t.wrote, gatherWait(t.lastSyncTime), func() bool { return t.writtenHeads-t.syncedHeads < last })
 	}
 	t.qmu.Unlock()
@@ -487,7 +492,7 @@ func (t *topic) settle(fl *flight) {
 			}
 			var ended func()
 			if fl.synced != nil {
-				ended = t.awaitWrites()()
+				ended = t.awaitWrites(fl.behind)()
 			}
 			upto := t.wgen.Load() // written before the fsync begins: covered by it
 			err := t.syncFiles(p.logs)
@@ -517,6 +522,10 @@ func (t *topic) settle(fl *flight) {
 		finish(fl.reqs[p.from:p.to], nil)
 	}
 	if fl.synced != nil {
+		// Its files are no longer used, and the appenders about to be
+		// told, coming back, find no group in flight: their leader
+		// gathers them (gather) rather than writing the first alone.
+		t.inFlight.Add(-1)
 		close(fl.synced)
 	}
 }
@@ -529,12 +538,13 @@ func (t *topic) acknowledge(fl *flight, self *appendReq) {
 		<-fl.prevDone
 		fl.prevDone = nil
 	}
-	group := 0
+	// Set before telling anyone: the appenders told come back to a
+	// leader that gathers by it.
+	t.lastCommit.Store(int64(time.Since(fl.start)))
 	for _, r := range fl.reqs {
 		if !r.head {
 			continue
 		}
-		group++
 		switch {
 		case r.cb != nil:
 			r.cb.Appended(r.arg, r.base, r.err)
@@ -548,10 +558,7 @@ func (t *topic) acknowledge(fl *flight, self *appendReq) {
 	for _, cb := range fl.flush {
 		cb.Flush()
 	}
-	t.lastGroup.Store(int64(group))
-	t.lastCommit.Store(int64(time.Since(fl.start)))
 	if fl.done != nil {
-		t.inFlight.Add(-1)
 		close(fl.done)
 	}
 }

@@ -165,12 +165,15 @@
 // parallel) while the next leader writes the next group. Groups become
 // visible and are acknowledged in the order written, each once an fsync
 // that began after its write has ended (one fsync covers every group
-// written before it began; fsyncs run one at a time). Before an fsync
-// begins it waits, up to half the last fsync's duration (at most 20 ms,
-// so that a stalled disk is not waited on again), until as many
-// appenders have been written since the last one began as it covered:
+// written before it began; fsyncs run one at a time). Appenders are
+// gathered so that one fsync serves about as many as the last one did:
 // those just acknowledged are on their way back, and one fsync for all of
-// them costs what one for half does. Readers never see a batch before it
+// them costs what one for half does. With no group being fsynced the
+// leader waits for them before writing, up to half the last commit's
+// duration; a group written while another is being fsynced is written at
+// once, and its fsync waits for them instead, up to half the last fsync's
+// duration (both waits at most 20 ms, so that a stalled disk is not
+// waited on again). Readers never see a batch before it
 // is fsynced; a segment that fills while groups are in flight is sealed
 // once they are settled and its part of the group being written is
 // fsynced and published. A failed fsync fails its group and every group

@@ -38,7 +38,7 @@ type topic struct {
 	wseg                 *segment
 	wsize, wnext, wmsgs  int64
 	// wgen counts commits written, synced those an fsync covered;
-	// inFlight counts flights not yet settled; syncErr is the first
+	// inFlight counts flights not yet fsynced and published; syncErr is the first
 	// failed fsync's error, which every flight settled after it gets.
 	wgen, synced atomic.Uint64
 	inFlight     atomic.Int64
@@ -63,7 +63,6 @@ type topic struct {
 	committing bool          // a leader is committing (appendReqs)
 	arrived    chan struct{} // closed by the next enqueue, when a leader gathers
 	spare      []*appendReq  // a settled flight's queue, for the next
-	lastGroup  atomic.Int64  // appenders in the last commit settled
 	lastCommit atomic.Int64  // how long the last commit took, write to acknowledgement, ns
 	// The pipelined commit's fsync stage (commit.go), under qmu: appenders
 	// written, and as many when the last fsync began; how many it covered
