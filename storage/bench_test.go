@@ -101,6 +101,21 @@ func (r *rawAppender) write(batch []byte) error {
 	return nil
 }
 
+// openBench opens a store with opts, closed when the benchmark ends, and
+// creates its topic "bench".
+func openBench(b *testing.B, opts Options) *Store {
+	b.Helper()
+	s, err := Open(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if err := s.CreateTopic("bench"); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
 func benchAppend(b *testing.B, batch []byte, count, vols int) {
 	dirs := make([]string, vols)
 	for i := range dirs {
@@ -113,14 +128,7 @@ func benchAppend(b *testing.B, batch []byte, count, vols int) {
 	}
 	raw := newRawAppender(b, vols, 0)
 	rolling := newRawAppender(b, vols, (opts.Entries+count-1)/count)
-	s, err := Open(opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.CreateTopic("bench"); err != nil {
-		b.Fatal(err)
-	}
+	s := openBench(b, opts)
 	// Untimed warm-up: on a fresh VM the first few thousand file creations
 	// and the first pages of a growing page cache cost several times what
 	// they cost later (docs/benchmarks.md), which would measure the machine

@@ -32,14 +32,7 @@ func benchFsyncAlways(b *testing.B, writers int) {
 	opts.Logger = discardLogger()
 	opts.Fsync = FsyncAlways
 	opts.OnFsync = func(time.Duration) { fsyncs.Add(1) }
-	s, err := Open(opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.CreateTopic("bench"); err != nil {
-		b.Fatal(err)
-	}
+	s := openBench(b, opts)
 	raw, err := os.OpenFile(filepath.Join(b.TempDir(), "raw.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		b.Fatal(err)
