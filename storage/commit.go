@@ -181,18 +181,20 @@ func (t *topic) handOff(self *appendReq, always bool) (goOn bool) {
 	return true
 }
 
-// gather takes the queue for the next commit. With FsyncAlways and no
-// group being fsynced, while fewer appenders are queued than the last
-// fsync covered (each asynchronous request counts as one), it waits for
-// them, up to half the last commit's duration (gatherWait): the appenders
-// just acknowledged are on their way back, and one write and one fsync for
-// all of them cost what they cost for one. With a group being fsynced it
-// does not wait: what it writes is covered by the next fsync, which waits
-// for more (awaitWrites). Only the leader calls it.
+// gather takes the queue for the next commit. With FsyncAlways, while the
+// appenders queued and those written since the last fsync began are fewer
+// than that fsync covered (each asynchronous request counts as one), it
+// waits for more, up to half the last commit's duration (gatherWait): the
+// appenders just acknowledged are on their way back, and one write and one
+// fsync for all of them cost what they cost for one. Behind a group being
+// fsynced it so writes the next fsync's group in one commit, not one
+// commit per appender as they come back. Only the leader calls it.
 func (t *topic) gather(pipelined bool) []*appendReq {
 	t.qmu.Lock()
-	if last := int(t.lastSyncHeads); pipelined && last > 1 && !t.flying() {
-		t.waitLocked(&t.arrived, gatherWait(t.lastCommit.Load()), func() bool { return heads(t.queue) < last })
+	if last := t.lastSyncHeads; pipelined && last > 1 {
+		t.waitLocked(&t.arrived, gatherWait(t.lastCommit.Load()), func() bool {
+			return int64(heads(t.queue))+t.writtenHeads-t.syncedHeads < last
+		})
 	}
 	queued := t.queue
 	t.queue = t.spare[:0]

@@ -168,15 +168,14 @@
 // written before it began; fsyncs run one at a time). Appenders are
 // gathered so that one fsync serves about as many as the last one did:
 // those just acknowledged are on their way back, and one fsync for all of
-// them costs what one for half does. With no group being fsynced the
-// leader waits for them before writing, up to half the last commit's
-// duration; a group written while another is being fsynced is written at
-// once, and its fsync waits for them instead, up to half the last fsync's
-// duration (both waits at most 20 ms, so that a stalled disk is not
-// waited on again). Readers never see a batch before it
-// is fsynced; a segment that fills while groups are in flight is sealed
-// once they are settled and its part of the group being written is
-// fsynced and published. A failed fsync fails its group and every group
+// them costs what one for half does. The leader waits for them before
+// writing, up to half the last commit's duration, counting those written
+// since the last fsync began; the fsync of a group written while another
+// was being fsynced waits too, up to half the last fsync's duration (both
+// waits at most 20 ms, so that a stalled disk is not waited on again).
+// Readers never see a batch before it is fsynced; a segment that fills
+// while groups are in flight is sealed once they are settled and its part
+// of the group being written is fsynced and published. A failed fsync fails its group and every group
 // written behind it, and so does a failed fsync after a cut back (below).
 // An AppendCallback must not delete, truncate, import into or close its
 // topic: with FsyncAlways those wait for the commit telling it.
