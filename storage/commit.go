@@ -18,8 +18,10 @@ import (
 // while the next leader writes the next group. Groups become readable and
 // are acknowledged in the order written, each once an fsync that began
 // after its write has ended: one fsync covers every group written before
-// it began, and fsyncs run one at a time, each waiting (awaitWrites) for
-// about as many appenders as the one before covered. A flight is one
+// it began, and fsyncs run one at a time. Appenders are gathered so that
+// an fsync serves about as many as the one before: the leader waits for
+// them before writing (gather), and the fsync of a group written behind
+// another waits too (awaitWrites). A flight is one
 // group between its write and its acknowledgement: three stages (write,
 // fsync and publish, acknowledge), each in the order written, so a
 // group's fsync runs while the group before is being acknowledged and the
@@ -28,13 +30,13 @@ import (
 // While groups are in flight, the writer's cursor (wseg, wsize, wnext,
 // wmsgs) runs ahead of what readers see (seg.size, seg.next, t.next). All
 // that is in flight and not yet fsynced is in the active segment: a roll
-// first waits for the flights and fsyncs the rolling group's own part in
-// the full segment (beforeSeal). Everything else that takes wmu (truncate,
+// first waits for the flights, then fsyncs and publishes the rolling
+// group's own part in the full segment (beforeSeal). Everything else that takes wmu (truncate,
 // import, delete, close) first waits for the flights (quiesce); the file
 // budget does not park a topic with flights.
 
 // flight is one commit's group of requests, from its write to its
-// publication.
+// acknowledgement.
 type flight struct {
 	reqs  []*appendReq
 	parts []part  // what was written, one part per segment
@@ -48,8 +50,8 @@ type flight struct {
 	// these channels only: a settled flight goes back to flightPool.
 	prevSynced, synced, prevDone, done chan struct{}
 
-	// behind: written while a flight before was not yet fsynced, so
-	// without the leader's gather (gather); its fsync waits instead.
+	// behind: written while a flight before was not yet fsynced; its
+	// fsync waits for appenders (awaitWrites).
 	behind bool
 	gen    uint64 // t.wgen after this flight's writes
 	err    error  // set when an fsync failed, this flight's or one before: every request fails
