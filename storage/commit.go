@@ -388,26 +388,15 @@ func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
 // its duration: the appenders it acknowledged are on their way back, and
 // an fsync shared by all of them costs what one shared by half of them
 // does. A flight written with none before it in flight was gathered by its
-// leader already. It returns a func that records the fsync's start, and
-// returns one that records its end.
-func (t *topic) awaitWrites(wait bool) (began func() (ended func())) {
+// leader already. Then it records what the fsync about to begin covers.
+func (t *topic) awaitWrites(wait bool) {
 	t.qmu.Lock()
+	defer t.qmu.Unlock()
 	if last := t.lastSyncHeads; wait && last > 1 {
 		t.waitLocked(&t.wrote, gatherWait(t.lastSyncTime), func() bool { return t.writtenHeads-t.syncedHeads < last })
 	}
-	t.qmu.Unlock()
-	return func() func() {
-		start := time.Now()
-		t.qmu.Lock()
-		t.lastSyncHeads = t.writtenHeads - t.syncedHeads
-		t.syncedHeads = t.writtenHeads
-		t.qmu.Unlock()
-		return func() {
-			t.qmu.Lock()
-			t.lastSyncTime = int64(time.Since(start))
-			t.qmu.Unlock()
-		}
-	}
+	t.lastSyncHeads = t.writtenHeads - t.syncedHeads
+	t.syncedHeads = t.writtenHeads
 }
 
 // cursor returns where the next write to seg goes: its size, next offset
@@ -494,14 +483,17 @@ func (t *topic) settle(fl *flight) {
 			if !p.written || p.synced || t.synced.Load() >= fl.gen {
 				continue
 			}
-			var ended func()
-			if fl.synced != nil {
-				ended = t.awaitWrites(fl.behind)()
+			pipelined := fl.synced != nil
+			if pipelined {
+				t.awaitWrites(fl.behind)
 			}
+			start := time.Now()
 			upto := t.wgen.Load() // written before the fsync begins: covered by it
 			err := t.syncFiles(p.logs)
-			if ended != nil {
-				ended()
+			if pipelined {
+				t.qmu.Lock()
+				t.lastSyncTime = int64(time.Since(start))
+				t.qmu.Unlock()
 			}
 			if err != nil {
 				fl.err = t.fail(err)
