@@ -33,11 +33,14 @@ import (
 // when it is done, it wakes the connection's reader goroutine to go on.
 // Nobody reads a direct connection with nothing in flight: dead probes it
 // for a close by the server before it is used again. On a TLS connection
-// the reader goroutine reads all the time.
+// the reader goroutine reads all the time. On Linux a direct connection
+// reads and writes through sockIO (sockio_linux.go), raw system calls that
+// keep the runtime's monitor thread asleep.
 type conn struct {
 	nc     net.Conn
 	direct bool            // plain TCP: callers may read their own responses
 	raw    syscall.RawConn // direct: for probe
+	sock   *sockIO         // direct, on Linux: raw reads and writes (sockio_linux.go); else nil
 
 	wmu     sync.Mutex // guards the fields below
 	wbuf    []byte     // frames waiting to be written
@@ -97,13 +100,17 @@ func dial(ctx context.Context, addr string, timeout time.Duration, tc *tls.Confi
 	// instead of waiting for a line that never ends.
 	c := &conn{nc: nc, pending: make(map[uint32]waiter), done: make(chan struct{}), nextID: '\n' - 1,
 		kick: make(chan struct{}, 1)}
-	c.rd = frameReader{r: bufio.NewReaderSize(nc, readBufferSize), maxFrame: maxFrame}
 	c.lastSend.Store(time.Now().UnixNano())
 	if tcp, ok := nc.(*net.TCPConn); ok {
 		if raw, err := tcp.SyscallConn(); err == nil {
-			c.direct, c.raw = true, raw
+			c.direct, c.raw, c.sock = true, raw, newSockIO(raw)
 		}
 	}
+	var r io.Reader = nc
+	if c.sock != nil {
+		r = c.sock
+	}
+	c.rd = frameReader{r: bufio.NewReaderSize(r, readBufferSize), maxFrame: maxFrame}
 	if !c.direct {
 		c.reading = true
 	}
@@ -590,11 +597,7 @@ func (c *conn) queue(deadline time.Time, build func(dst []byte, corrID uint32) [
 		// the most patient of them allows, not the sender's own, and at
 		// least minWriteTime, since a write that times out fails the
 		// connection and every request on it, not just the impatient one.
-		if !dl.IsZero() {
-			dl = later(dl, time.Now().Add(minWriteTime))
-		}
-		_ = c.nc.SetWriteDeadline(dl)
-		n, err := c.nc.Write(buf)
+		n, err := c.write(buf, dl)
 		c.wmu.Lock()
 		if cap(buf) <= maxKeptWriteBuf {
 			c.spare = buf[:0]
@@ -613,6 +616,36 @@ func (c *conn) queue(deadline time.Time, build func(dst []byte, corrID uint32) [
 	c.writing = false
 	c.wmu.Unlock()
 	return id, ch, nil
+}
+
+// write writes buf, within the deadline dl (zero: none) but at least
+// minWriteTime. A direct connection first writes what the socket takes at
+// once, without a deadline, which is all of it unless the server is slow
+// to read; the deadline, a runtime timer, is set only when it has to wait.
+func (c *conn) write(buf []byte, dl time.Time) (int, error) {
+	if c.sock == nil {
+		_ = c.nc.SetWriteDeadline(writeDeadline(dl))
+		return c.nc.Write(buf)
+	}
+	n, err := c.sock.tryWrite(buf)
+	if err != nil || n == len(buf) {
+		return n, err
+	}
+	_ = c.nc.SetWriteDeadline(writeDeadline(dl))
+	m, err := c.sock.Write(buf[n:])
+	// An expired deadline left on the socket would fail the next write
+	// before it tried.
+	_ = c.nc.SetWriteDeadline(time.Time{})
+	return n + m, err
+}
+
+// writeDeadline is the deadline of a write carrying frames whose latest
+// deadline is dl (zero: none).
+func writeDeadline(dl time.Time) time.Time {
+	if dl.IsZero() {
+		return dl
+	}
+	return later(dl, time.Now().Add(minWriteTime))
 }
 
 // unsentFrames returns the ids of the frames, ending at ends, that lie

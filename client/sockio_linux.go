@@ -1,0 +1,96 @@
+package client
+
+import (
+	"io"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// sockIO reads and writes a plain TCP connection with read(2) and write(2)
+// made as raw system calls through its syscall.RawConn, which keeps the
+// descriptor from being closed meanwhile and waits on the runtime's poller
+// when the socket has nothing to give or no room.
+//
+// Why raw: the socket is non-blocking, so neither call ever waits in the
+// kernel, and a raw call skips the runtime's system-call bookkeeping. That
+// bookkeeping wakes the runtime's monitor thread (sysmon) with a futex on
+// the first system call after every processor was idle, which is every
+// round trip of a caller waiting for one answer at a time: a wake-up of a
+// thread on another CPU, and a context switch there, per request.
+type sockIO struct {
+	raw syscall.RawConn
+}
+
+func newSockIO(raw syscall.RawConn) *sockIO { return &sockIO{raw: raw} }
+
+// Read reads what the socket holds, waiting for something if it holds
+// nothing, until the connection's read deadline.
+func (s *sockIO) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	var errno syscall.Errno
+	err := s.raw.Read(func(fd uintptr) bool {
+		for {
+			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			switch e {
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				return false
+			}
+			n, errno = int(r), e
+			return true
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case errno != 0:
+		return 0, os.NewSyscallError("read", errno)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// Write writes all of p, waiting for room until the connection's write
+// deadline.
+func (s *sockIO) Write(p []byte) (int, error) {
+	return s.write(p, true)
+}
+
+// tryWrite writes what of p the socket takes now, without waiting.
+func (s *sockIO) tryWrite(p []byte) (int, error) {
+	return s.write(p, false)
+}
+
+func (s *sockIO) write(p []byte, wait bool) (int, error) {
+	n := 0
+	var errno syscall.Errno
+	err := s.raw.Write(func(fd uintptr) bool {
+		for n < len(p) {
+			r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[n])), uintptr(len(p)-n))
+			switch e {
+			case 0:
+				n += int(r)
+			case syscall.EINTR:
+			case syscall.EAGAIN:
+				return !wait
+			default:
+				errno = e
+				return true
+			}
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+		return n, err
+	case errno != 0:
+		return n, os.NewSyscallError("write", errno)
+	}
+	return n, nil
+}
