@@ -233,15 +233,8 @@ func (w *producerWork) next(ctx context.Context, batch int, k int64) (int, time.
 	// Open model: request k is due at start + k*batch/rate, whether or not
 	// the server kept up; latency counts from then.
 	due := w.start.Add(time.Duration(float64(k) * float64(batch) / w.rate * float64(time.Second)))
-	if d := time.Until(due); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return 0, time.Time{}
-		}
-		if w.stop.Load() {
+	if time.Until(due) > 0 {
+		if !sleepUntil(ctx, due) || w.stop.Load() {
 			return 0, time.Time{}
 		}
 	}

@@ -81,9 +81,7 @@ func run(url string, rate float64, size int, duration, warmup time.Duration) err
 	total := int64(rate * (warmup + duration).Seconds())
 	for k := int64(0); k < total; k++ {
 		due := start.Add(time.Duration(float64(k) / rate * float64(time.Second)))
-		if d := time.Until(due); d > 0 {
-			time.Sleep(d)
-		}
+		sleepUntil(due)
 		binary.LittleEndian.PutUint64(msg, uint64(due.UnixNano()))
 		if _, err := js.PublishAsync(subject, msg); err != nil {
 			return err
