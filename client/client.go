@@ -143,6 +143,20 @@ func (c *Client) connect(ctx context.Context, s *connSlot) (*conn, error) {
 	return cn, nil
 }
 
+// liveConn returns the slot's connection if it is up and fit for a request
+// now (as connect would return it), without dialing; else nil.
+func (c *Client) liveConn(s *connSlot) *conn {
+	if c.isClosed() || c.cl != nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == nil || s.conn.dead() || s.conn.idleFor(c.opts.idleTimeout) {
+		return nil
+	}
+	return s.conn
+}
+
 // pollSlot returns a connection slot of its own for a Messages loop, so its
 // long polls hold back no other request; release it when done.
 func (c *Client) pollSlot() (*connSlot, func(), error) {

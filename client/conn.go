@@ -538,8 +538,26 @@ func (c *conn) sendInto(deadline time.Time, build func(dst []byte, corrID uint32
 	return id, ch, err
 }
 
+// sendNoWait is send for a caller that must not wait on the socket (a
+// Producer's Send): on a direct connection on Linux, what the socket does
+// not take at once is written by a goroutine, which keeps the writer's
+// turn until nothing is queued; elsewhere it is send.
+func (c *conn) sendNoWait(deadline time.Time, build func(dst []byte, corrID uint32) []byte) (uint32, chan response, error) {
+	id, ch, err := c.enqueue(deadline, build, nil, c.sock != nil)
+	if err == nil {
+		c.wakeReader()
+	}
+	return id, ch, err
+}
+
 // queue is sendInto without waking a reader: the caller reads or wakes one.
 func (c *conn) queue(deadline time.Time, build func(dst []byte, corrID uint32) []byte, buf []byte) (uint32, chan response, error) {
+	return c.enqueue(deadline, build, buf, false)
+}
+
+// enqueue is queue; with noWait (c.sock set), the caller writes only what
+// the socket takes at once (see sendNoWait).
+func (c *conn) enqueue(deadline time.Time, build func(dst []byte, corrID uint32) []byte, buf []byte, noWait bool) (uint32, chan response, error) {
 	ch := make(chan response, 1)
 	c.mu.Lock()
 	if c.err != nil {
@@ -589,6 +607,15 @@ func (c *conn) queue(deadline time.Time, build func(dst []byte, corrID uint32) [
 		runtime.Gosched()
 		c.wmu.Lock()
 	}
+	c.writeQueued(noWait)
+	return id, ch, nil
+}
+
+// writeQueued writes the frames queued, and those queued meanwhile, until
+// none is left, as the writer. c.wmu must be held; it is released. With
+// noWait, a write the socket does not take whole at once is finished by a
+// goroutine, which goes on as the writer.
+func (c *conn) writeQueued(noWait bool) {
 	for len(c.wbuf) > 0 {
 		buf, ids, ends, dl := c.wbuf, c.wids, c.wends, c.wdl
 		c.wbuf, c.wids, c.wends = c.spare[:0], nil, nil
@@ -597,25 +624,53 @@ func (c *conn) queue(deadline time.Time, build func(dst []byte, corrID uint32) [
 		// the most patient of them allows, not the sender's own, and at
 		// least minWriteTime, since a write that times out fails the
 		// connection and every request on it, not just the impatient one.
-		n, err := c.write(buf, dl)
-		c.wmu.Lock()
-		if cap(buf) <= maxKeptWriteBuf {
-			c.spare = buf[:0]
+		var n int
+		var err error
+		if noWait {
+			if n, err = c.sock.tryWrite(buf); err == nil && n < len(buf) {
+				go c.finishWrite(buf, ids, ends, dl, n)
+				return
+			}
+		} else {
+			n, err = c.write(buf, dl)
 		}
-		if err != nil {
-			// Frames wholly past what was written never reached the
-			// server, nor did those queued meanwhile.
-			unsent := append(unsentFrames(ids, ends, n), c.wids...)
-			c.wbuf, c.wids, c.wends = c.wbuf[:0], nil, nil
-			c.writing = false
-			c.wmu.Unlock()
-			c.failUnsent(err, unsent)
-			return id, ch, nil
+		if !c.wrote(buf, ids, ends, n, err) {
+			return
 		}
 	}
 	c.writing = false
 	c.wmu.Unlock()
-	return id, ch, nil
+}
+
+// finishWrite writes buf past its first n bytes, then goes on as the
+// writer (writeQueued).
+func (c *conn) finishWrite(buf []byte, ids []uint32, ends []int, dl time.Time, n int) {
+	m, err := c.write(buf[n:], dl)
+	if c.wrote(buf, ids, ends, n+m, err) {
+		c.writeQueued(false)
+	}
+}
+
+// wrote takes c.wmu back after n bytes of buf, which holds the frames ids
+// ending at ends, were written, and keeps buf for reuse. After a write
+// error it fails the connection, the frames not written reported as never
+// sent, and returns false with c.wmu released.
+func (c *conn) wrote(buf []byte, ids []uint32, ends []int, n int, err error) bool {
+	c.wmu.Lock()
+	if cap(buf) <= maxKeptWriteBuf {
+		c.spare = buf[:0]
+	}
+	if err != nil {
+		// Frames wholly past what was written never reached the server,
+		// nor did those queued meanwhile.
+		unsent := append(unsentFrames(ids, ends, n), c.wids...)
+		c.wbuf, c.wids, c.wends = c.wbuf[:0], nil, nil
+		c.writing = false
+		c.wmu.Unlock()
+		c.failUnsent(err, unsent)
+		return false
+	}
+	return true
 }
 
 // write writes buf, within the deadline dl (zero: none) but at least

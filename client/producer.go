@@ -33,7 +33,10 @@ func WithBatchSize(n int) ProducerOption {
 }
 
 // WithLinger sends a batch at the latest d after its first message
-// (default 5ms; 0 sends each batch as soon as the sender is free).
+// (default 5ms). With 0 every Send sends its message at once: the caller
+// writes it itself when no batch waits before it and an in-flight slot is
+// free (without waiting on the socket), else it goes as soon as a slot
+// frees up, batched with those sent meanwhile.
 func WithLinger(d time.Duration) ProducerOption {
 	return func(o *producerOptions) { o.linger = max(d, 0) }
 }
@@ -82,6 +85,7 @@ type Producer struct {
 	bufBytes int
 	room     chan struct{} // closed when room frees up
 	closed   bool
+	sending  bool // a goroutine sends sealed batches: the sender, or a Send caller (sendNow)
 
 	err error // set: the topic could not be found or placed (several servers); Send fails with it
 
@@ -207,22 +211,33 @@ func (p *Producer) add(msg []byte) (*Future, chan struct{}, error) {
 }
 
 // addEncoded adds msg, a message's bytes (with its header section when
-// headers is set), to the current batch.
+// headers is set), to the current batch, and sends the batch itself when
+// addBatch says so.
 func (p *Producer) addEncoded(msg []byte, headers bool) (*Future, chan struct{}, error) {
+	f, room, now, err := p.addBatch(msg, headers)
+	if now != nil {
+		p.sendNow(now)
+	}
+	return f, room, err
+}
+
+// addBatch is addEncoded but for the send: with no linger, it returns the
+// batch sealed for the caller to send (takeLocked), or nil.
+func (p *Producer) addBatch(msg []byte, headers bool) (*Future, chan struct{}, *pbatch, error) {
 	if p.err != nil {
-		return nil, nil, p.err
+		return nil, nil, nil, p.err
 	}
 	size := len(msg) + 10
 	if size+protocol.BatchHeaderSize > p.c.opts.maxBatchBytes {
-		return nil, nil, fmt.Errorf("%w: message of %d bytes", ErrFrameTooLarge, len(msg))
+		return nil, nil, nil, fmt.Errorf("%w: message of %d bytes", ErrFrameTooLarge, len(msg))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return nil, nil, ErrClosed
+		return nil, nil, nil, ErrClosed
 	}
 	if p.bufMsgs > 0 && (p.bufMsgs+1 > p.o.maxMsgs || p.bufBytes+size > p.o.maxBytes) {
-		return nil, p.room, ErrBufferFull
+		return nil, p.room, nil, ErrBufferFull
 	}
 	if p.cur != nil && (len(p.cur.raw)+size+protocol.BatchHeaderSize > p.c.opts.maxBatchBytes || p.cur.headers != headers) {
 		p.sealLocked()
@@ -246,10 +261,102 @@ func (p *Producer) addEncoded(msg []byte, headers bool) (*Future, chan struct{},
 	p.cur.size += size
 	p.bufMsgs++
 	p.bufBytes += size
+	if p.o.linger == 0 {
+		if b := p.takeLocked(); b != nil {
+			return f, nil, b, nil
+		}
+	}
 	if len(p.cur.futures) >= p.o.batchSize || p.o.linger == 0 {
 		p.sealLocked()
 	}
-	return f, nil, nil
+	return f, nil, nil, nil
+}
+
+// takeLocked seals the current batch for the caller to send itself
+// (sendNow) when no batch waits to go before it, no goroutine is sending
+// and an in-flight slot is free; else it returns nil. p.mu must be held.
+func (p *Producer) takeLocked() *pbatch {
+	if p.sending || len(p.sealed) > 0 {
+		return nil
+	}
+	select {
+	case p.sem <- struct{}{}:
+	default:
+		return nil
+	}
+	b := p.cur
+	p.cur = nil
+	b.seq = p.nextSeq
+	p.nextSeq++
+	p.open = append(p.open, b)
+	p.sending = true
+	return b
+}
+
+// sendNow sends b, taken by takeLocked, from the Send caller's goroutine:
+// with no linger a message goes out at once, without waking the sender
+// goroutine to write it (a wake-up of another thread, tens of
+// microseconds on a busy machine, on every message's way). Only on a
+// connection that is up, direct (conn.sendNoWait: the caller writes only
+// what the socket takes at once) and has nothing of this Producer's in
+// flight on a broken one: else, or if the request cannot be queued, b goes
+// to the sender, which dials, waits and tries again as for any batch. Send
+// never waits for a dial, a backoff or the socket.
+func (p *Producer) sendNow(b *pbatch) {
+	defer p.endSending()
+	cn := p.c.liveConn(&p.c.main)
+	if cn == nil || cn.sock == nil || (p.pid != 0 && !p.flyingOnlyOn(cn)) {
+		p.handBack(b)
+		return
+	}
+	p.encode(b)
+	ctx, cancel := context.WithDeadline(context.Background(), b.deadline)
+	p.fly(b, cn)
+	id, ch, err := cn.sendNoWait(deadlineOf(ctx), p.request(b))
+	if err != nil {
+		cancel()
+		p.land(b)
+		p.handBack(b)
+		return
+	}
+	p.inFlight(ctx, cancel, b, cn, id, ch)
+}
+
+// flyingOnlyOn reports whether every batch in flight is on cn.
+func (p *Producer) flyingOnlyOn(cn *conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, x := range p.flying {
+		if x.cn != cn {
+			return false
+		}
+	}
+	return true
+}
+
+// handBack puts b, taken for sendNow and not sent, among the sealed
+// batches in sequence order, for the sender, and frees its slot.
+func (p *Producer) handBack(b *pbatch) {
+	p.mu.Lock()
+	i, _ := slices.BinarySearchFunc(p.sealed, b.seq, func(x *pbatch, seq uint64) int { return cmp.Compare(x.seq, seq) })
+	p.sealed = slices.Insert(p.sealed, i, b)
+	p.mu.Unlock()
+	<-p.sem
+}
+
+// endSending ends a Send caller's turn at sending and wakes the sender if
+// batches were sealed meanwhile.
+func (p *Producer) endSending() {
+	p.mu.Lock()
+	p.sending = false
+	more := len(p.sealed) > 0
+	p.mu.Unlock()
+	if more {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // sealLocked hands the current batch to the sender. p.mu must be held.
@@ -283,20 +390,24 @@ func (p *Producer) sender() {
 		}
 		for {
 			p.mu.Lock()
-			if len(p.sealed) == 0 {
+			if len(p.sealed) == 0 || p.sending {
+				// A Send caller sending wakes the sender when it is done.
 				p.mu.Unlock()
 				break
 			}
 			b := p.sealed[0]
 			p.sealed = slices.Delete(p.sealed, 0, 1)
+			p.sending = true
 			p.mu.Unlock()
 			select {
 			case p.sem <- struct{}{}:
+				p.send(b)
 			case <-p.c.done:
 				p.complete(b, false, 0, ErrClosed)
-				continue
 			}
-			p.send(b)
+			p.mu.Lock()
+			p.sending = false
+			p.mu.Unlock()
 		}
 	}
 }
@@ -304,20 +415,7 @@ func (p *Producer) sender() {
 // send writes one batch and leaves its answer to a goroutine. It holds an
 // in-flight slot, which it releases if it puts the batch back.
 func (p *Producer) send(b *pbatch) {
-	count := len(b.futures)
-	if b.batch == nil {
-		meta := protocol.BatchMeta{Headers: b.headers}
-		if p.pid != 0 {
-			meta.ProducerID, meta.Sequence = p.pid, b.seq
-		}
-		b.batch = protocol.AppendBatchRawMeta(nil, meta, p.c.opts.codec, count, b.raw)
-		b.deadline = time.Now().Add(p.c.opts.requestTimeout)
-	}
-	batch := b.batch
-	var flags protocol.ProduceFlags
-	if p.c.opts.autoCreate {
-		flags = protocol.ProduceCreateTopic
-	}
+	p.encode(b)
 	ctx, cancel := context.WithDeadline(context.Background(), b.deadline)
 	bo := p.c.newBackoff(producerBackoffMax)
 	if b.sends > 0 {
@@ -347,9 +445,7 @@ func (p *Producer) send(b *pbatch) {
 				return
 			}
 			p.fly(b, cn)
-			id, ch, err = cn.send(deadlineOf(ctx), func(dst []byte, corrID uint32) []byte {
-				return protocol.AppendProduceRequest(dst, corrID, p.topic, flags, batch)
-			})
+			id, ch, err = cn.send(deadlineOf(ctx), p.request(b))
 			if err != nil {
 				p.land(b)
 			}
@@ -368,6 +464,36 @@ func (p *Producer) send(b *pbatch) {
 			return
 		} // ctx's end is seen by the next attempt
 	}
+	p.inFlight(ctx, cancel, b, cn, id, ch)
+}
+
+// encode makes b's batch and deadline at its first send.
+func (p *Producer) encode(b *pbatch) {
+	if b.batch == nil {
+		meta := protocol.BatchMeta{Headers: b.headers}
+		if p.pid != 0 {
+			meta.ProducerID, meta.Sequence = p.pid, b.seq
+		}
+		b.batch = protocol.AppendBatchRawMeta(nil, meta, p.c.opts.codec, len(b.futures), b.raw)
+		b.deadline = time.Now().Add(p.c.opts.requestTimeout)
+	}
+}
+
+// request returns the builder of b's produce request frame.
+func (p *Producer) request(b *pbatch) func(dst []byte, corrID uint32) []byte {
+	var flags protocol.ProduceFlags
+	if p.c.opts.autoCreate {
+		flags = protocol.ProduceCreateTopic
+	}
+	return func(dst []byte, corrID uint32) []byte {
+		return protocol.AppendProduceRequest(dst, corrID, p.topic, flags, b.batch)
+	}
+}
+
+// inFlight counts b, just queued on cn as request id, as sent, and leaves
+// its answer (on ch, or ctx's end) to a goroutine, which cancel ends.
+func (p *Producer) inFlight(ctx context.Context, cancel context.CancelFunc, b *pbatch, cn *conn, id uint32, ch chan response) {
+	count, batch := len(b.futures), b.batch
 	b.sends++
 	p.c.stats.msgsSent.Add(int64(count))
 	p.c.stats.bytesSent.Add(int64(len(batch)))

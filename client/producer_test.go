@@ -109,12 +109,22 @@ func TestProducerOrdering(t *testing.T) {
 
 // Sends from many goroutines: each goroutine's offsets increase, together
 // they cover [0, n) once, and each offset holds its message.
+// With no linger, Send callers write batches themselves when nothing waits
+// before theirs, and the sender goroutine the others.
 func TestProducerConcurrentSends(t *testing.T) {
 	t.Parallel()
 	srv := brokertest.Start(t, 1)
-	c := dial(t, srv.Addr)
+	for _, linger := range []time.Duration{500 * time.Microsecond, 0} {
+		t.Run(fmt.Sprint("linger", linger), func(t *testing.T) {
+			concurrentSends(t, srv.Addr, fmt.Sprint("conc", linger.Microseconds()), client.WithBatchSize(64), client.WithLinger(linger))
+		})
+	}
+}
+
+func concurrentSends(t *testing.T, addr, topic string, opts ...client.ProducerOption) {
+	c := dial(t, addr)
 	ctx := testCtx(t)
-	p := c.NewProducer("conc", client.WithBatchSize(64), client.WithLinger(500*time.Microsecond))
+	p := c.NewProducer(topic, opts...)
 	const workers, each = 8, 500
 	var mu sync.Mutex
 	want := map[int64]string{}
@@ -161,7 +171,7 @@ func TestProducerConcurrentSends(t *testing.T) {
 			t.Fatalf("offset %d given to no message", off)
 		}
 	}
-	checkReadBack(t, c, "conc", want)
+	checkReadBack(t, c, topic, want)
 }
 
 // TrySend fails at once with ErrBufferFull when the buffer is full, by

@@ -151,3 +151,53 @@ func TestWriteClearsItsDeadline(t *testing.T) {
 		t.Fatalf("the peer read %d bytes, want %d", n, len(big)+5)
 	}
 }
+
+// sendNoWait returns without waiting for a socket that does not take the
+// whole frame; a goroutine writes the rest, then what was queued behind
+// it, in order.
+func TestSendNoWaitLeavesTheRestToAGoroutine(t *testing.T) {
+	tcp, s, peer := tcpPair(t)
+	tcp.SetWriteBuffer(64 << 10)
+	raw, _ := tcp.SyscallConn()
+	c := &conn{nc: tcp, direct: true, raw: raw, sock: s, pending: make(map[uint32]waiter),
+		done: make(chan struct{}), kick: make(chan struct{}, 1)}
+	big := bytes.Repeat([]byte{7}, 4<<20)
+	frame := func(body []byte) func([]byte, uint32) []byte {
+		return func(dst []byte, _ uint32) []byte { return append(dst, body...) }
+	}
+	sent := make(chan error, 1)
+	go func() {
+		_, _, err := c.sendNoWait(time.Time{}, frame(big))
+		if err == nil {
+			_, _, err = c.sendNoWait(time.Time{}, frame([]byte("behind")))
+		}
+		sent <- err
+	}()
+	select {
+	case err := <-sent:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("sendNoWait waited for a peer that does not read")
+	}
+	want := append(append([]byte(nil), big...), "behind"...)
+	got := make([]byte, len(want))
+	peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(peer, got); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the peer read %v: the frames not whole and in order", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.wmu.Lock()
+		writing := c.writing
+		c.wmu.Unlock()
+		if !writing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer's turn was never given up")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

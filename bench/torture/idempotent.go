@@ -179,10 +179,13 @@ func startIdemProducers(ctx context.Context, addr string, n int) (*idemProducers
 			ps.closeClients()
 			return nil, fmt.Errorf("producer %d: %w", i, err)
 		}
-		// Batches of one message, ten or a hundred; four or eight in flight.
+		// Batches of one message, ten or a hundred; four or eight in
+		// flight; a linger of 2 ms, or none (Send writes the batch itself
+		// when it can), every other pair.
 		batch := []int{1, 10, 100}[i%3]
+		linger := []time.Duration{2 * time.Millisecond, 0}[i/2%2]
 		p := c.NewProducer(idemTopics[i%len(idemTopics)], client.WithBatchSize(batch),
-			client.WithLinger(2*time.Millisecond), client.WithMaxInFlight(4+4*(i%2)),
+			client.WithLinger(linger), client.WithMaxInFlight(4+4*(i%2)),
 			client.WithMaxBuffered(20000, 16<<20))
 		ps.p = append(ps.p, &idemProducer{id: i, topic: idemTopics[i%len(idemTopics)], c: c, p: p,
 			futures: make(chan *client.Future, 4096)})
