@@ -34,8 +34,12 @@
 // With Rate, producers follow a schedule (open model, as OpenMessaging
 // Benchmark does) and latency counts from each request's intended send
 // time, so a server that stalls shows in the percentiles instead of
-// slowing the senders down and hiding (coordinated omission). Latencies
-// go into HDR histograms, 1 us to 60 s, 3 significant digits.
+// slowing the senders down and hiding (coordinated omission). The last
+// 2 ms of each wait are slept with nanosleep(2) without timer slack
+// (sleepUntil): Go's timers wake in whole milliseconds of epoll_wait, which
+// would send a fast schedule in bursts and make the pacer's lateness most
+// of the latency measured. Latencies go into HDR histograms, 1 us to 60 s,
+// 3 significant digits.
 //
 // # Messages
 //
