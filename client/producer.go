@@ -500,7 +500,6 @@ func (p *Producer) inFlight(ctx context.Context, cancel context.CancelFunc, b *p
 	p.c.stats.inFlight.Add(1)
 	go func() {
 		defer cancel()
-		defer p.c.stats.inFlight.Add(-1)
 		var resp response
 		select {
 		case resp = <-ch:
@@ -508,6 +507,9 @@ func (p *Producer) inFlight(ctx context.Context, cancel context.CancelFunc, b *p
 			cn.forget(id)
 			resp.err = ctx.Err()
 		}
+		// Out of flight before the futures complete, so that Stats
+		// after Flush counts it so.
+		p.c.stats.inFlight.Add(-1)
 		base, err := int64(0), resp.err
 		if err == nil && resp.hdr.Code != protocol.CodeOK {
 			err = serverError(protocol.OpProduce, resp)
