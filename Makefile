@@ -42,6 +42,9 @@ fmt-check:
 vet:
 	$(GO) vet $(PKGS)
 	cd deploy && $(GO) vet ./...
+	# The client library builds for macOS and Windows too (the server is Linux only).
+	GOOS=darwin $(GO) build ./client ./protocol
+	GOOS=windows $(GO) build ./client ./protocol
 
 unit:
 	bash .ci/chromium

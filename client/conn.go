@@ -100,7 +100,7 @@ func dial(ctx context.Context, addr string, timeout time.Duration, tc *tls.Confi
 	c := &conn{nc: nc, pending: make(map[uint32]waiter), done: make(chan struct{}), nextID: '\n' - 1,
 		kick: make(chan struct{}, 1)}
 	c.lastSend.Store(time.Now().UnixNano())
-	if tcp, ok := nc.(*net.TCPConn); ok {
+	if tcp, ok := nc.(*net.TCPConn); ok && canPeek {
 		if raw, err := tcp.SyscallConn(); err == nil {
 			c.direct, c.raw, c.sock = true, raw, newSockIO(raw)
 		}
@@ -457,31 +457,6 @@ func (c *conn) dead() bool {
 	}
 	c.release(false)
 	return c.failed()
-}
-
-// peekLocked looks, without waiting or taking anything, at what the socket
-// of a direct connection that nobody reads holds: data (true), nothing
-// (false), or a close by the server (err). c.mu must be held, so that
-// nobody starts reading meanwhile.
-func (c *conn) peekLocked() (bool, error) {
-	var b [1]byte
-	var n int
-	var rerr error
-	err := c.raw.Read(func(fd uintptr) bool {
-		n, _, rerr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true
-	})
-	switch {
-	case err != nil:
-		return false, err
-	case rerr == syscall.EAGAIN:
-		return false, nil
-	case rerr != nil:
-		return false, rerr
-	case n == 0:
-		return false, io.EOF
-	}
-	return true, nil
 }
 
 func (c *conn) failed() bool {

@@ -239,4 +239,13 @@
 // without an auth file accepts any token, so a client may always set one.
 //
 //	c, err := client.Dial(ctx, addr, client.WithToken(os.Getenv("HARAQA_TOKEN")))
+//
+// # Platforms
+//
+// The client builds for Linux, macOS and Windows (the server is Linux
+// only). On Unix systems a caller waiting alone on a plain TCP connection
+// reads its own response; on Linux the connection reads and writes with
+// raw system calls, which keep the Go runtime from waking its monitor
+// thread on every round trip. On Windows, as over TLS, a goroutine per
+// connection reads the responses.
 package client
