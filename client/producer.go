@@ -338,10 +338,16 @@ func (p *Producer) flyingOnlyOn(cn *conn) bool {
 // batches in sequence order, for the sender, and frees its slot.
 func (p *Producer) handBack(b *pbatch) {
 	p.mu.Lock()
-	i, _ := slices.BinarySearchFunc(p.sealed, b.seq, func(x *pbatch, seq uint64) int { return cmp.Compare(x.seq, seq) })
-	p.sealed = slices.Insert(p.sealed, i, b)
+	p.unsealLocked(b)
 	p.mu.Unlock()
 	<-p.sem
+}
+
+// unsealLocked puts b back among the sealed batches, in sequence order.
+// p.mu must be held.
+func (p *Producer) unsealLocked(b *pbatch) {
+	i, _ := slices.BinarySearchFunc(p.sealed, b.seq, func(x *pbatch, seq uint64) int { return cmp.Compare(x.seq, seq) })
+	p.sealed = slices.Insert(p.sealed, i, b)
 }
 
 // endSending ends a Send caller's turn at sending and wakes the sender if
@@ -563,8 +569,7 @@ func (p *Producer) landLocked(b *pbatch) {
 // sequence order, frees its slot and wakes the sender.
 func (p *Producer) resend(b *pbatch) {
 	p.mu.Lock()
-	i, _ := slices.BinarySearchFunc(p.sealed, b.seq, func(x *pbatch, seq uint64) int { return cmp.Compare(x.seq, seq) })
-	p.sealed = slices.Insert(p.sealed, i, b)
+	p.unsealLocked(b)
 	p.landLocked(b)
 	p.mu.Unlock()
 	<-p.sem
@@ -592,8 +597,7 @@ func (p *Producer) behindResends(b *pbatch, cn *conn) bool {
 		if stale == nil {
 			behind := len(p.sealed) > 0 && p.sealed[0].seq < b.seq
 			if behind {
-				i, _ := slices.BinarySearchFunc(p.sealed, b.seq, func(x *pbatch, seq uint64) int { return cmp.Compare(x.seq, seq) })
-				p.sealed = slices.Insert(p.sealed, i, b)
+				p.unsealLocked(b)
 			}
 			p.mu.Unlock()
 			return behind

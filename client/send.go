@@ -41,11 +41,7 @@ func (c *conn) send(deadline time.Time, build func(dst []byte, corrID uint32) []
 
 // sendInto is send with a buffer the response is read into if it fits.
 func (c *conn) sendInto(deadline time.Time, build func(dst []byte, corrID uint32) []byte, buf []byte) (uint32, chan response, error) {
-	id, ch, err := c.queue(deadline, build, buf)
-	if err == nil {
-		c.wakeReader()
-	}
-	return id, ch, err
+	return c.post(deadline, build, buf, false)
 }
 
 // sendNoWait is send for a caller that must not wait on the socket (a
@@ -53,7 +49,12 @@ func (c *conn) sendInto(deadline time.Time, build func(dst []byte, corrID uint32
 // not take at once is written by a goroutine, which keeps the writer's
 // turn until nothing is queued; elsewhere it is send.
 func (c *conn) sendNoWait(deadline time.Time, build func(dst []byte, corrID uint32) []byte) (uint32, chan response, error) {
-	id, ch, err := c.enqueue(deadline, build, nil, c.sock != nil)
+	return c.post(deadline, build, nil, c.sock != nil)
+}
+
+// post is enqueue, then a reader is woken for the response.
+func (c *conn) post(deadline time.Time, build func(dst []byte, corrID uint32) []byte, buf []byte, noWait bool) (uint32, chan response, error) {
+	id, ch, err := c.enqueue(deadline, build, buf, noWait)
 	if err == nil {
 		c.wakeReader()
 	}
