@@ -31,3 +31,6 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 )
+
+// gnet v2.9.7 with one change to its epoll loop (broker/third_party/gnet/README.md).
+replace github.com/panjf2000/gnet/v2 => ./broker/third_party/gnet

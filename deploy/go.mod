@@ -76,3 +76,5 @@ require (
 
 // The server and client of this checkout, not a published version.
 replace github.com/haraqa/haraqa => ../
+
+replace github.com/panjf2000/gnet/v2 => ../broker/third_party/gnet
