@@ -72,7 +72,6 @@ func (e Engine) CountConnections() (count int) {
 	if e.Validate() != nil {
 		return -1
 	}
-
 	e.eng.eventLoops.iterate(func(_ int, el *eventloop) bool {
 		count += int(el.countConn())
 		return true

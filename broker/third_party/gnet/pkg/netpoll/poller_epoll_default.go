@@ -21,6 +21,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -115,6 +116,14 @@ func (p *Poller) Trigger(priority queue.EventPriority, fn queue.Func, param any)
 // blocking after lone events (haraqa; see Polling).
 const yieldEvery = time.Millisecond
 
+// othersRunnable reports whether goroutines are waiting for a P (haraqa; see
+// Polling), read into s, which names /sched/goroutines/runnable. The
+// loop's own goroutine is running, so it does not count itself.
+func othersRunnable(s []metrics.Sample) bool {
+	metrics.Read(s)
+	return s[0].Value.Kind() == metrics.KindUint64 && s[0].Value.Uint64() > 0
+}
+
 // Polling blocks the current goroutine, monitoring the registered file descriptors and waiting for network I/O.
 // When I/O occurs on any of the file descriptors, the provided callback function is invoked.
 func (p *Poller) Polling(callback PollEventHandler) error {
@@ -129,18 +138,21 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 	// sending one request at a time pays a cross-CPU wake-up and a thread
 	// hop per request. The loop now yields only after a wait that
 	// returned several events at once, or tasks queued by other goroutines
-	// (either may have readied goroutines that need this P), and whenever
-	// yieldEvery has passed since its last yield, which also keeps the
-	// runtime's monitor from taking this P away at every tick as from a
-	// goroutine that never reschedules. A client's requests answered one after the other, each
-	// alone in its wait, are not a burst.
+	// (either may have readied goroutines that need this P), when
+	// goroutines are waiting for a P (then there is no idle P and the
+	// yield wakes nobody), and whenever yieldEvery has passed since its
+	// last yield, which also keeps the runtime's monitor from taking this
+	// P away at every tick as from a goroutine that never reschedules. A
+	// client's requests answered one after the other, each alone in its
+	// wait, are not a burst.
 	burst := false
 	lastYield := time.Now()
+	runnable := []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}
 	for {
 		n, err := unix.EpollWait(p.fd, el.events, msec)
 		if n == 0 || (n < 0 && err == unix.EINTR) {
 			msec = -1
-			if burst || time.Since(lastYield) > yieldEvery {
+			if burst || time.Since(lastYield) > yieldEvery || othersRunnable(runnable) {
 				runtime.Gosched()
 				lastYield = time.Now()
 			}
