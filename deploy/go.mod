@@ -77,4 +77,5 @@ require (
 // The server and client of this checkout, not a published version.
 replace github.com/haraqa/haraqa => ../
 
+// The same patched gnet as the main module (broker/third_party/gnet/README.md).
 replace github.com/panjf2000/gnet/v2 => ../broker/third_party/gnet
