@@ -208,7 +208,7 @@ func TestRunUnreachable(t *testing.T) {
 func TestRunScrapesZeroCopy(t *testing.T) {
 	srv := brokertest.Start(t, 1)
 	api := httpapi.New(httpapi.Config{Prometheus: true})
-	api.Ready(srv.Store, srv.Broker)
+	api.Ready(srv.Broker)
 	hs := httptest.NewServer(api)
 	defer hs.Close()
 	cfg := testConfig(ModeConsume)

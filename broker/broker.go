@@ -14,16 +14,19 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/storage"
 )
 
-// Broker serves the binary protocol over TCP on gnet event loops, in front
-// of a storage.Store. The store stays the caller's: the broker never closes it.
+// Broker serves the binary protocol over TCP on gnet event loops: it
+// translates frames into the calls of its service.Service, the request
+// path the HTTP port shares. The store stays the caller's: the broker
+// never closes it.
 type Broker struct {
 	gnet.BuiltinEventEngine
 
 	cfg   Config
-	store *storage.Store
+	svc   *service.Service
 	fsync bool // appends fsync before returning: run them off the event loops
 
 	eng        gnet.Engine
@@ -54,22 +57,23 @@ type Broker struct {
 	live      map[gnet.Conn]*connState // open connections, for the idle sweep (idle.go)
 	nextSweep time.Time                // of the idle sweep; tick goroutine only
 
-	filters *filters // list-topics regexes (filter.go)
-
 	stats counters
 }
 
-// New returns a broker for store; Start serves it. When the store fsyncs
-// every append, produces run off the event loops.
+// New returns a broker for store, and the service.Service over it that
+// the HTTP port shares (Service), built with Config.Auth and
+// Config.FilterWorkers; Start serves it. When the store fsyncs every
+// append, produces run off the event loops.
 func New(store *storage.Store, cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	svc := service.New(store, service.Config{Auth: cfg.Auth, FilterWorkers: cfg.FilterWorkers})
 	return &Broker{
 		cfg:        cfg,
-		store:      store,
-		fsync:      store.FsyncPolicy() == storage.FsyncAlways,
+		svc:        svc,
+		fsync:      svc.FsyncAlways(),
 		ctx:        ctx,
 		cancel:     cancel,
 		acceptDone: make(chan struct{}),
@@ -81,9 +85,12 @@ func New(store *storage.Store, cfg Config) (*Broker, error) {
 		stalled:    make(map[gnet.Conn]time.Time),
 		draining:   make(map[gnet.Conn]*connState),
 		live:       make(map[gnet.Conn]*connState),
-		filters:    newFilters(cfg.FilterWorkers),
 	}, nil
 }
+
+// Service is the request path the broker serves, for the HTTP port to
+// share.
+func (b *Broker) Service() *service.Service { return b.svc }
 
 // readBufferCap is the size of each event loop's read buffer.
 const readBufferCap = 1 << 20

@@ -4,10 +4,10 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"time"
 
 	"github.com/haraqa/haraqa/broker/auth"
+	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
 )
 
@@ -111,7 +111,7 @@ func DefaultConfig() Config {
 
 // DefaultFilterWorkers is the default Config.FilterWorkers: half of
 // GOMAXPROCS, at least 1.
-func DefaultFilterWorkers() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+func DefaultFilterWorkers() int { return service.DefaultFilterWorkers() }
 
 // Validate checks the configuration and fills in the Logger.
 func (c *Config) Validate() error {

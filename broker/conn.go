@@ -10,7 +10,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/valyala/bytebufferpool"
 
-	"github.com/haraqa/haraqa/broker/auth"
+	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
 )
 
@@ -40,9 +40,9 @@ type connState struct {
 	inboundLeft int          // unread input at the end of the last callback
 	lastRecv    atomic.Int64 // Unix nanoseconds of the last bytes received (idle.go)
 
-	grant  *auth.Grant // the rights of its last successful hello (Config.Auth); loop-owned
-	remote net.Addr    // a TLS client's TCP address (tls.go); nil: c.RemoteAddr()
-	tls    *tlsOut     // a TLS connection's consumes, sent by its pump (tlsout.go); nil: plaintext
+	caller service.Caller // the rights of its last successful hello (Config.Auth); loop-owned
+	remote net.Addr       // a TLS client's TCP address (tls.go); nil: c.RemoteAddr()
+	tls    *tlsOut        // a TLS connection's consumes, sent by its pump (tlsout.go); nil: plaintext
 
 	w worker // shared with the connection's goroutine
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/valyala/bytebufferpool"
 	"golang.org/x/sys/unix"
 
+	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
-	"github.com/haraqa/haraqa/storage"
 )
 
 // consume is a consume request, served when it reaches the head of its
@@ -18,6 +18,7 @@ import (
 type consume struct {
 	corrID   uint32
 	topic    string
+	caller   service.Caller
 	offset   int64 // resolved once the first read is made
 	resolved bool
 	limit    int
@@ -37,14 +38,14 @@ const copyChunk = 256 << 10
 func (b *Broker) handleConsume(c gnet.Conn, cs *connState, h protocol.RequestHeader, payload []byte, start time.Time) {
 	req, err := protocol.ParseConsumeRequest(payload)
 	if err == nil {
-		err = b.allow(cs, h.Op, string(req.Topic))
+		err = b.svc.Allow(cs.caller, h.Op, string(req.Topic))
 	}
 	if err != nil {
 		b.respondError(cs, h.Op, h.CorrID, err)
 		b.observe(h.Op, false, start)
 		return
 	}
-	cr := &consume{corrID: h.CorrID, topic: string(req.Topic), offset: req.Offset, maxBytes: int64(b.cfg.MaxConsumeBytes), start: start}
+	cr := &consume{corrID: h.CorrID, topic: string(req.Topic), caller: cs.caller, offset: req.Offset, maxBytes: int64(b.cfg.MaxConsumeBytes), start: start}
 	switch {
 	case req.Limit > 0:
 		cr.limit = int(req.Limit)
@@ -67,13 +68,9 @@ func (b *Broker) handleConsume(c gnet.Conn, cs *connState, h protocol.RequestHea
 // error. Otherwise it parks cr (a storage watch and a timer wake the
 // connection) and returns false. Runs on the event loop.
 func (b *Broker) serveConsume(c gnet.Conn, cs *connState, cr *consume) bool {
-	r, err := b.store.Read(cr.topic, cr.offset, cr.limit, cr.maxBytes)
+	r, err := b.svc.Read(cr.caller, cr.topic, cr.offset, cr.limit, cr.maxBytes)
 	if err == nil && !cr.resolved {
 		cr.offset, cr.resolved = r.Offset, true
-		if r.Offset > r.End {
-			r.Release()
-			err = fmt.Errorf("%w: topic %q: offset %d is past the end (%d)", storage.ErrOffsetOutOfRange, cr.topic, r.Offset, r.End)
-		}
 	}
 	if err != nil {
 		b.unpark(cr)
@@ -104,7 +101,7 @@ func (b *Broker) park(c gnet.Conn, cr *consume) error {
 	if cr.cancel != nil {
 		cr.cancel()
 	}
-	cancel, err := b.store.Watch(cr.topic, cr.offset, wake)
+	cancel, err := b.svc.Watch(cr.caller, cr.topic, cr.offset, wake)
 	if err != nil {
 		return err
 	}
@@ -134,7 +131,7 @@ func (b *Broker) unpark(cr *consume) {
 // empty and the socket takes them, and what remains through a pooled buffer
 // into gnet's outbound buffer. On a TLS connection the pump sends the
 // batches (tlsout.go). It releases r.
-func (b *Broker) sendConsume(c gnet.Conn, cs *connState, cr *consume, r *storage.ReadResult) {
+func (b *Broker) sendConsume(c gnet.Conn, cs *connState, cr *consume, r *service.ReadResult) {
 	cs.out = protocol.AppendConsumeResponseHeader(cs.out, cr.corrID, cr.offset, r.End, int(r.Bytes))
 	b.flush(c, cs) // the header goes before the batch bytes
 	if cs.fatal != nil {
@@ -179,7 +176,7 @@ func (b *Broker) sendConsume(c gnet.Conn, cs *connState, cr *consume, r *storage
 
 // copySpan reads [pos, end) of f through a pooled buffer into the
 // connection's outbound buffer.
-func (b *Broker) copySpan(c gnet.Conn, f storage.File, pos, end int64) error {
+func (b *Broker) copySpan(c gnet.Conn, f service.File, pos, end int64) error {
 	buf := bytebufferpool.Get()
 	defer bytebufferpool.Put(buf)
 	for pos < end {

@@ -1,16 +1,13 @@
 package broker
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/valyala/bytebufferpool"
 
-	"github.com/haraqa/haraqa/broker/auth"
+	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
-	"github.com/haraqa/haraqa/storage"
 )
 
 // This file: request dispatch. A whole frame is parsed into a job and run
@@ -46,7 +43,7 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 		return
 	}
 	if b.needsHello(cs, h.Op) {
-		b.respondError(cs, h.Op, h.CorrID, errUnauthenticated)
+		b.respondError(cs, h.Op, h.CorrID, service.ErrUnauthenticated)
 		return h.Op, false
 	}
 	var jb *job
@@ -68,9 +65,6 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 		jb, err = b.topicJob(h, payload)
 	case protocol.OpListTopics:
 		jb, err = b.listJob(h, payload)
-		if err == nil && b.cfg.Auth != nil {
-			jb.grant, jb.filter = cs.grant, true
-		}
 	case protocol.OpTruncate:
 		jb, err = b.truncateJob(h, payload)
 	case protocol.OpOffsetAt:
@@ -83,13 +77,13 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 		jb, err = b.groupJob(h, payload)
 	}
 	if err == nil && h.Op != protocol.OpListTopics {
-		err = b.allow(cs, h.Op, jb.topic)
+		err = b.svc.Allow(cs.caller, h.Op, jb.topic) // refused at once; the service checks again when it runs
 	}
 	if err != nil {
 		b.respondError(cs, h.Op, h.CorrID, err)
 		return h.Op, false
 	}
-	jb.start = start
+	jb.caller, jb.start = cs.caller, start
 	switch {
 	case cs.w.busy():
 		// Behind the storage requests the connection's goroutine runs.
@@ -140,6 +134,7 @@ type job struct {
 	op     protocol.Op
 	corrID uint32
 	topic  string
+	caller service.Caller // the connection's when it was parsed
 	// produce
 	flags  protocol.ProduceFlags
 	expect int64                      // with protocol.ProduceExpectOffset, the next offset required; else -1
@@ -147,9 +142,7 @@ type job struct {
 	raw    []byte                     // the batch bytes
 	// list
 	prefix string
-	regex  string      // list: the filter, compiled where the job runs
-	grant  *auth.Grant // list: the connection's rights, when filter is set
-	filter bool        // list: keep only the topics grant has some right on
+	regex  string // list: the filter, compiled where the job runs
 	// import: raw holds the batches
 	iflags protocol.ImportFlags
 	offset int64
@@ -247,35 +240,29 @@ func (b *Broker) runJob(dst []byte, j *job) []byte {
 	var err error
 	switch j.op {
 	case protocol.OpCreateTopic:
-		err = b.store.CreateTopic(j.topic)
+		err = b.svc.CreateTopic(j.caller, j.topic)
 	case protocol.OpDeleteTopic:
-		err = b.store.DeleteTopic(j.topic)
+		err = b.svc.DeleteTopic(j.caller, j.topic)
 	case protocol.OpTopicInfo:
-		var info storage.TopicInfo
-		if info, err = b.store.Info(j.topic); err == nil {
+		var info service.TopicInfo
+		if info, err = b.svc.Info(j.caller, j.topic); err == nil {
 			return protocol.AppendTopicInfoResponse(dst, j.corrID, protocol.TopicInfoResponse{
 				OldestOffset: info.Oldest, NextOffset: info.Next, Bytes: info.Bytes, Segments: uint32(info.Segments),
 			})
 		}
 	case protocol.OpListTopics:
-		names := b.store.ListTopics(j.prefix)
-		if j.filter {
-			names = j.grant.Filter(names)
+		var names []string
+		if names, err = b.svc.ListTopics(j.caller, j.prefix, j.regex); err == nil {
+			return protocol.AppendListTopicsResponse(dst, j.corrID, names)
 		}
-		if j.regex != "" {
-			if names, err = b.filters.keep(j.regex, names); err != nil {
-				return b.appendError(dst, j.op, j.corrID, err)
-			}
-		}
-		return protocol.AppendListTopicsResponse(dst, j.corrID, names)
 	case protocol.OpTruncate:
-		var oldest int64
-		if oldest, err = b.truncate(j); err == nil {
-			return protocol.AppendTruncateResponse(dst, j.corrID, oldest)
+		var info service.TopicInfo
+		if info, err = b.truncate(j); err == nil {
+			return protocol.AppendTruncateResponse(dst, j.corrID, info.Oldest)
 		}
 	case protocol.OpOffsetAt:
 		var off int64
-		if off, err = b.store.OffsetAt(j.topic, time.Unix(0, j.before)); err == nil {
+		if off, err = b.svc.OffsetAt(j.caller, j.topic, time.Unix(0, j.before)); err == nil {
 			return protocol.AppendOffsetAtResponse(dst, j.corrID, off)
 		}
 	case protocol.OpImport:
@@ -290,44 +277,17 @@ func (b *Broker) runJob(dst []byte, j *job) []byte {
 	return protocol.AppendEmptyResponse(dst, j.op, j.corrID)
 }
 
-func (b *Broker) truncate(j *job) (int64, error) {
-	info, err := b.store.Info(j.topic)
-	if err != nil {
-		return 0, err
+func (b *Broker) truncate(j *job) (service.TopicInfo, error) {
+	if j.by == protocol.TruncateByTime {
+		return b.svc.TruncateTime(j.caller, j.topic, time.Unix(0, j.before))
 	}
-	switch j.by {
-	case protocol.TruncateByOffset:
-		if j.before < 0 || j.before > info.Next {
-			return 0, fmt.Errorf("%w: truncate before %d: the topic's offsets are [%d, %d]", storage.ErrOffsetOutOfRange, j.before, info.Oldest, info.Next)
-		}
-		err = b.store.Truncate(j.topic, j.before)
-	case protocol.TruncateByTime:
-		err = b.store.TruncateTime(j.topic, time.Unix(0, j.before))
-	}
-	if err == nil {
-		info, err = b.store.Info(j.topic)
-	}
-	return info.Oldest, err
+	return b.svc.Truncate(j.caller, j.topic, j.before)
 }
 
 // importBatches stores the batches of the import j, creating the topic
 // first when asked to and it is missing.
 func (b *Broker) importBatches(j *job) (protocol.ImportResponse, error) {
-	var batches [][]byte
-	for rest := j.raw; len(rest) > 0; {
-		_, n, err := protocol.ParseBatch(rest) // parsed once already: cannot fail
-		if err != nil {
-			return protocol.ImportResponse{}, err
-		}
-		batches = append(batches, rest[:n:n])
-		rest = rest[n:]
-	}
-	oldest, next, err := b.store.Import(j.topic, j.offset, batches)
-	if errors.Is(err, storage.ErrTopicNotFound) && j.iflags&protocol.ImportCreateTopic != 0 {
-		if err = b.createForProduce(j.topic); err == nil {
-			oldest, next, err = b.store.Import(j.topic, j.offset, batches)
-		}
-	}
+	oldest, next, err := b.svc.Import(j.caller, j.topic, j.offset, j.raw, j.iflags&protocol.ImportCreateTopic != 0)
 	if err == nil {
 		b.stats.producedBytes.Add(int64(len(j.raw)))
 	}

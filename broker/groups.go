@@ -3,21 +3,20 @@ package broker
 import (
 	"time"
 
+	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
-	"github.com/haraqa/haraqa/storage"
 )
 
-// This file: the consumer group ops (11-15). Their state lives in the
-// store (committed offsets on every volume, leases in memory), which the
-// HTTP port shares. Every group op runs on the connection's goroutine,
-// off the loop: a commit or a group deletion writes a file per volume
-// while it holds the topic's group table, which a fetch, lease or list
-// takes too.
+// This file: the consumer group ops (11-15), translated into the
+// service's group calls. Every group op runs on the connection's
+// goroutine, off the loop: a commit or a group deletion writes a file per
+// volume while it holds the topic's group table, which a fetch, lease or
+// list takes too.
 
 // groupReq is a parsed group request: copies that outlive the frame.
 type groupReq struct {
 	group, member string
-	commit        storage.Commit
+	commit        service.Commit
 	action        protocol.LeaseAction
 	ttl           time.Duration
 }
@@ -35,7 +34,7 @@ func (b *Broker) groupJob(h protocol.RequestHeader, payload []byte) (*job, error
 			return nil, err
 		}
 		j.topic, j.grp.group = string(req.Topic), string(req.Group)
-		j.grp.commit = storage.Commit{Offset: req.Offset, Expect: req.Expect,
+		j.grp.commit = service.Commit{Offset: req.Offset, Expect: req.Expect,
 			Compare: req.Flags&protocol.CommitCompare != 0, Member: string(req.Member)}
 	case protocol.OpFetchOffset, protocol.OpDeleteGroup:
 		req, err := protocol.ParseGroupRequest(payload)
@@ -66,33 +65,30 @@ func (b *Broker) runGroupJob(dst []byte, j *job) []byte {
 	var err error
 	switch j.op {
 	case protocol.OpCommitOffset:
-		err = b.store.CommitOffset(j.topic, g.group, g.commit)
+		err = b.svc.CommitOffset(j.caller, j.topic, g.group, g.commit)
 	case protocol.OpDeleteGroup:
-		err = b.store.DeleteGroup(j.topic, g.group)
+		err = b.svc.DeleteGroup(j.caller, j.topic, g.group)
 	case protocol.OpFetchOffset, protocol.OpGroupLease:
-		var o storage.GroupOffset
+		var o service.GroupOffset
 		lease := uint32(0)
 		switch {
 		case j.op == protocol.OpFetchOffset:
-			o, err = b.store.FetchOffset(j.topic, g.group)
+			o, err = b.svc.FetchOffset(j.caller, j.topic, g.group)
 			lease = leaseMs(o.LeaseLeft)
 		case g.action == protocol.LeaseTake:
-			o, err = b.store.Lease(j.topic, g.group, g.member, g.ttl)
+			o, err = b.svc.Lease(j.caller, j.topic, g.group, g.member, g.ttl)
 			lease = leaseMs(o.LeaseLeft)
 		default:
-			o, err = b.store.ReleaseLease(j.topic, g.group, g.member)
+			o, err = b.svc.ReleaseLease(j.caller, j.topic, g.group, g.member)
 		}
 		if err == nil {
 			return protocol.AppendGroupOffsetResponse(dst, j.op, j.corrID, protocol.GroupOffsetResponse{
 				LeaseMs: lease, Committed: o.Committed, Start: o.Start, Next: o.Next})
 		}
 	case protocol.OpListGroups:
-		var info storage.TopicInfo
-		var gs []storage.GroupOffset
-		if info, err = b.store.Info(j.topic); err == nil {
-			gs, err = b.store.ListGroups(j.topic)
-		}
-		if err == nil {
+		var info service.TopicInfo
+		var gs []service.GroupOffset
+		if info, gs, err = b.svc.ListGroups(j.caller, j.topic); err == nil {
 			entries := make([]protocol.GroupEntry, len(gs))
 			for i, o := range gs {
 				entries[i] = protocol.GroupEntry{Group: []byte(o.Group), Committed: o.Committed, LeaseMs: leaseMs(o.LeaseLeft)}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
 )
 
@@ -98,9 +99,9 @@ func (b *Broker) respondError(cs *connState, op protocol.Op, corrID uint32, err 
 
 func (b *Broker) appendError(dst []byte, op protocol.Op, corrID uint32, err error) []byte {
 	b.stats.errors.Add(1)
-	code := codeOf(err)
+	code := service.Code(err)
 	if code == protocol.CodeUnknown {
 		b.cfg.Logger.Error("request failed", "op", op.String(), "err", err)
 	}
-	return protocol.AppendErrorResponse(dst, op, corrID, code, clientMessage(err, code))
+	return protocol.AppendErrorResponse(dst, op, corrID, code, service.Message(err, code))
 }

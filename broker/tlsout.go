@@ -10,7 +10,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/haraqa/haraqa/storage"
+	"github.com/haraqa/haraqa/broker/service"
 )
 
 // This file: a TLS connection's consumes. Through the socket pair a
@@ -42,7 +42,7 @@ type tlsOut struct {
 // bytes.
 type tlsJob struct {
 	at int64
-	r  *storage.ReadResult
+	r  *service.ReadResult
 }
 
 // wrote counts n bytes written to c's end of the pair. Runs on the loop.
@@ -65,7 +65,7 @@ func (cs *connState) outbound(c gnet.Conn) int {
 
 // file hands r's batches to the pump, after everything written to the pair
 // so far; the pump releases r. Runs on the loop.
-func (t *tlsOut) file(r *storage.ReadResult) {
+func (t *tlsOut) file(r *service.ReadResult) {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/valyala/bytebufferpool"
 
+	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
@@ -85,14 +86,15 @@ func (b *Broker) appendAsync(w *worker, j *job, create bool) bool {
 	b.stopMu.RUnlock()
 	w.appending.Add(1)
 	w.inStore.Add(1)
-	err := b.store.AppendAsyncExpect(j.topic, j.raw, j.expect, w, j)
+	p := service.Produce{Batch: j.raw, Expect: j.expect}
+	err := b.svc.ProduceAsync(j.caller, j.topic, p, w, j)
 	if errors.Is(err, storage.ErrTopicNotFound) && j.flags&protocol.ProduceCreateTopic != 0 {
 		if !create {
 			w.done()
 			return false
 		}
-		if err = b.createForProduce(j.topic); err == nil {
-			err = b.store.AppendAsyncExpect(j.topic, j.raw, j.expect, w, j)
+		if err = b.svc.CreateForProduce(j.caller, j.topic); err == nil {
+			err = b.svc.ProduceAsync(j.caller, j.topic, p, w, j)
 		}
 	}
 	if err != nil {
@@ -102,7 +104,7 @@ func (b *Broker) appendAsync(w *worker, j *job, create bool) bool {
 	return true
 }
 
-var _ storage.AppendCallback = (*worker)(nil)
+var _ service.AppendCallback = (*worker)(nil)
 
 // Appended files the outcome of the produce arg (a *job) in its slot; the
 // loop writes the response (advance). Storage calls it on its commit
@@ -202,7 +204,7 @@ func (b *Broker) runQueued(w *worker, jobs []*job) {
 		// Consecutive produces to one topic go to storage together.
 		n, size := 1, len(jobs[0].raw)
 		for n < len(jobs) && jobs[0].op == protocol.OpProduce && jobs[n].op == protocol.OpProduce &&
-			jobs[n].topic == jobs[0].topic && size+len(jobs[n].raw) <= maxGroupBytes {
+			jobs[n].topic == jobs[0].topic && jobs[n].caller == jobs[0].caller && size+len(jobs[n].raw) <= maxGroupBytes {
 			size += len(jobs[n].raw)
 			n++
 		}
@@ -245,61 +247,17 @@ func (w *worker) wake() {
 	}
 }
 
-// produce appends the batches of jobs, produces to one topic, together,
-// creating the topic first when asked to and it is missing.
+// produce appends the batches of jobs, produces to one topic from one
+// connection, together; those that ask for it create the topic first.
 func (b *Broker) produce(jobs []*job, resps [][]byte) {
-	topic := jobs[0].topic
-	batches := make([][]byte, len(jobs))
-	var expects []int64
+	ps := make([]service.Produce, len(jobs))
 	for i, j := range jobs {
-		batches[i] = j.raw
-		if j.expect >= 0 && expects == nil {
-			expects = make([]int64, len(jobs))
-			for k := range expects {
-				expects[k] = -1
-			}
-		}
-		if expects != nil {
-			expects[i] = j.expect
-		}
+		ps[i] = service.Produce{Batch: j.raw, Expect: j.expect, Create: j.flags&protocol.ProduceCreateTopic != 0}
 	}
-	bases, errs := b.store.AppendManyExpect(topic, batches, expects)
-	var retry []int
-	for i, err := range errs {
-		if errors.Is(err, storage.ErrTopicNotFound) && jobs[i].flags&protocol.ProduceCreateTopic != 0 {
-			retry = append(retry, i)
-		}
-	}
-	if len(retry) > 0 {
-		if cerr := b.createForProduce(topic); cerr == nil {
-			again := make([][]byte, len(retry))
-			againExpects := make([]int64, len(retry))
-			for k, i := range retry {
-				again[k], againExpects[k] = batches[i], jobs[i].expect
-			}
-			rb, re := b.store.AppendManyExpect(topic, again, againExpects)
-			for k, i := range retry {
-				bases[i], errs[i] = rb[k], re[k]
-			}
-		} else {
-			for _, i := range retry {
-				errs[i] = cerr // why the topic could not be created, not that it is missing
-			}
-		}
-	}
+	bases, errs := b.svc.ProduceMany(jobs[0].caller, jobs[0].topic, ps)
 	for i, j := range jobs {
 		resps[i] = b.appendProduceResponse(nil, j, bases[i], errs[i])
 	}
-}
-
-// createForProduce creates topic for a produce that asked for it: nil
-// when it exists now, whoever created it, or why it could not be created
-// (which the produce answers, rather than that the topic is missing).
-func (b *Broker) createForProduce(topic string) error {
-	if err := b.store.CreateTopic(topic); err != nil && !errors.Is(err, storage.ErrTopicExists) {
-		return err
-	}
-	return nil
 }
 
 // appendProduceResponse appends the answer to the produce j: its base

@@ -6,21 +6,14 @@ import (
 	"strings"
 
 	"github.com/haraqa/haraqa/broker/auth"
+	"github.com/haraqa/haraqa/broker/service"
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // This file: the HTTP port's side of authorization (Config.Auth). The
-// rules and the rights check live in package auth; here a request's
-// bearer token is checked and each route mapped to the right it needs.
-
-// Authorization errors, answered 401, 403 and 429.
-var (
-	// ErrUnauthorized: no bearer token, or one the rules do not hold.
-	ErrUnauthorized = errors.New("httpapi: a valid token is needed: send Authorization: Bearer TOKEN")
-	// ErrForbidden: the token does not allow the request.
-	ErrForbidden = errors.New("httpapi: forbidden: the token does not allow this request")
-	// ErrAuthLimited: the client's address failed to authenticate too often.
-	ErrAuthLimited = errors.New("httpapi: too many failed authentications from this address: wait and retry")
-)
+// rights and their check live in the service (service.Allow), as for the
+// binary port; here a request's bearer token becomes the service's Caller,
+// and each route names the op whose right it needs.
 
 // bearer returns the token of an "Authorization: Bearer TOKEN" header.
 func bearer(r *http.Request) string {
@@ -31,58 +24,77 @@ func bearer(r *http.Request) string {
 	return ""
 }
 
-// authenticate returns the grant of r's token, or answers 401 (or 429)
-// and returns false. Without Config.Auth it returns nil, true.
-func (a *API) authenticate(w http.ResponseWriter, r *http.Request) (*auth.Grant, bool) {
-	if a.cfg.Auth == nil {
-		return nil, true
-	}
+// authenticate returns the Caller of r's token, or answers 401 (or 429)
+// and returns false. Without tokens it returns the zero Caller, true.
+func (a *API) authenticate(w http.ResponseWriter, r *http.Request, svc *service.Service) (service.Caller, bool) {
 	tok := bearer(r)
-	g, err := a.cfg.Auth.Authenticate(r.RemoteAddr, tok)
+	c, err := svc.Authenticate(r.RemoteAddr, tok)
 	switch {
 	case err == nil:
-		return g, true
-	case errors.Is(err, auth.ErrTooManyFailures):
+		return c, true
+	case errors.Is(err, service.ErrAuthLimited):
 		w.Header().Set("Retry-After", "1")
 		a.fail(w, ErrAuthLimited)
 	default:
-		if tok == "" {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="haraqa"`)
-		} else {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="haraqa", error="invalid_token"`)
-		}
-		a.fail(w, ErrUnauthorized)
+		a.unauthorized(w, tok)
 	}
-	return nil, false
+	return service.Caller{}, false
 }
 
-// authorize reports whether r may act with right on topic, answering 401,
-// 403 or 429 when not.
-func (a *API) authorize(w http.ResponseWriter, r *http.Request, right auth.Right, topic string) bool {
-	g, ok := a.authenticate(w, r)
+// unauthorized answers 401 for the token tok (none, or one not valid).
+func (a *API) unauthorized(w http.ResponseWriter, tok string) {
+	if tok == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="haraqa"`)
+	} else {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="haraqa", error="invalid_token"`)
+	}
+	a.fail(w, ErrUnauthorized)
+}
+
+// authorize returns r's Caller if it may do op on topic, answering 401,
+// 403 or 429 and returning false when not.
+func (a *API) authorize(w http.ResponseWriter, r *http.Request, svc *service.Service, op protocol.Op, topic string) (service.Caller, bool) {
+	c, ok := a.authenticate(w, r, svc)
 	if !ok {
-		return false
+		return c, false
 	}
-	if a.cfg.Auth != nil && !g.Allow(right, topic) {
+	if err := svc.Allow(c, op, topic); err != nil {
+		a.forbid(w, err)
+		return c, false
+	}
+	return c, true
+}
+
+// forbid answers err, a refusal of the service's Allow.
+func (a *API) forbid(w http.ResponseWriter, err error) {
+	if service.Code(err) == protocol.CodeForbidden {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="haraqa", error="insufficient_scope"`)
-		a.fail(w, ErrForbidden)
-		return false
 	}
-	return true
+	a.fail(w, err)
 }
 
 // adminOnly wraps h, which then needs a token with the admin right on
-// some topics (for /metrics and /docs with Config.AuthMetrics, and pprof).
+// some topics (for /metrics and /docs with Config.AuthMetrics, and
+// pprof). These pages are served while the volumes are recovered, before
+// the service exists, so it asks Config.Auth itself.
 func (a *API) adminOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		g, ok := a.authenticate(w, r)
-		if !ok {
+		if a.cfg.Auth == nil {
+			h.ServeHTTP(w, r)
 			return
 		}
-		if a.cfg.Auth != nil && !g.Has(auth.Admin) {
+		tok := bearer(r)
+		g, err := a.cfg.Auth.Authenticate(r.RemoteAddr, tok)
+		switch {
+		case errors.Is(err, auth.ErrTooManyFailures):
+			w.Header().Set("Retry-After", "1")
+			a.fail(w, ErrAuthLimited)
+		case err != nil:
+			a.unauthorized(w, tok)
+		case !g.Has(auth.Admin):
 			a.fail(w, ErrForbidden)
-			return
+		default:
+			h.ServeHTTP(w, r)
 		}
-		h.ServeHTTP(w, r)
 	})
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/haraqa/haraqa/storage"
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // This file: what the original haraqa's HTTP client depends on. Its client
@@ -38,20 +38,24 @@ func badRequestAs(sentinel, format string, args ...any) error {
 	return &sentineled{sentinel: sentinel, err: fmt.Errorf("%w: "+format, append([]any{ErrBadRequest}, args...)...)}
 }
 
-// sentinelOf returns the original client's X-Errors string for err, or "".
-func sentinelOf(err error) string {
+// sentinelOf returns the original client's X-Errors string for err, of
+// code, or "".
+func sentinelOf(err error, code protocol.Code) string {
 	var s *sentineled
-	switch {
-	case errors.As(err, &s):
+	if errors.As(err, &s) {
 		return s.sentinel
-	case errors.Is(err, storage.ErrTopicNotFound):
+	}
+	switch code {
+	case protocol.CodeTopicNotFound:
 		return sentinelTopicNotFound
-	case errors.Is(err, storage.ErrTopicExists):
+	case protocol.CodeTopicExists:
 		return sentinelTopicExists
-	case errors.Is(err, storage.ErrInvalidTopic):
+	case protocol.CodeInvalidTopic:
 		return sentinelTopic
-	case errors.Is(err, storage.ErrClosed):
-		return sentinelClosing
+	case protocol.CodeShuttingDown:
+		if !isAPIError(err) { // not "starting" nor a peer down: the store closing
+			return sentinelClosing
+		}
 	}
 	return ""
 }

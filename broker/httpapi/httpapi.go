@@ -4,6 +4,11 @@
 // being recovered; the REST API, readiness and the haraqa metrics follow
 // once Ready is called.
 //
+// The REST API is a translation: each route turns its request into the
+// calls of package service, the request path the binary port serves too,
+// so that rights, names, bounds and error codes are the same on both
+// ports; the status of an error is derived from its wire code.
+//
 // The routes are documented in docs/openapi.yaml (served at
 // /docs/openapi.yaml) and, for operators, in docs/http.md.
 package httpapi
@@ -18,9 +23,9 @@ import (
 
 	"github.com/haraqa/haraqa/broker"
 	"github.com/haraqa/haraqa/broker/auth"
+	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/docs"
 	"github.com/haraqa/haraqa/protocol"
-	"github.com/haraqa/haraqa/storage"
 )
 
 // Config says what the HTTP port serves.
@@ -108,53 +113,70 @@ type API struct {
 }
 
 type state struct {
-	store  *storage.Store
+	svc    *service.Service // the request path both ports share
 	broker *broker.Broker
 }
 
 // New returns the handler; call Ready once the store is open and the broker
 // listens. Zero numeric fields of cfg take their defaults.
 func New(cfg Config) *API {
-	def := DefaultConfig()
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = def.MaxBodyBytes
-	}
-	if cfg.DefaultLimit == 0 {
-		cfg.DefaultLimit = def.DefaultLimit
-	}
-	if cfg.MaxConsumeBytes <= 0 {
-		cfg.MaxConsumeBytes = def.MaxConsumeBytes
-	}
-	if cfg.MaxMessages <= 0 {
-		cfg.MaxMessages = def.MaxMessages
-	}
-	if cfg.MaxWait <= 0 {
-		cfg.MaxWait = def.MaxWait
-	}
-	if cfg.MaxWatchers <= 0 {
-		cfg.MaxWatchers = def.MaxWatchers
-	}
-	if cfg.MaxWatchTopics <= 0 {
-		cfg.MaxWatchTopics = def.MaxWatchTopics
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.fillDefaults()
 	a := &API{cfg: cfg, mux: http.NewServeMux()}
 	if cfg.Prometheus {
 		a.metrics = newMetrics(a)
 	}
+	a.routeREST()
+	a.routeOps()
+	return a
+}
 
+// fillDefaults gives the zero numeric fields of c their defaults.
+func (c *Config) fillDefaults() {
+	def := DefaultConfig()
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = def.MaxBodyBytes
+	}
+	if c.DefaultLimit == 0 {
+		c.DefaultLimit = def.DefaultLimit
+	}
+	if c.MaxConsumeBytes <= 0 {
+		c.MaxConsumeBytes = def.MaxConsumeBytes
+	}
+	if c.MaxMessages <= 0 {
+		c.MaxMessages = def.MaxMessages
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = def.MaxWait
+	}
+	if c.MaxWatchers <= 0 {
+		c.MaxWatchers = def.MaxWatchers
+	}
+	if c.MaxWatchTopics <= 0 {
+		c.MaxWatchTopics = def.MaxWatchTopics
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// routeREST registers the REST API: each route on a topic names the op
+// whose right it needs (service.RightOf).
+func (a *API) routeREST() {
 	a.route("GET /topics", a.listTopics)
 	a.mux.HandleFunc("GET /topics/{$}", a.listTopics) // the original client's spelling, not a route of its own
-	a.route("PUT /topics/{topic}", a.onTopic(auth.Admin, a.topicAction((*storage.Store).CreateTopic, http.StatusCreated, storage.ErrTopicExists)))
-	a.route("DELETE /topics/{topic}", a.onTopic(auth.Admin, a.topicAction((*storage.Store).DeleteTopic, http.StatusNoContent, storage.ErrTopicNotFound)))
-	a.route("GET /topics/{topic}/info", a.onTopic(auth.Any, a.topicInfo))
-	a.route("PATCH /topics/{topic}", a.onTopic(auth.Admin, a.truncate))
-	a.route("POST /topics/{topic}", a.onTopic(auth.Produce, a.produce))
-	a.route("GET /topics/{topic}", a.onTopic(auth.Consume, a.consume))
+	a.route("PUT /topics/{topic}", a.onTopic(protocol.OpCreateTopic, a.create))
+	a.route("DELETE /topics/{topic}", a.onTopic(protocol.OpDeleteTopic, a.remove))
+	a.route("GET /topics/{topic}/info", a.onTopic(protocol.OpTopicInfo, a.topicInfo))
+	a.route("PATCH /topics/{topic}", a.onTopic(protocol.OpTruncate, a.truncate))
+	a.route("POST /topics/{topic}", a.onTopic(protocol.OpProduce, a.produce))
+	a.route("GET /topics/{topic}", a.onTopic(protocol.OpConsume, a.consume))
 	a.route("GET /ws/topics", a.watchTopics)
+}
 
+// routeOps registers what operators use: health, readiness, metrics, docs
+// and, when asked, pprof.
+func (a *API) routeOps() {
+	cfg := a.cfg
 	a.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		if cfg.Docs {
 			http.Redirect(w, r, "/docs/", http.StatusFound)
@@ -166,21 +188,7 @@ func New(cfg Config) *API {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	a.route("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		st := a.state.Load()
-		if st == nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte("recovering\n"))
-			return
-		}
-		if st.broker.Err() != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte("binary port down\n"))
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
+	a.route("GET /readyz", a.readyz)
 	// open serves h to anyone, or with Auth and AuthMetrics to admins.
 	open := func(h http.Handler) http.Handler {
 		if cfg.Auth != nil && cfg.AuthMetrics {
@@ -195,21 +203,41 @@ func New(cfg Config) *API {
 		a.mux.Handle("GET /docs/", open(docs.Handler()))
 	}
 	if cfg.Pprof {
-		// Profiles show the command line and memory: admins only once
-		// tokens are on.
-		prof := func(h http.HandlerFunc) http.Handler {
-			if cfg.Auth != nil {
-				return a.adminOnly(h)
-			}
-			return h
-		}
-		a.mux.Handle("/debug/pprof/", prof(pprof.Index))
-		a.mux.Handle("/debug/pprof/cmdline", prof(pprof.Cmdline))
-		a.mux.Handle("/debug/pprof/profile", prof(pprof.Profile))
-		a.mux.Handle("/debug/pprof/symbol", prof(pprof.Symbol))
-		a.mux.Handle("/debug/pprof/trace", prof(pprof.Trace))
+		a.routePprof()
 	}
-	return a
+}
+
+// GET /readyz
+func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	st := a.state.Load()
+	if st == nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("recovering\n"))
+		return
+	}
+	if st.broker.Err() != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("binary port down\n"))
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// routePprof registers net/http/pprof. Profiles show the command line and
+// memory: admins only once tokens are on.
+func (a *API) routePprof() {
+	prof := func(h http.HandlerFunc) http.Handler {
+		if a.cfg.Auth != nil {
+			return a.adminOnly(h)
+		}
+		return h
+	}
+	a.mux.Handle("/debug/pprof/", prof(pprof.Index))
+	a.mux.Handle("/debug/pprof/cmdline", prof(pprof.Cmdline))
+	a.mux.Handle("/debug/pprof/profile", prof(pprof.Profile))
+	a.mux.Handle("/debug/pprof/symbol", prof(pprof.Symbol))
+	a.mux.Handle("/debug/pprof/trace", prof(pprof.Trace))
 }
 
 // route registers an API route, timed for the metrics.
@@ -226,9 +254,11 @@ func (a *API) route(pattern string, h http.HandlerFunc) {
 // pages are not part of the API.
 func (a *API) Routes() []string { return append([]string(nil), a.routes...) }
 
-// Ready makes the REST API and /readyz answer and the haraqa metrics flow.
-func (a *API) Ready(store *storage.Store, b *broker.Broker) {
-	a.state.Store(&state{store: store, broker: b})
+// Ready makes the REST API and /readyz answer and the haraqa metrics
+// flow: the REST API is served through b's service (broker.Service), the
+// request path the binary port serves.
+func (a *API) Ready(b *broker.Broker) {
+	a.state.Store(&state{svc: b.Service(), broker: b})
 }
 
 // ObserveRequest records a binary protocol request's latency; pass it as

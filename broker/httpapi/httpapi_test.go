@@ -64,7 +64,7 @@ func TestHealthReady(t *testing.T) {
 	if code, body := get(t, hs.URL+"/metrics"); code != 200 || strings.Contains(body, "haraqa_topics") || !strings.Contains(body, "go_goroutines") {
 		t.Fatalf("/metrics before Ready: %d", code)
 	}
-	api.Ready(s.Store, s.Broker)
+	api.Ready(s.Broker)
 	if code, _ := get(t, hs.URL+"/readyz"); code != 200 {
 		t.Fatalf("/readyz after Ready: %d", code)
 	}

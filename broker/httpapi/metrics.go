@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
-	"github.com/haraqa/haraqa/storage"
 )
 
 // metrics holds what /metrics serves: latency histograms observed as
@@ -155,7 +155,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v int64, labels ...string) { metric(d, prometheus.CounterValue, v, labels...) }
 	gauge := func(d *prometheus.Desc, v int64, labels ...string) { metric(d, prometheus.GaugeValue, v, labels...) }
 
-	topics := st.store.TopicStats()
+	topics := st.svc.TopicStats()
 	var bytes, segs int64
 	for _, t := range topics {
 		counter(descProduced, t.ProducedMessages, t.Name)
@@ -170,8 +170,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	// Every write goes to every volume, or the topic turns read-only:
 	// the volumes hold the same segments.
-	free := st.store.VolumeFree()
-	for i, v := range st.store.Volumes() {
+	free := st.svc.VolumeFree()
+	for i, v := range st.svc.Volumes() {
 		gauge(descVolumeBytes, bytes, v)
 		gauge(descVolumeSegs, segs, v)
 		if free[i] >= 0 {
@@ -179,9 +179,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge(descTopics, int64(len(topics)))
-	for topic, groups := range st.store.GroupStats() {
+	for topic, groups := range st.svc.GroupStats() {
 		for _, g := range groups {
-			if g.Committed == storage.NoOffset {
+			if g.Committed == service.NoOffset {
 				continue // a lease only: nothing committed to measure from
 			}
 			gauge(descGroupLag, g.Next-g.Start, g.Group, topic)
@@ -189,7 +189,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
-	b, s := st.broker.Stats(), st.store.Stats()
+	b, s := st.broker.Stats(), st.svc.StoreStats()
 	counter(descSent, b.ZeroCopyBytes, "zero_copy")
 	counter(descSent, b.CopiedBytes, "copied")
 	counter(descRequests, b.Requests)

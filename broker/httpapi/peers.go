@@ -2,12 +2,11 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 
-	"github.com/haraqa/haraqa/storage"
+	"github.com/haraqa/haraqa/broker/service"
 )
 
 // A Locator finds where a topic lives when this server is one of several
@@ -26,15 +25,11 @@ type Locator interface {
 	Locate(ctx context.Context, topic string, create bool) (base string, here bool, err error)
 }
 
-// ErrPeerUnavailable: this server does not have the topic and cannot tell
-// which of its peers does (503).
-var ErrPeerUnavailable = errors.New("httpapi: peer unavailable")
-
 // elsewhere answers a request on /topics/{topic} for a topic that lives on
 // another server: 307 to that server, same path and query, or 503 when
 // the Locator cannot tell. It reports whether it answered; without a
 // Locator, or for a topic this server has, it does nothing.
-func (a *API) elsewhere(w http.ResponseWriter, r *http.Request, s *storage.Store, name string) bool {
+func (a *API) elsewhere(w http.ResponseWriter, r *http.Request, s *service.Service, name string) bool {
 	if a.cfg.Peers == nil || s.HasTopic(name) {
 		return false
 	}

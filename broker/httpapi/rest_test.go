@@ -41,7 +41,7 @@ func startREST(t *testing.T, cfg httpapi.Config, opts ...brokertest.Option) *ser
 		bc.ObserveRequest = api.ObserveRequest
 	})
 	s := brokertest.Start(t, 1, opts...)
-	api.Ready(s.Store, s.Broker)
+	api.Ready(s.Broker)
 	hs := httptest.NewServer(api)
 	t.Cleanup(hs.Close)
 	return &server{Server: s, api: api, url: hs.URL}

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,7 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/haraqa/haraqa/broker/auth"
+	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
 )
 
@@ -26,53 +25,20 @@ const (
 	DefaultMaxWatchTopics = 100
 )
 
-// errTooManyWatchers answers a watch over Config.MaxWatchers.
-var errTooManyWatchers = errors.New("httpapi: too many topic watches")
-
 // watchWriteTimeout bounds the sending of one notice: a client that does
 // not read its websocket is dropped.
 const watchWriteTimeout = 10 * time.Second
 
 // GET /ws/topics, X-Topics: a,b
 func (a *API) watchTopics(w http.ResponseWriter, r *http.Request) {
-	st, grant, ok := a.ready(w, r)
+	st, caller, ok := a.ready(w, r)
 	if !ok {
 		return
 	}
-	var topics []string
-	for t := range strings.SplitSeq(r.Header.Get("X-Topics"), ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			topics = append(topics, t)
-		}
-	}
-	switch {
-	case !strings.EqualFold(r.Header.Get("Upgrade"), "websocket"):
-		a.fail(w, badRequestAs(sentinelWebsocket, "GET /ws/topics is a websocket: send Upgrade: websocket"))
+	next, err := a.watchedTopics(r, st.svc, caller)
+	if err != nil {
+		a.forbid(w, err)
 		return
-	case len(topics) == 0:
-		a.fail(w, badRequestAs(sentinelTopic, "X-Topics must name at least one topic, comma-separated"))
-		return
-	case len(topics) > a.cfg.MaxWatchTopics:
-		a.fail(w, badRequestAs(sentinelTopic, "X-Topics names %d topics, at most %d (MaxWatchTopics)", len(topics), a.cfg.MaxWatchTopics))
-		return
-	}
-	next := make(map[string]int64, len(topics))
-	for _, t := range topics {
-		if err := protocol.ValidTopic(t); err != nil {
-			a.fail(w, invalidTopic(t, err))
-			return
-		}
-		if a.cfg.Auth != nil && !grant.Allow(auth.Consume, t) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="haraqa", error="insufficient_scope"`)
-			a.fail(w, ErrForbidden)
-			return
-		}
-		info, err := st.store.Info(t)
-		if err != nil {
-			a.fail(w, err)
-			return
-		}
-		next[t] = info.Next
 	}
 	if n := a.watchers.Add(1); n > int64(a.cfg.MaxWatchers) {
 		a.watchers.Add(-1)
@@ -95,52 +61,107 @@ func (a *API) watchTopics(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.CloseNow()
 	ctx := c.CloseRead(r.Context()) // ends when the client closes, or at shutdown
+	topic, err := (&watch{svc: st.svc, caller: caller, next: next}).run(ctx, c)
+	switch {
+	case ctx.Err() != nil:
+		_ = c.Close(websocket.StatusGoingAway, "server closing")
+	case err != nil && topic != "":
+		_ = c.Close(websocket.StatusGoingAway, "topic "+topic+" is gone")
+	}
+}
 
+// watchedTopics returns the next offset of each topic X-Topics names, once
+// the request is checked: a websocket upgrade, MaxWatchTopics, valid
+// names, the consume right on each topic.
+func (a *API) watchedTopics(r *http.Request, svc *service.Service, caller service.Caller) (map[string]int64, error) {
+	var topics []string
+	for t := range strings.SplitSeq(r.Header.Get("X-Topics"), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			topics = append(topics, t)
+		}
+	}
+	switch {
+	case !strings.EqualFold(r.Header.Get("Upgrade"), "websocket"):
+		return nil, badRequestAs(sentinelWebsocket, "GET /ws/topics is a websocket: send Upgrade: websocket")
+	case len(topics) == 0:
+		return nil, badRequestAs(sentinelTopic, "X-Topics must name at least one topic, comma-separated")
+	case len(topics) > a.cfg.MaxWatchTopics:
+		return nil, badRequestAs(sentinelTopic, "X-Topics names %d topics, at most %d (MaxWatchTopics)", len(topics), a.cfg.MaxWatchTopics)
+	}
+	next := make(map[string]int64, len(topics))
+	for _, t := range topics {
+		if err := service.ValidTopic(t); err != nil {
+			return nil, err
+		}
+		if err := svc.Allow(caller, protocol.OpConsume, t); err != nil {
+			return nil, err
+		}
+		info, err := svc.Info(caller, t)
+		if err != nil {
+			return nil, err
+		}
+		next[t] = info.Next
+	}
+	return next, nil
+}
+
+// watch is one open topic watch: the offset past which each topic's next
+// write is told.
+type watch struct {
+	svc     *service.Service
+	caller  service.Caller
+	next    map[string]int64
+	woken   chan string
+	cancels map[string]func() bool
+}
+
+// run sends a topic's name each time it is written to, until ctx ends, a
+// write fails, or a topic is gone (deleted, or the store closed), which it
+// returns.
+func (wt *watch) run(ctx context.Context, c *websocket.Conn) (gone string, err error) {
 	// Each topic has at most one watch armed, so the channel never blocks.
-	woken := make(chan string, len(topics))
-	cancels := make(map[string]func() bool, len(topics))
+	wt.woken = make(chan string, len(wt.next))
+	wt.cancels = make(map[string]func() bool, len(wt.next))
 	defer func() {
-		for _, cancel := range cancels {
+		for _, cancel := range wt.cancels {
 			cancel()
 		}
 	}()
-	arm := func(t string) error {
-		cancel, err := st.store.Watch(t, next[t], func() { woken <- t })
-		if err == nil {
-			cancels[t] = cancel
-		}
-		return err
-	}
-	for _, t := range topics {
-		if err := arm(t); err != nil {
-			_ = c.Close(websocket.StatusGoingAway, "topic "+t+" is gone")
-			return
+	for t := range wt.next {
+		if err := wt.arm(t); err != nil {
+			return t, err
 		}
 	}
 	for {
 		select {
 		case <-ctx.Done():
-			_ = c.Close(websocket.StatusGoingAway, "server closing")
-			return
-		case t := <-woken:
-			info, err := st.store.Info(t)
-			if err != nil { // deleted, or the store closed
-				_ = c.Close(websocket.StatusGoingAway, "topic "+t+" is gone")
-				return
+			return "", ctx.Err()
+		case t := <-wt.woken:
+			info, err := wt.svc.Info(wt.caller, t)
+			if err != nil {
+				return t, err
 			}
-			if info.Next > next[t] {
-				next[t] = info.Next
+			if info.Next > wt.next[t] {
+				wt.next[t] = info.Next
 				wctx, cancel := context.WithTimeout(ctx, watchWriteTimeout)
 				err := c.Write(wctx, websocket.MessageText, []byte(t))
 				cancel()
 				if err != nil {
-					return
+					return "", err
 				}
 			}
-			if err := arm(t); err != nil {
-				_ = c.Close(websocket.StatusGoingAway, "topic "+t+" is gone")
-				return
+			if err := wt.arm(t); err != nil {
+				return t, err
 			}
 		}
 	}
+}
+
+// arm watches topic t past its next offset told.
+func (wt *watch) arm(t string) error {
+	cancel, err := wt.svc.Watch(wt.caller, t, wt.next[t], func() { wt.woken <- t })
+	if err == nil {
+		wt.cancels[t] = cancel
+	}
+	return err
 }

@@ -332,7 +332,7 @@ func (s *Server) Start() (err error) {
 		return err
 	}
 	if s.api != nil {
-		s.api.Ready(s.store, s.broker)
+		s.api.Ready(s.broker)
 	}
 	attrs := []any{"tcp", s.broker.Addr().String()}
 	if s.hl != nil {

@@ -1,4 +1,4 @@
-package broker
+package service
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 
 // This file: list-topics regex filters. Compiling and matching one is CPU
 // work that may take tens of milliseconds within protocol's bounds, so it
-// runs off the event loops (offLoop), at most Config.FilterWorkers at a
+// runs off the event loops, at most Config.FilterWorkers at a
 // time whatever the number of connections asking, with a bounded queue;
 // and each pattern is compiled once while it stays in a small cache.
 
@@ -26,7 +26,7 @@ const filterCacheSize = 32
 // CodeLimitReached.
 const filterQueuePerWorker = 64
 
-// filters runs the list-topics filters of the binary port.
+// filters runs the list-topics filters of both ports.
 type filters struct {
 	slots   chan struct{} // one token per worker
 	waiting atomic.Int64  // filters waiting for a worker or running
@@ -76,17 +76,6 @@ func (f *filters) keep(expr string, names []string) ([]string, error) {
 		runtime.Gosched()
 	}
 	return kept, nil
-}
-
-// FilterTopics returns the names that match the list-topics regex expr,
-// reusing names' array. It runs on the broker's filter workers, with the
-// same bound (Config.FilterWorkers, and a queue past which the error has
-// CodeLimitReached) and the same cache of compiled patterns as the binary
-// port's list topics: the HTTP port's lists use it too. An invalid pattern
-// is protocol.ErrInvalidArgument. It blocks: never call it on an event
-// loop.
-func (b *Broker) FilterTopics(expr string, names []string) ([]string, error) {
-	return b.filters.keep(expr, names)
 }
 
 // compile returns expr's filter from the cache, compiling it on a miss;

@@ -1,0 +1,129 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/haraqa/haraqa/broker/service"
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// This file: the HTTP port's errors. Every error maps to one wire code
+// (service.Code, the table both ports share); the status is derived from
+// the code (statusOf). The port's own refusals carry their code.
+
+// apiError is a refusal of the HTTP port itself, with its wire code.
+type apiError struct {
+	code protocol.Code
+	msg  string
+}
+
+func (e *apiError) Error() string           { return e.msg }
+func (e *apiError) WireCode() protocol.Code { return e.code }
+
+var _ service.Coded = (*apiError)(nil)
+
+// Errors the REST API answers with, besides the service's.
+var (
+	// ErrBadRequest: a parameter or header is missing or malformed (400).
+	ErrBadRequest error = &apiError{protocol.CodeInvalidArgument, "httpapi: bad request"}
+	// ErrBusy: a bounded shared resource (the filter workers of list
+	// topics' regexes) is fully taken; retry later (429).
+	ErrBusy error = &apiError{protocol.CodeLimitReached, "httpapi: server busy"}
+	// ErrNotReady: the volumes are still being recovered (503).
+	ErrNotReady error = &apiError{protocol.CodeShuttingDown, "httpapi: server is starting: volumes are being recovered"}
+	// ErrTooLarge: a request body is over Config.MaxBodyBytes (413).
+	ErrTooLarge error = &apiError{protocol.CodeFrameTooLarge, "httpapi: request body too large"}
+	// ErrDecode: a stored batch cannot be decoded for an HTTP consumer (500).
+	ErrDecode error = &apiError{protocol.CodeUnreadableRange, "httpapi: stored batch cannot be decoded"}
+	// ErrPeerUnavailable: this server does not have the topic and cannot
+	// tell which of its peers does (503).
+	ErrPeerUnavailable error = &apiError{protocol.CodeShuttingDown, "httpapi: peer unavailable"}
+	// ErrUnauthorized: no bearer token, or one the rules do not hold (401).
+	ErrUnauthorized error = &apiError{protocol.CodeUnauthenticated, "httpapi: a valid token is needed: send Authorization: Bearer TOKEN"}
+	// ErrForbidden: the token does not allow the request (403).
+	ErrForbidden error = &apiError{protocol.CodeForbidden, "httpapi: forbidden: the token does not allow this request"}
+	// ErrAuthLimited: the client's address failed to authenticate too
+	// often (429).
+	ErrAuthLimited error = &apiError{protocol.CodeLimitReached, "httpapi: too many failed authentications from this address: wait and retry"}
+
+	// errTooManyWatchers answers a watch over Config.MaxWatchers (429).
+	errTooManyWatchers error = &apiError{protocol.CodeLimitReached, "httpapi: too many topic watches"}
+)
+
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
+}
+
+// statusOf is the HTTP status of an error of code.
+func statusOf(code protocol.Code) int {
+	switch code {
+	case protocol.CodeOK:
+		return http.StatusOK
+	case protocol.CodeMalformedRequest, protocol.CodeInvalidTopic, protocol.CodeBadBatch, protocol.CodeInvalidArgument,
+		protocol.CodeUnsupportedVersion, protocol.CodeUnknownOp:
+		return http.StatusBadRequest
+	case protocol.CodeFrameTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case protocol.CodeTopicNotFound:
+		return http.StatusNotFound
+	case protocol.CodeTopicExists, protocol.CodeGroupBusy, protocol.CodeCommitConflict,
+		protocol.CodeOutOfOrderSequence, protocol.CodeOffsetMismatch, protocol.CodeImportRefused:
+		return http.StatusConflict
+	case protocol.CodeOffsetOutOfRange:
+		return http.StatusRequestedRangeNotSatisfiable
+	case protocol.CodeNoSpace:
+		return http.StatusInsufficientStorage
+	case protocol.CodeTopicReadOnly, protocol.CodeShuttingDown:
+		return http.StatusServiceUnavailable
+	case protocol.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case protocol.CodeForbidden:
+		return http.StatusForbidden
+	case protocol.CodeLimitReached:
+		return http.StatusTooManyRequests
+	case protocol.CodeIdleTimeout:
+		return http.StatusRequestTimeout
+	}
+	return http.StatusInternalServerError // CodeUnknown, CodeUnreadableRange
+}
+
+// fail answers err: the status of its code, the X-Errors header and a
+// one-line body. Messages are the service's (service.Message: built from
+// sentinels and the request only); an unexpected error (which may carry a
+// server path) is logged and answered as "internal error".
+func (a *API) fail(w http.ResponseWriter, err error) {
+	code := service.Code(err)
+	msg := service.Message(err, code)
+	if code == protocol.CodeUnknown {
+		a.cfg.Logger.Error("http request failed", "err", err)
+		msg = "internal error"
+	}
+	msg = strings.TrimPrefix(strings.TrimPrefix(msg, "storage: "), "httpapi: ")
+	msg = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, msg)
+	h := w.Header()
+	if s := sentinelOf(err, code); s != "" {
+		h.Set("X-Errors", s) // the original client's word for it; the body says more
+	} else {
+		h.Set("X-Errors", msg)
+	}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Del("Content-Length")
+	w.WriteHeader(statusOf(code))
+	_, _ = io.WriteString(w, msg+"\n")
+}
+
+// isAPIError reports whether err is one of the port's own refusals.
+func isAPIError(err error) bool {
+	var e *apiError
+	return errors.As(err, &e)
+}

@@ -1,0 +1,89 @@
+package service
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
+)
+
+// This file: the consumer group calls, all of the consume right (a group
+// is a consumer's position). Their state lives in the store: committed
+// offsets on every volume, leases in memory. A commit or a deletion
+// rewrites a file per volume while it holds the topic's group table,
+// which the others take: they may all wait on the disk.
+
+type (
+	// Commit is a group commit's offset and its conditions (storage's).
+	Commit = storage.Commit
+	// GroupOffset is a group's committed offset and lease (storage's).
+	GroupOffset = storage.GroupOffset
+)
+
+// NoOffset is the committed offset of a group without a commit.
+const NoOffset = storage.NoOffset
+
+// CommitOffset commits cm for group on topic.
+func (s *Service) CommitOffset(c Caller, topic, group string, cm Commit) error {
+	if err := s.Allow(c, protocol.OpCommitOffset, topic); err != nil {
+		return err
+	}
+	return s.store.CommitOffset(topic, group, cm)
+}
+
+// FetchOffset returns group's committed offset on topic and its lease.
+func (s *Service) FetchOffset(c Caller, topic, group string) (GroupOffset, error) {
+	if err := s.Allow(c, protocol.OpFetchOffset, topic); err != nil {
+		return GroupOffset{}, err
+	}
+	return s.store.FetchOffset(topic, group)
+}
+
+// Lease takes or renews group's lease on topic for member, for ttl.
+func (s *Service) Lease(c Caller, topic, group, member string, ttl time.Duration) (GroupOffset, error) {
+	if err := s.Allow(c, protocol.OpGroupLease, topic); err != nil {
+		return GroupOffset{}, err
+	}
+	return s.store.Lease(topic, group, member, ttl)
+}
+
+// ReleaseLease gives up member's lease of group on topic.
+func (s *Service) ReleaseLease(c Caller, topic, group, member string) (GroupOffset, error) {
+	if err := s.Allow(c, protocol.OpGroupLease, topic); err != nil {
+		return GroupOffset{}, err
+	}
+	return s.store.ReleaseLease(topic, group, member)
+}
+
+// ListGroups returns topic's info and its groups.
+func (s *Service) ListGroups(c Caller, topic string) (TopicInfo, []GroupOffset, error) {
+	if err := s.Allow(c, protocol.OpListGroups, topic); err != nil {
+		return TopicInfo{}, nil, err
+	}
+	info, err := s.store.Info(topic)
+	if err != nil {
+		return info, nil, err
+	}
+	gs, err := s.store.ListGroups(topic)
+	return info, gs, err
+}
+
+// DeleteGroup deletes group's commit and lease on topic.
+func (s *Service) DeleteGroup(c Caller, topic, group string) error {
+	if err := s.Allow(c, protocol.OpDeleteGroup, topic); err != nil {
+		return err
+	}
+	return s.store.DeleteGroup(topic, group)
+}
+
+// FetchUnleased is FetchOffset for a reader that is not one of the
+// group's members (an HTTP consume with a group): ErrGroupBusy while a
+// member holds the group's lease.
+func (s *Service) FetchUnleased(c Caller, topic, group string) (GroupOffset, error) {
+	o, err := s.FetchOffset(c, topic, group)
+	if err == nil && o.Member != "" {
+		return o, fmt.Errorf("%w: topic %q, group %q: a member holds the lease for %s more", storage.ErrGroupBusy, topic, group, o.LeaseLeft.Round(time.Millisecond))
+	}
+	return o, err
+}

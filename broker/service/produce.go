@@ -1,0 +1,150 @@
+package service
+
+import (
+	"errors"
+
+	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
+)
+
+// This file: produce and import, the calls that write messages.
+
+// AppendCallback hears the outcome of a ProduceAsync (storage's).
+type AppendCallback = storage.AppendCallback
+
+// A Produce is one batch of a ProduceMany.
+type Produce struct {
+	// Batch is the batch's bytes, exactly one batch (protocol.AppendBatch).
+	Batch []byte
+	// Expect, when 0 or more, appends the batch only if the topic's next
+	// offset is then Expect (else CodeOffsetMismatch); -1: always.
+	Expect int64
+	// Create creates the topic first if it is missing.
+	Create bool
+}
+
+// Produce appends p to topic (the produce right) and returns its base
+// offset. With fsync on it waits for the disk.
+func (s *Service) Produce(c Caller, topic string, p Produce) (int64, error) {
+	bases, errs := s.ProduceMany(c, topic, []Produce{p})
+	return bases[0], errs[0]
+}
+
+// ProduceMany appends ps to topic in order, committed together (one write
+// and at most one fsync per volume), as one connection's pipelined
+// produces: bases[i] and errs[i] are the outcome of ps[i]. Those that ask
+// for it create the topic when it is missing. With fsync on it waits for
+// the disk.
+func (s *Service) ProduceMany(c Caller, topic string, ps []Produce) (bases []int64, errs []error) {
+	if err := s.Allow(c, protocol.OpProduce, topic); err != nil {
+		errs = make([]error, len(ps))
+		for i := range errs {
+			errs[i] = err
+		}
+		return make([]int64, len(ps)), errs
+	}
+	batches := make([][]byte, len(ps))
+	var expects []int64
+	for i, p := range ps {
+		batches[i] = p.Batch
+		if p.Expect >= 0 && expects == nil {
+			expects = make([]int64, len(ps))
+			for k := range expects {
+				expects[k] = -1
+			}
+		}
+		if expects != nil {
+			expects[i] = p.Expect
+		}
+	}
+	bases, errs = s.store.AppendManyExpect(topic, batches, expects)
+	var retry []int
+	for i, err := range errs {
+		if errors.Is(err, storage.ErrTopicNotFound) && ps[i].Create {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) > 0 {
+		s.retryCreated(topic, ps, retry, bases, errs)
+	}
+	return bases, errs
+}
+
+// retryCreated creates topic and appends again the produces of ps at the
+// indexes retry, which found it missing, filing their outcomes.
+func (s *Service) retryCreated(topic string, ps []Produce, retry []int, bases []int64, errs []error) {
+	if cerr := s.create(topic); cerr != nil {
+		for _, i := range retry {
+			errs[i] = cerr // why the topic could not be created, not that it is missing
+		}
+		return
+	}
+	again := make([][]byte, len(retry))
+	expects := make([]int64, len(retry))
+	for k, i := range retry {
+		again[k], expects[k] = ps[i].Batch, ps[i].Expect
+	}
+	rb, re := s.store.AppendManyExpect(topic, again, expects)
+	for k, i := range retry {
+		bases[i], errs[i] = rb[k], re[k]
+	}
+}
+
+// ProduceAsync queues p for topic's next commit and returns at once (the
+// produce right): cb.Appended(arg, ...) is called once every volume has
+// the batch, and p.Batch must stay untouched until then. An error returned
+// (no right, a bad batch, a missing topic) means nothing was queued and
+// cb hears nothing. It never waits on the disk, so a missing topic is
+// ErrTopicNotFound even with p.Create: create it off the event loop
+// (CreateForProduce) and try again.
+func (s *Service) ProduceAsync(c Caller, topic string, p Produce, cb AppendCallback, arg any) error {
+	if err := s.Allow(c, protocol.OpProduce, topic); err != nil {
+		return err
+	}
+	return s.store.AppendAsyncExpect(topic, p.Batch, p.Expect, cb, arg)
+}
+
+// CreateForProduce creates topic for a produce that asked for it (the
+// produce right): nil when it exists now, whoever created it, or why it
+// could not be created (which the produce answers, rather than that the
+// topic is missing). It may wait on the disk.
+func (s *Service) CreateForProduce(c Caller, topic string) error {
+	if err := s.Allow(c, protocol.OpProduce, topic); err != nil {
+		return err
+	}
+	return s.create(topic)
+}
+
+func (s *Service) create(topic string) error {
+	if err := s.store.CreateTopic(topic); err != nil && !errors.Is(err, storage.ErrTopicExists) {
+		return err
+	}
+	return nil
+}
+
+// Import stores raw, whole batches already stamped with their offsets and
+// append times, at offset of topic (the admin right: it writes at chosen
+// offsets and times), creating the topic first if create and it is
+// missing; it returns the topic's oldest and next offsets after. It waits
+// on the disk.
+func (s *Service) Import(c Caller, topic string, offset int64, raw []byte, create bool) (oldest, next int64, err error) {
+	if err := s.Allow(c, protocol.OpImport, topic); err != nil {
+		return 0, 0, err
+	}
+	var batches [][]byte
+	for rest := raw; len(rest) > 0; {
+		_, n, err := protocol.ParseBatch(rest)
+		if err != nil {
+			return 0, 0, err
+		}
+		batches = append(batches, rest[:n:n])
+		rest = rest[n:]
+	}
+	oldest, next, err = s.store.Import(topic, offset, batches)
+	if errors.Is(err, storage.ErrTopicNotFound) && create {
+		if err = s.create(topic); err == nil {
+			oldest, next, err = s.store.Import(topic, offset, batches)
+		}
+	}
+	return oldest, next, err
+}

@@ -1,0 +1,159 @@
+// Package service is the one request path of a haraqa server. Both of its
+// ports translate their requests into these calls: the binary protocol
+// (package broker, from frames on the event loops) and HTTP (package
+// httpapi, from REST requests). A call names its Caller, whose right on
+// the topic it checks; it validates what it is given, applies the rules
+// (a produce that may create its topic, truncation bounds, a read past the
+// end) and calls storage. Every error it returns maps to one
+// protocol.Code (Code), which the binary port sends and from which the
+// HTTP port derives its status, so a rule, a right or an error code is
+// written once, here.
+//
+// A new op is added in one place: its call here (with the right it needs
+// in RightOf), then its translation on each port that serves it.
+//
+// What the ports keep is what is theirs: framing, ordering, flushing and
+// the consume pump's sendfile on the binary port; parameters, headers,
+// status lines and the websocket watch on HTTP.
+package service
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/haraqa/haraqa/broker/auth"
+	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
+)
+
+// Config configures a Service.
+type Config struct {
+	// Auth, when set, makes every call need a Caller authenticated with a
+	// token (Authenticate) that holds the call's right on its topic (see
+	// package auth). Nil (the default): no tokens, everything allowed. The
+	// Authorizer stays the caller's, who may Reload it.
+	Auth *auth.Authorizer
+	// FilterWorkers bounds the list-topics regex filters compiled or
+	// matched at once (default DefaultFilterWorkers(): half the CPUs, at
+	// least 1; 0 means that default too). Up to 64 more per worker wait
+	// for one; past that a filter is refused with CodeLimitReached.
+	FilterWorkers int
+}
+
+// DefaultFilterWorkers is the default Config.FilterWorkers: half of
+// GOMAXPROCS, at least 1.
+func DefaultFilterWorkers() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+
+// Service serves the requests of both ports over a storage.Store, which
+// stays the caller's: the service never closes it. Its methods are safe
+// for concurrent use; those that may wait on the disk say so.
+type Service struct {
+	store   *storage.Store
+	auth    *auth.Authorizer
+	filters *filters
+}
+
+// New returns the service of store.
+func New(store *storage.Store, cfg Config) *Service {
+	if cfg.FilterWorkers <= 0 {
+		cfg.FilterWorkers = DefaultFilterWorkers()
+	}
+	return &Service{store: store, auth: cfg.Auth, filters: newFilters(cfg.FilterWorkers)}
+}
+
+// FsyncAlways reports whether appends fsync before they return (and so
+// should not run on an event loop).
+func (s *Service) FsyncAlways() bool { return s.store.FsyncPolicy() == storage.FsyncAlways }
+
+// A Caller is who makes a request: the rights of the token it presented.
+// The zero Caller has presented none, which is enough when the service
+// checks no tokens.
+type Caller struct {
+	grant *auth.Grant
+}
+
+// The refusals of authentication.
+var (
+	// ErrUnauthenticated: a call from a Caller that presented no valid
+	// token, on a service that checks them.
+	ErrUnauthenticated = &protocol.Error{Code: protocol.CodeUnauthenticated,
+		Message: "this server needs a token: send a hello with one first"}
+	// ErrBadToken: Authenticate with a token the rules do not hold, or none.
+	ErrBadToken = &protocol.Error{Code: protocol.CodeUnauthenticated,
+		Message: "the token is not valid on this server"}
+	// ErrAuthLimited: Authenticate from an address that failed too often;
+	// the token was not checked.
+	ErrAuthLimited = &protocol.Error{Code: protocol.CodeLimitReached,
+		Message: "too many failed authentications from this address: wait and retry"}
+)
+
+// ChecksTokens reports whether calls need an authenticated Caller.
+func (s *Service) ChecksTokens() bool { return s.auth != nil }
+
+// Authenticate returns the Caller of token, presented from the address
+// remote. Without Config.Auth every token, none included, gives the zero
+// Caller. Its errors: ErrBadToken (counted against remote) and
+// ErrAuthLimited.
+func (s *Service) Authenticate(remote, token string) (Caller, error) {
+	if s.auth == nil {
+		return Caller{}, nil
+	}
+	g, err := s.auth.Authenticate(remote, token)
+	switch {
+	case err == nil:
+		return Caller{grant: g}, nil
+	case errors.Is(err, auth.ErrTooManyFailures):
+		return Caller{}, ErrAuthLimited
+	}
+	return Caller{}, ErrBadToken
+}
+
+// Authenticated reports whether c may make calls: it presented a valid
+// token, or the service checks none.
+func (s *Service) Authenticated(c Caller) bool { return s.auth == nil || c.grant != nil }
+
+// HasRight reports whether c holds r on some topic (an admin page, say).
+func (s *Service) HasRight(c Caller, r auth.Right) bool {
+	return s.auth == nil || (c.grant != nil && c.grant.Has(r))
+}
+
+// Allow returns nil if c may do op on topic, else ErrUnauthenticated (no
+// token) or an error of CodeForbidden naming both (client
+// input only). Without Config.Auth everything is allowed. Every call
+// below checks it; a port may call it first to refuse early.
+func (s *Service) Allow(c Caller, op protocol.Op, topic string) error {
+	if s.auth == nil {
+		return nil
+	}
+	if c.grant == nil {
+		return ErrUnauthenticated
+	}
+	right := RightOf(op)
+	if c.grant.Allow(right, topic) {
+		return nil
+	}
+	return &protocol.Error{Code: protocol.CodeForbidden,
+		Message: fmt.Sprintf("%s on topic %q needs %s, which the token does not hold", op, topic, rightName(right))}
+}
+
+// RightOf is the right op needs on its topic.
+func RightOf(op protocol.Op) auth.Right {
+	switch op {
+	case protocol.OpProduce:
+		return auth.Produce
+	case protocol.OpConsume, protocol.OpOffsetAt, protocol.OpCommitOffset, protocol.OpFetchOffset, protocol.OpGroupLease,
+		protocol.OpListGroups, protocol.OpDeleteGroup:
+		return auth.Consume // a group is a consumer's position
+	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpImport:
+		return auth.Admin // import: it writes at chosen offsets and times
+	}
+	return auth.Any // topic info; list topics filters by it
+}
+
+func rightName(r auth.Right) string {
+	if r == auth.Any {
+		return "some right"
+	}
+	return "the " + r.String() + " right"
+}

@@ -1,0 +1,207 @@
+package service
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/haraqa/haraqa/broker/auth"
+	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
+)
+
+func open(t *testing.T, cfg Config) *Service {
+	t.Helper()
+	st, err := storage.Open(storage.DefaultOptions(t.TempDir(), t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return New(st, cfg)
+}
+
+func hashOf(tok string) string {
+	s := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(s[:])
+}
+
+// withTokens returns a service whose rules hold the tokens "p" (produce on
+// orders.*), "c" (consume on orders.*) and "a" (admin on everything).
+func withTokens(t *testing.T) *Service {
+	t.Helper()
+	rules, err := auth.Parse(strings.NewReader(
+		hashOf("p")+" produce orders.*\n"+hashOf("c")+" consume orders.*\n"+hashOf("a")+" admin *\n"), "auth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return open(t, Config{Auth: auth.New(rules)})
+}
+
+func caller(t *testing.T, s *Service, tok string) Caller {
+	t.Helper()
+	c, err := s.Authenticate("127.0.0.1:1", tok)
+	if err != nil {
+		t.Fatalf("authenticate %q: %v", tok, err)
+	}
+	return c
+}
+
+func batch(msgs ...string) []byte {
+	bs := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		bs[i] = []byte(m)
+	}
+	return protocol.AppendBatch(nil, bs...)
+}
+
+// TestEveryCallChecksItsRight: each call refuses a Caller without the
+// right its op needs (RightOf) with CodeForbidden, and one without a token
+// with CodeUnauthenticated; the holder of the right gets through.
+func TestEveryCallChecksItsRight(t *testing.T) {
+	s := withTokens(t)
+	admin, prod, cons := caller(t, s, "a"), caller(t, s, "p"), caller(t, s, "c")
+	if err := s.CreateTopic(admin, "orders.eu"); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]func(Caller) error{
+		"create":   func(c Caller) error { return s.CreateTopic(c, "orders.x") },
+		"delete":   func(c Caller) error { return s.DeleteTopic(c, "orders.nope") },
+		"truncate": func(c Caller) error { _, err := s.Truncate(c, "orders.eu", 0); return err },
+		"import":   func(c Caller) error { _, _, err := s.Import(c, "orders.eu", 0, nil, false); return err },
+		"produce": func(c Caller) error {
+			_, err := s.Produce(c, "orders.eu", Produce{Batch: batch("x"), Expect: -1})
+			return err
+		},
+		"read": func(c Caller) error {
+			r, err := s.Read(c, "orders.eu", 0, 1, 1<<20)
+			if err == nil {
+				r.Release()
+			}
+			return err
+		},
+		"commit":   func(c Caller) error { return s.CommitOffset(c, "orders.eu", "g", Commit{Offset: 0}) },
+		"offsetAt": func(c Caller) error { _, err := s.OffsetAt(c, "orders.eu", time.Now()); return err },
+	}
+	allowed := map[string]Caller{"create": admin, "delete": admin, "truncate": admin, "import": admin,
+		"produce": prod, "read": cons, "commit": cons, "offsetAt": cons}
+	for name, call := range calls {
+		if err := call(Caller{}); Code(err) != protocol.CodeUnauthenticated {
+			t.Errorf("%s without a token: %v (code %v), want unauthenticated", name, err, Code(err))
+		}
+		wrong := prod
+		if allowed[name] == prod {
+			wrong = cons
+		}
+		if err := call(wrong); Code(err) != protocol.CodeForbidden || !strings.Contains(err.Error(), "orders.") {
+			t.Errorf("%s with the wrong right: %v (code %v), want forbidden naming the topic", name, err, Code(err))
+		}
+		if err := call(allowed[name]); Code(err) == protocol.CodeForbidden || Code(err) == protocol.CodeUnauthenticated {
+			t.Errorf("%s with the right: %v", name, err)
+		}
+	}
+	if _, err := s.Authenticate("127.0.0.1:1", "wrong"); !errors.Is(err, ErrBadToken) {
+		t.Errorf("a wrong token: %v, want ErrBadToken", err)
+	}
+}
+
+// TestListTopicsFiltersByRights: a list holds only the topics the caller
+// has some right on, and a regex filters further.
+func TestListTopicsFiltersByRights(t *testing.T) {
+	s := withTokens(t)
+	admin := caller(t, s, "a")
+	for _, n := range []string{"orders.eu", "orders.us", "secret"} {
+		if err := s.CreateTopic(admin, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names, err := s.ListTopics(caller(t, s, "c"), "", "")
+	if err != nil || strings.Join(names, ",") != "orders.eu,orders.us" {
+		t.Fatalf("consumer's list: %v %v", names, err)
+	}
+	if names, err = s.ListTopics(admin, "", "u[sx]$"); err != nil || strings.Join(names, ",") != "orders.us" {
+		t.Fatalf("admin's regex list: %v %v", names, err)
+	}
+	if _, err = s.ListTopics(admin, "", "("); Code(err) != protocol.CodeInvalidArgument {
+		t.Fatalf("bad regex: %v", err)
+	}
+	if _, err = s.ListTopics(Caller{}, "", ""); Code(err) != protocol.CodeUnauthenticated {
+		t.Fatalf("list without a token: %v", err)
+	}
+}
+
+// TestRulesOnBothPorts: the rules the service applies for either port.
+func TestRulesOnBothPorts(t *testing.T) {
+	s := open(t, Config{})
+	var c Caller
+	if _, err := s.Produce(c, "t", Produce{Batch: batch("a"), Expect: -1}); Code(err) != protocol.CodeTopicNotFound {
+		t.Fatalf("produce to a missing topic: %v", err)
+	}
+	base, err := s.Produce(c, "t", Produce{Batch: batch("a", "b", "c"), Expect: -1, Create: true})
+	if err != nil || base != 0 {
+		t.Fatalf("produce that creates: %d %v", base, err)
+	}
+	if _, err := s.Produce(c, "t", Produce{Batch: batch("d"), Expect: 7}); Code(err) != protocol.CodeOffsetMismatch {
+		t.Fatalf("produce expecting 7: %v", err)
+	}
+	if _, err := s.Read(c, "t", 4, 1, 1<<20); Code(err) != protocol.CodeOffsetOutOfRange {
+		t.Fatalf("read past the end: %v", err)
+	}
+	r, err := s.Read(c, "t", -2, 0, 1<<20)
+	if err != nil || r.Offset != 1 || r.Batches != 1 {
+		t.Fatalf("read of the last two: %+v %v", r, err)
+	}
+	r.Release()
+	if _, err := s.Truncate(c, "t", 4); Code(err) != protocol.CodeOffsetOutOfRange {
+		t.Fatalf("truncate past the end: %v", err)
+	}
+	if info, err := s.Truncate(c, "t", 3); err != nil || info.Next != 3 {
+		t.Fatalf("truncate to the end: %+v %v", info, err)
+	}
+	if err := ValidTopic("a/b"); Code(err) != protocol.CodeInvalidTopic || !strings.Contains(err.Error(), `"a/b"`) {
+		t.Fatalf("ValidTopic(a/b): %v", err)
+	}
+	if err := s.CommitOffset(c, "t", "g", Commit{Offset: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lease(c, "t", "g", "m1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FetchUnleased(c, "t", "g"); Code(err) != protocol.CodeGroupBusy {
+		t.Fatalf("fetch of a leased group: %v", err)
+	}
+}
+
+// TestCodeTable: every storage sentinel has its code, wrapped or not; a
+// port's Coded error keeps its own; anything else is unknown, whose
+// message never carries the error's text (it may hold a server path).
+func TestCodeTable(t *testing.T) {
+	for _, e := range codes {
+		wrapped := fmt.Errorf("topic %q: %w", "x", e.err)
+		if got := Code(wrapped); got != e.code {
+			t.Errorf("Code(%v) = %v, want %v", wrapped, got, e.code)
+		}
+	}
+	if got := Code(coded{}); got != protocol.CodeNoSpace {
+		t.Errorf("a Coded error: %v", got)
+	}
+	secret := errors.New("open /var/lib/haraqa/vol1/x: permission denied")
+	if Code(secret) != protocol.CodeUnknown || strings.Contains(Message(secret, Code(secret)), "/var") {
+		t.Errorf("an unknown error: code %v, message %q", Code(secret), Message(secret, Code(secret)))
+	}
+	ro := fmt.Errorf("%w: write /vol/x: EIO", storage.ErrReadOnly)
+	if m := Message(ro, Code(ro)); strings.Contains(m, "/vol") {
+		t.Errorf("read-only message %q names a path", m)
+	}
+	if Code(nil) != protocol.CodeOK {
+		t.Error("Code(nil) is not OK")
+	}
+}
+
+type coded struct{}
+
+func (coded) Error() string           { return "coded" }
+func (coded) WireCode() protocol.Code { return protocol.CodeNoSpace }

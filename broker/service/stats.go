@@ -1,0 +1,29 @@
+package service
+
+import "github.com/haraqa/haraqa/storage"
+
+// This file: what the metrics read of the store, which checks no right:
+// the HTTP port serves /metrics under its own rule (-auth-metrics).
+
+type (
+	// StoreStats are the store's counters (storage's).
+	StoreStats = storage.Stats
+	// TopicStats are a topic's gauges (storage's).
+	TopicStats = storage.TopicStats
+)
+
+// StoreStats returns the store's counters.
+func (s *Service) StoreStats() StoreStats { return s.store.Stats() }
+
+// TopicStats returns every topic's gauges.
+func (s *Service) TopicStats() []TopicStats { return s.store.TopicStats() }
+
+// GroupStats returns every topic's groups, by topic.
+func (s *Service) GroupStats() map[string][]GroupOffset { return s.store.GroupStats() }
+
+// Volumes returns the volume directories, in order. They are server
+// paths: for operators' metrics, never for error messages.
+func (s *Service) Volumes() []string { return s.store.Volumes() }
+
+// VolumeFree returns each volume's free bytes, in the order of Volumes.
+func (s *Service) VolumeFree() []int64 { return s.store.VolumeFree() }

@@ -1,0 +1,125 @@
+package service
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
+)
+
+// This file: the topic admin calls. Create, delete and truncate sync
+// directories and remove files: they may wait on the disk.
+
+// TopicInfo is a topic's offsets and size.
+type TopicInfo = storage.TopicInfo
+
+// CreateTopic creates topic (the admin right). It may wait on the disk.
+func (s *Service) CreateTopic(c Caller, topic string) error {
+	if err := s.Allow(c, protocol.OpCreateTopic, topic); err != nil {
+		return err
+	}
+	return s.store.CreateTopic(topic)
+}
+
+// DeleteTopic deletes topic and its groups (the admin right). It may wait
+// on the disk.
+func (s *Service) DeleteTopic(c Caller, topic string) error {
+	if err := s.Allow(c, protocol.OpDeleteTopic, topic); err != nil {
+		return err
+	}
+	return s.store.DeleteTopic(topic)
+}
+
+// Info returns topic's offsets and size (any right on it).
+func (s *Service) Info(c Caller, topic string) (TopicInfo, error) {
+	if err := s.Allow(c, protocol.OpTopicInfo, topic); err != nil {
+		return TopicInfo{}, err
+	}
+	return s.store.Info(topic)
+}
+
+// HasTopic reports whether this server holds topic. It checks no right:
+// it decides only where a request is served (peers).
+func (s *Service) HasTopic(topic string) bool { return s.store.HasTopic(topic) }
+
+// ListTopics returns the names of the topics that start with prefix and,
+// when regex is not empty, match it, of those c holds some right on. A
+// regex is compiled and matched on the filter workers (Config.FilterWorkers;
+// past their queue the error has CodeLimitReached): with one, ListTopics
+// blocks, so never call it so on an event loop. An invalid regex is
+// protocol.ErrInvalidArgument.
+func (s *Service) ListTopics(c Caller, prefix, regex string) ([]string, error) {
+	if s.auth != nil && c.grant == nil {
+		return nil, ErrUnauthenticated
+	}
+	names := s.store.ListTopics(prefix)
+	if s.auth != nil {
+		names = c.grant.Filter(names)
+	}
+	if regex == "" {
+		return names, nil
+	}
+	return s.filters.keep(regex, names)
+}
+
+// Truncate makes topic's offsets before `before` unreadable, deleting the
+// segment files that hold only those (the admin right), and returns the
+// topic's info after it. before must be within [0, next]: past the end it
+// is ErrOffsetOutOfRange on both ports. It may wait on the disk.
+func (s *Service) Truncate(c Caller, topic string, before int64) (TopicInfo, error) {
+	info, err := s.truncateInfo(c, topic)
+	if err != nil {
+		return info, err
+	}
+	if before < 0 || before > info.Next {
+		return info, fmt.Errorf("%w: truncate before %d: the topic's offsets are [%d, %d]", storage.ErrOffsetOutOfRange, before, info.Oldest, info.Next)
+	}
+	if err := s.store.Truncate(topic, before); err != nil {
+		return info, err
+	}
+	return s.store.Info(topic)
+}
+
+// TruncateTime truncates topic before the first message appended at or
+// after t (the admin right), and returns the topic's info after it. It may
+// wait on the disk.
+func (s *Service) TruncateTime(c Caller, topic string, t time.Time) (TopicInfo, error) {
+	info, err := s.truncateInfo(c, topic)
+	if err != nil {
+		return info, err
+	}
+	if err := s.store.TruncateTime(topic, t); err != nil {
+		return info, err
+	}
+	return s.store.Info(topic)
+}
+
+func (s *Service) truncateInfo(c Caller, topic string) (TopicInfo, error) {
+	if err := s.Allow(c, protocol.OpTruncate, topic); err != nil {
+		return TopicInfo{}, err
+	}
+	return s.store.Info(topic)
+}
+
+// OffsetAt returns the first offset of topic appended at or after t (the
+// consume right). It reads batch headers from the disk.
+func (s *Service) OffsetAt(c Caller, topic string, t time.Time) (int64, error) {
+	if err := s.Allow(c, protocol.OpOffsetAt, topic); err != nil {
+		return 0, err
+	}
+	return s.store.OffsetAt(topic, t)
+}
+
+// ValidTopic returns nil if name is a valid topic name, else an error of
+// CodeInvalidTopic that names it and says why. Every call checks names
+// (storage refuses an invalid one); a port may call it first to refuse
+// early.
+func ValidTopic(name string) error {
+	err := protocol.ValidTopic(name)
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w %q: %s", storage.ErrInvalidTopic, name, strings.TrimPrefix(err.Error(), protocol.ErrInvalidTopic.Error()+": "))
+}
