@@ -23,8 +23,6 @@ import (
 // path the HTTP port shares. The store stays the caller's: the broker
 // never closes it.
 type Broker struct {
-	gnet.BuiltinEventEngine
-
 	cfg   Config
 	svc   *service.Service
 	fsync bool // appends fsync before returning: run them off the event loops
@@ -49,13 +47,13 @@ type Broker struct {
 	tlsLog     rateLog        // of failed TLS handshakes
 
 	stalledMu sync.Mutex
-	enrollMu  sync.Mutex               // serializes Engine.Register (accept.go)
-	stalled   map[gnet.Conn]time.Time  // connections waiting for their output to drain, since when
-	draining  map[gnet.Conn]*connState // connections with unsent output at their last count (budget.go)
+	enrollMu  sync.Mutex              // serializes Engine.Register (accept.go)
+	stalled   map[gnet.Conn]time.Time // connections waiting for their output to drain, since when
+	draining  map[gnet.Conn]*conn     // connections with unsent output at their last count (budget.go)
 
 	liveMu    sync.Mutex
-	live      map[gnet.Conn]*connState // open connections, for the idle sweep (idle.go)
-	nextSweep time.Time                // of the idle sweep; tick goroutine only
+	live      map[gnet.Conn]*conn // open connections, for the idle sweep (idle.go)
+	nextSweep time.Time           // of the idle sweep; tick goroutine only
 
 	stats counters
 }
@@ -83,8 +81,8 @@ func New(store *storage.Store, cfg Config) (*Broker, error) {
 		dead:       make(chan struct{}),
 		loopsDone:  make(chan struct{}),
 		stalled:    make(map[gnet.Conn]time.Time),
-		draining:   make(map[gnet.Conn]*connState),
-		live:       make(map[gnet.Conn]*connState),
+		draining:   make(map[gnet.Conn]*conn),
+		live:       make(map[gnet.Conn]*conn),
 	}, nil
 }
 
@@ -127,7 +125,7 @@ func (b *Broker) Start() error {
 	defer os.RemoveAll(dir)
 	sock := filepath.Join(dir, "s")
 	go func() {
-		err := gnet.Rotate(b, []string{"unix://" + sock}, opts...)
+		err := gnet.Rotate(&events{b: b}, []string{"unix://" + sock}, opts...)
 		close(b.loopsDone)
 		b.runErr <- err
 		if !b.stopping.Load() {
@@ -194,7 +192,8 @@ func (b *Broker) Err() error {
 }
 
 // OnBoot records the engine.
-func (b *Broker) OnBoot(eng gnet.Engine) gnet.Action {
+func (e *events) OnBoot(eng gnet.Engine) gnet.Action {
+	b := e.b
 	b.eng = eng
 	close(b.started)
 	return gnet.None
@@ -260,7 +259,8 @@ const (
 // OnTick wakes connections that stopped reading because their output was
 // backed up or the memory budget was spent, so they resume once it drains;
 // and, now and then, the idle ones (idle.go).
-func (b *Broker) OnTick() (time.Duration, gnet.Action) {
+func (e *events) OnTick() (time.Duration, gnet.Action) {
+	b := e.b
 	b.stalledMu.Lock()
 	conns := make([]gnet.Conn, 0, len(b.stalled))
 	young := false
@@ -288,7 +288,8 @@ func (b *Broker) OnTick() (time.Duration, gnet.Action) {
 // stall records that c's output is backed up, to be woken by OnTick. A
 // connection backed up for longer than StallTimeout (its client does not
 // read what it asked for) is closed. Runs on the loop.
-func (b *Broker) stall(c gnet.Conn, cs *connState) {
+func (cs *conn) stall() {
+	b, c := cs.b, cs.c
 	now := time.Now()
 	if cs.stalledSince.IsZero() {
 		cs.stalledSince = now
@@ -300,6 +301,13 @@ func (b *Broker) stall(c gnet.Conn, cs *connState) {
 	b.stalledMu.Lock()
 	b.stalled[c] = cs.stalledSince
 	b.stalledMu.Unlock()
+}
+
+// events takes gnet's callbacks for the broker (OnBoot, OnOpen, OnTraffic,
+// OnClose, OnTick), which are not part of the Broker's API.
+type events struct {
+	gnet.BuiltinEventEngine
+	b *Broker
 }
 
 // gnetLogger routes gnet's logs to slog.

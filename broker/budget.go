@@ -47,8 +47,9 @@ func DefaultMaxBufferedBytes() int64 {
 // holding is what the broker buffers for c now: unread input, unsent
 // output, answers held in slots, produce batches copied for storage and a
 // large frame being gathered. Runs on the loop.
-func (cs *connState) holding(c gnet.Conn) int64 {
-	n := int64(c.InboundBuffered()) + cs.output(c)
+func (cs *conn) holding() int64 {
+	c := cs.c
+	n := int64(c.InboundBuffered()) + cs.output()
 	if cs.big != nil {
 		n += int64(len(cs.big.B))
 	}
@@ -57,14 +58,16 @@ func (cs *connState) holding(c gnet.Conn) int64 {
 
 // output is the part of holding that the broker made by handling the
 // connection's requests, which stops growing once it stops reading them.
-func (cs *connState) output(c gnet.Conn) int64 {
+func (cs *conn) output() int64 {
+	c := cs.c
 	return int64(c.OutboundBuffered()+len(cs.out)) + cs.w.held.Load() + cs.w.queued.Load()
 }
 
 // account brings c's share of the total up to date and returns the total.
 // Runs on the loop.
-func (b *Broker) account(c gnet.Conn, cs *connState) int64 {
-	now := cs.holding(c)
+func (cs *conn) account() int64 {
+	b := cs.b
+	now := cs.holding()
 	if d := now - cs.accounted; d != 0 {
 		cs.accounted = now
 		return b.stats.buffered.Add(d)
@@ -81,15 +84,16 @@ func (b *Broker) account(c gnet.Conn, cs *connState) int64 {
 // connection paused for the budget for longer than StallTimeout does not
 // read what it asked for and is closed, as a stalled one is. Runs on the
 // loop.
-func (b *Broker) overBudget(c gnet.Conn, cs *connState) bool {
+func (cs *conn) overBudget() bool {
+	b := cs.b
 	if b.cfg.MaxBufferedBytes <= 0 {
 		return false
 	}
-	if b.account(c, cs) <= b.cfg.MaxBufferedBytes || cs.output(c) == 0 {
+	if cs.account() <= b.cfg.MaxBufferedBytes || cs.output() == 0 {
 		cs.pausedSince = time.Time{}
 		return false
 	}
-	b.pause(c, cs)
+	cs.pause()
 	return true
 }
 
@@ -102,12 +106,13 @@ func (b *Broker) overBudget(c gnet.Conn, cs *connState) bool {
 // that ask for many answers and read none do. A consume that waits for
 // the reserve is woken by the tick, and is not closed for it: it holds
 // no output. Runs on the loop.
-func (b *Broker) consumeWaits(c gnet.Conn, cs *connState) bool {
-	if b.overBudget(c, cs) {
+func (cs *conn) consumeWaits() bool {
+	b, c := cs.b, cs.c
+	if cs.overBudget() {
 		return true
 	}
 	total, budget := b.stats.buffered.Load(), b.cfg.MaxBufferedBytes
-	if budget <= 0 || total <= budget || total <= budget+budget/budgetReserve && !cs.pipelining(c) {
+	if budget <= 0 || total <= budget || total <= budget+budget/budgetReserve && !cs.pipelining() {
 		cs.waitSince = time.Time{}
 		return false
 	}
@@ -124,7 +129,8 @@ func (b *Broker) consumeWaits(c gnet.Conn, cs *connState) bool {
 // pipelining reports whether c has requests waiting behind the one at the
 // head of its queue, or unread beyond the frame being handled. Runs on
 // the loop.
-func (cs *connState) pipelining(c gnet.Conn) bool {
+func (cs *conn) pipelining() bool {
+	c := cs.c
 	return len(cs.slots) > 1 || c.InboundBuffered() > cs.handling
 }
 
@@ -159,12 +165,13 @@ func (b *Broker) overCeiling() bool {
 
 // pause records that c waits for the budget, to be woken by the tick, and
 // closes it once it has waited longer than StallTimeout.
-func (b *Broker) pause(c gnet.Conn, cs *connState) {
+func (cs *conn) pause() {
+	b, c := cs.b, cs.c
 	now := time.Now()
 	if cs.pausedSince.IsZero() {
 		cs.pausedSince = now
 		b.stats.budgetPauses.Add(1)
-	} else if now.Sub(cs.pausedSince) > b.cfg.StallTimeout && cs.output(c) > 0 {
+	} else if now.Sub(cs.pausedSince) > b.cfg.StallTimeout && cs.output() > 0 {
 		b.stats.stallClosed.Add(1)
 		cs.fatal = fmt.Errorf("%w: over the server's memory budget, its client has not read its responses for %s (StallTimeout)", errStalled, b.cfg.StallTimeout)
 		return
@@ -177,11 +184,12 @@ func (b *Broker) pause(c gnet.Conn, cs *connState) {
 // settle counts c's share at the end of a callback, and remembers c for a
 // wake while the server is over its budget if gnet still holds output for
 // it (which gnet may write out without telling). Runs on the loop.
-func (b *Broker) settle(c gnet.Conn, cs *connState) {
+func (cs *conn) settle() {
+	b, c := cs.b, cs.c
 	if b.cfg.MaxBufferedBytes <= 0 {
 		return
 	}
-	b.account(c, cs)
+	cs.account()
 	if c.OutboundBuffered() > 0 && !cs.draining.Swap(true) {
 		b.stalledMu.Lock()
 		b.draining[c] = cs

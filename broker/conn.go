@@ -16,13 +16,18 @@ import (
 
 // This file: the gnet callbacks of a connection, framing and backpressure.
 
-// connState is one connection's state, owned by its event loop. Requests
-// are answered in the order they arrived: a response that cannot be sent
-// yet (a produce waiting for its fsync, a parked long poll, or anything
-// behind them) waits in slots (see order.go). The storage requests that run
-// off the loop are handed to the connection's worker (worker.go), which
-// has a lock of its own.
-type connState struct {
+// conn is one connection, owned by its event loop: its framing
+// (readFrames), the order of its answers (order.go), their flushing, its
+// backpressure and its consume pump (consume.go). Requests are answered in
+// the order they arrived: a response that cannot be sent yet (a produce
+// waiting for its fsync, a parked long poll, or anything behind them)
+// waits in slots. The storage requests that run off the loop are handed to
+// the connection's worker (worker.go), which has a lock of its own. The
+// Broker holds only what all connections share.
+type conn struct {
+	b *Broker   // the server it belongs to
+	c gnet.Conn // its gnet connection
+
 	slots []*slot // requests waiting for their turn, oldest first
 	out   []byte  // responses gathered during one callback
 	fatal error   // the connection must close
@@ -52,39 +57,41 @@ type connState struct {
 const maxKeptOut = 1 << 20
 
 // OnOpen sets up a connection's state.
-func (b *Broker) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+func (e *events) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	b := e.b
 	if isProbe(c) {
 		close(b.ready)
 		return nil, gnet.Close
 	}
-	cs := &connState{}
+	cs := &conn{b: b, c: c}
 	if p, ok := c.Context().(*peer); ok {
 		cs.remote, cs.tls = p.remote, p.out
 	}
 	cs.w.b, cs.w.conn = b, c
 	c.SetContext(cs)
 	b.stats.connections.Add(1)
-	b.track(c, cs)
+	cs.track()
 	return nil, gnet.None
 }
 
 // isProbe reports whether c came through the engine's own Unix socket:
 // Start's probe, the only connection that socket ever takes. The other
 // Unix connections, a TLS connection's socket pair, come with a context
-// (peer, then connState).
+// (peer, then conn).
 func isProbe(c gnet.Conn) bool {
 	a := c.LocalAddr()
 	return a != nil && a.Network() == "unix" && c.Context() == nil
 }
 
 // OnClose releases what a connection still holds.
-func (b *Broker) OnClose(c gnet.Conn, err error) gnet.Action {
+func (e *events) OnClose(c gnet.Conn, err error) gnet.Action {
+	b := e.b
 	if isProbe(c) {
 		return gnet.None
 	}
 	b.stats.connections.Add(-1)
 	b.conns.Add(-1)
-	cs, _ := c.Context().(*connState)
+	cs, _ := c.Context().(*conn)
 	if cs == nil {
 		return gnet.None
 	}
@@ -113,41 +120,43 @@ func (b *Broker) OnClose(c gnet.Conn, err error) gnet.Action {
 
 // OnTraffic answers what can be answered: completed slots first, then new
 // frames, as long as the connection's output is not backed up.
-func (b *Broker) OnTraffic(c gnet.Conn) gnet.Action {
-	cs := c.Context().(*connState)
+func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
+	b := e.b
+	cs := c.Context().(*conn)
 	cs.w.woken.Store(false) // answers filed from here on wake the loop again
 	if b.cfg.IdleTimeout > 0 {
 		if in := c.InboundBuffered(); in > cs.inboundLeft {
 			cs.lastRecv.Store(time.Now().UnixNano())
-		} else if in == 0 && b.idle(c, cs) {
+		} else if in == 0 && cs.idle() {
 			return b.closeIdle(c)
 		}
 	}
-	if !cs.stalledSince.IsZero() && cs.outbound(c) <= b.cfg.MaxOutboundBytes {
+	if !cs.stalledSince.IsZero() && cs.outbound() <= b.cfg.MaxOutboundBytes {
 		cs.stalledSince = time.Time{} // drained
 	}
-	b.advance(c, cs)
+	cs.advance()
 	action := gnet.None
 	if cs.fatal == nil {
-		action = b.readFrames(c, cs)
+		action = cs.readFrames()
 	}
 	if cs.fatal == nil && action == gnet.None {
-		b.advance(c, cs) // answers the frames just read filed behind nothing pending
+		cs.advance() // answers the frames just read filed behind nothing pending
 	}
-	b.flush(c, cs)
+	cs.flush()
 	if cs.fatal != nil {
 		return gnet.Close
 	}
-	b.settle(c, cs)
+	cs.settle()
 	cs.inboundLeft = c.InboundBuffered()
 	return action
 }
 
 // readFrames handles every whole frame buffered, stopping when the output is
 // backed up (backpressure: the client must read before it may send more).
-func (b *Broker) readFrames(c gnet.Conn, cs *connState) gnet.Action {
+func (cs *conn) readFrames() gnet.Action {
+	b, c := cs.b, cs.c
 	for cs.fatal == nil {
-		if b.backedUp(c, cs) || b.overBudget(c, cs) {
+		if cs.backedUp() || cs.overBudget() {
 			if in := c.InboundBuffered(); in > b.cfg.MaxFrameSize+b.cfg.MaxOutboundBytes || in > budgetUnread && b.overCeiling() {
 				b.stats.stallClosed.Add(1)
 				b.cfg.Logger.Warn("closing a connection that sends without reading", "remote", remoteAddr(c), "unread", in)
@@ -157,10 +166,10 @@ func (b *Broker) readFrames(c gnet.Conn, cs *connState) gnet.Action {
 		}
 		if cs.big != nil {
 			// A large frame arriving in pieces: gather it in one buffer.
-			if !b.gatherBig(c, cs) {
+			if !cs.gatherBig() {
 				return gnet.None
 			}
-			b.handle(c, cs, cs.big.B)
+			cs.handle(cs.big.B)
 			bytebufferpool.Put(cs.big)
 			cs.big = nil
 			continue
@@ -179,7 +188,7 @@ func (b *Broker) readFrames(c gnet.Conn, cs *connState) gnet.Action {
 				err = fmt.Errorf("%w: a frame of %d bytes, the server's limit is %d (-max-frame): send smaller batches (hrqa produce -batch N, client.WithMaxBatchBytes) or raise the server's -max-frame",
 					err, size, b.cfg.MaxFrameSize)
 			}
-			b.respondError(cs, h.Op, h.CorrID, err)
+			cs.respondError(h.Op, h.CorrID, err)
 			return gnet.Close
 		}
 		if c.InboundBuffered() < size {
@@ -188,7 +197,7 @@ func (b *Broker) readFrames(c gnet.Conn, cs *connState) gnet.Action {
 				// size: a client must send what it announces.
 				cs.big, cs.bigSize = bytebufferpool.Get(), size
 				cs.big.B = cs.big.B[:0]
-				b.gatherBig(c, cs)
+				cs.gatherBig()
 			}
 			return gnet.None // wait for the rest of the frame
 		}
@@ -197,7 +206,7 @@ func (b *Broker) readFrames(c gnet.Conn, cs *connState) gnet.Action {
 			return gnet.None
 		}
 		cs.handling = size
-		b.handle(c, cs, frame)
+		cs.handle(frame)
 		cs.handling = 0
 		_, _ = c.Discard(size)
 	}
@@ -212,7 +221,8 @@ const bigFrame = 256 << 10
 
 // gatherBig moves what gnet buffered of the large frame being gathered into
 // cs.big and reports whether the frame is whole.
-func (b *Broker) gatherBig(c gnet.Conn, cs *connState) bool {
+func (cs *conn) gatherBig() bool {
+	c := cs.c
 	need := cs.bigSize - len(cs.big.B)
 	if n := min(need, c.InboundBuffered()); n > 0 {
 		chunk, err := c.Next(n)
@@ -230,12 +240,13 @@ func peekUpTo(c gnet.Conn, n int) []byte {
 	return b
 }
 
-func (b *Broker) backedUp(c gnet.Conn, cs *connState) bool {
+func (cs *conn) backedUp() bool {
+	b := cs.b
 	if len(cs.slots) >= b.cfg.MaxPending {
 		return true // slot completions wake the connection
 	}
-	if cs.outbound(c) > b.cfg.MaxOutboundBytes {
-		b.stall(c, cs)
+	if cs.outbound() > b.cfg.MaxOutboundBytes {
+		cs.stall()
 		return true
 	}
 	// Ready responses held behind one not yet sent (a parked consume, say)
@@ -250,7 +261,8 @@ func (b *Broker) backedUp(c gnet.Conn, cs *connState) bool {
 }
 
 // flush writes the gathered output; gnet copies what the socket does not take.
-func (b *Broker) flush(c gnet.Conn, cs *connState) {
+func (cs *conn) flush() {
+	c := cs.c
 	if len(cs.out) > 0 {
 		if _, err := c.Write(cs.out); err != nil {
 			cs.fatal = err

@@ -5,7 +5,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/panjf2000/gnet/v2"
 	"github.com/valyala/bytebufferpool"
 	"golang.org/x/sys/unix"
 
@@ -35,13 +34,14 @@ type consume struct {
 // copyChunk is the size of the pooled buffer the copying path reads through.
 const copyChunk = 256 << 10
 
-func (b *Broker) handleConsume(c gnet.Conn, cs *connState, h protocol.RequestHeader, payload []byte, start time.Time) {
+func (cs *conn) handleConsume(h protocol.RequestHeader, payload []byte, start time.Time) {
+	b := cs.b
 	req, err := protocol.ParseConsumeRequest(payload)
 	if err == nil {
 		err = b.svc.Allow(cs.caller, h.Op, string(req.Topic))
 	}
 	if err != nil {
-		b.respondError(cs, h.Op, h.CorrID, err)
+		cs.respondError(h.Op, h.CorrID, err)
 		b.observe(h.Op, false, start)
 		return
 	}
@@ -58,7 +58,7 @@ func (b *Broker) handleConsume(c gnet.Conn, cs *connState, h protocol.RequestHea
 	if req.MaxWaitMs > 0 {
 		cr.deadline = time.Now().Add(min(time.Duration(req.MaxWaitMs)*time.Millisecond, b.cfg.MaxWait))
 	}
-	if len(cs.slots) == 0 && !b.consumeWaits(c, cs) && b.serveConsume(c, cs, cr) {
+	if len(cs.slots) == 0 && !cs.consumeWaits() && cs.serveConsume(cr) {
 		return
 	}
 	cs.slots = append(cs.slots, &slot{consume: cr})
@@ -67,7 +67,8 @@ func (b *Broker) handleConsume(c gnet.Conn, cs *connState, h protocol.RequestHea
 // serveConsume answers cr if it can: data is there, the wait is over, or an
 // error. Otherwise it parks cr (a storage watch and a timer wake the
 // connection) and returns false. Runs on the event loop.
-func (b *Broker) serveConsume(c gnet.Conn, cs *connState, cr *consume) bool {
+func (cs *conn) serveConsume(cr *consume) bool {
+	b := cs.b
 	r, err := b.svc.Read(cr.caller, cr.topic, cr.offset, cr.limit, cr.maxBytes)
 	if err == nil && !cr.resolved {
 		cr.offset, cr.resolved = r.Offset, true
@@ -80,7 +81,7 @@ func (b *Broker) serveConsume(c gnet.Conn, cs *connState, cr *consume) bool {
 	}
 	if r.Batches == 0 && !cr.deadline.IsZero() && time.Now().Before(cr.deadline) {
 		r.Release()
-		if err := b.park(c, cr); err != nil {
+		if err := cs.park(cr); err != nil {
 			b.unpark(cr)
 			cs.out = b.appendError(cs.out, protocol.OpConsume, cr.corrID, err)
 			b.observe(protocol.OpConsume, cr.waited, cr.start)
@@ -89,14 +90,15 @@ func (b *Broker) serveConsume(c gnet.Conn, cs *connState, cr *consume) bool {
 		return false
 	}
 	b.unpark(cr)
-	b.sendConsume(c, cs, cr, r) // releases r
+	cs.sendConsume(cr, r) // releases r
 	b.observe(protocol.OpConsume, cr.waited, cr.start)
 	return true
 }
 
 // park arranges for the connection to be woken when the topic grows past
 // cr.offset or the wait ends. Calling it again renews the watch.
-func (b *Broker) park(c gnet.Conn, cr *consume) error {
+func (cs *conn) park(cr *consume) error {
+	b, c := cs.b, cs.c
 	wake := func() { _ = c.Wake(nil) }
 	if cr.cancel != nil {
 		cr.cancel()
@@ -131,9 +133,10 @@ func (b *Broker) unpark(cr *consume) {
 // empty and the socket takes them, and what remains through a pooled buffer
 // into gnet's outbound buffer. On a TLS connection the pump sends the
 // batches (tlsout.go). It releases r.
-func (b *Broker) sendConsume(c gnet.Conn, cs *connState, cr *consume, r *service.ReadResult) {
+func (cs *conn) sendConsume(cr *consume, r *service.ReadResult) {
+	b, c := cs.b, cs.c
 	cs.out = protocol.AppendConsumeResponseHeader(cs.out, cr.corrID, cr.offset, r.End, int(r.Bytes))
-	b.flush(c, cs) // the header goes before the batch bytes
+	cs.flush() // the header goes before the batch bytes
 	if cs.fatal != nil {
 		r.Release()
 		return
@@ -166,7 +169,7 @@ func (b *Broker) sendConsume(c gnet.Conn, cs *connState, cr *consume, r *service
 			}
 		}
 		if pos < end {
-			if err := b.copySpan(c, sp.File, pos, end); err != nil {
+			if err := cs.copySpan(sp.File, pos, end); err != nil {
 				cs.fatal = err
 				return
 			}
@@ -176,7 +179,8 @@ func (b *Broker) sendConsume(c gnet.Conn, cs *connState, cr *consume, r *service
 
 // copySpan reads [pos, end) of f through a pooled buffer into the
 // connection's outbound buffer.
-func (b *Broker) copySpan(c gnet.Conn, f service.File, pos, end int64) error {
+func (cs *conn) copySpan(f service.File, pos, end int64) error {
+	b, c := cs.b, cs.c
 	buf := bytebufferpool.Get()
 	defer bytebufferpool.Put(buf)
 	for pos < end {

@@ -3,7 +3,6 @@ package broker
 import (
 	"time"
 
-	"github.com/panjf2000/gnet/v2"
 	"github.com/valyala/bytebufferpool"
 
 	"github.com/haraqa/haraqa/broker/service"
@@ -22,44 +21,46 @@ import (
 // queue and run on that goroutine in order, so consecutive produces to one
 // topic are committed together and get offsets in request order. Consumes
 // run on the event loop when their turn comes (see advance).
-func (b *Broker) handle(c gnet.Conn, cs *connState, frame []byte) {
+func (cs *conn) handle(frame []byte) {
+	b := cs.b
 	b.stats.requests.Add(1)
 	start := b.clock()
-	if op, later := b.serve(c, cs, frame, start); !later {
+	if op, later := cs.serve(frame, start); !later {
 		b.observe(op, false, start)
 	}
 }
 
 // serve is handle's body. It returns the request's op and whether the
 // request is answered later (queued or a consume), which observes itself.
-func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time) (op protocol.Op, later bool) {
+func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool) {
+	b := cs.b
 	h, payload, err := protocol.ParseRequestHeader(frame)
 	if err != nil {
-		b.respondError(cs, h.Op, h.CorrID, err)
+		cs.respondError(h.Op, h.CorrID, err)
 		return h.Op, false
 	}
 	if b.stopping.Load() {
-		b.respondError(cs, h.Op, h.CorrID, errShuttingDown)
+		cs.respondError(h.Op, h.CorrID, errShuttingDown)
 		return
 	}
-	if b.needsHello(cs, h.Op) {
-		b.respondError(cs, h.Op, h.CorrID, service.ErrUnauthenticated)
+	if cs.needsHello(h.Op) {
+		cs.respondError(h.Op, h.CorrID, service.ErrUnauthenticated)
 		return h.Op, false
 	}
 	var jb *job
 	switch h.Op {
 	case protocol.OpHello:
-		b.hello(c, cs, h, payload)
+		cs.hello(h, payload)
 		return h.Op, false
 	case protocol.OpPing:
 		if err := protocol.ParsePingRequest(payload); err != nil {
-			b.respondError(cs, h.Op, h.CorrID, err)
+			cs.respondError(h.Op, h.CorrID, err)
 			return h.Op, false
 		}
 		cs.end(protocol.AppendEmptyResponse(cs.begin(), h.Op, h.CorrID))
 		return h.Op, false
 	case protocol.OpConsume:
-		b.handleConsume(c, cs, h, payload, start)
+		cs.handleConsume(h, payload, start)
 		return h.Op, true
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTopicInfo:
 		jb, err = b.topicJob(h, payload)
@@ -80,7 +81,7 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 		err = b.svc.Allow(cs.caller, h.Op, jb.topic) // refused at once; the service checks again when it runs
 	}
 	if err != nil {
-		b.respondError(cs, h.Op, h.CorrID, err)
+		cs.respondError(h.Op, h.CorrID, err)
 		return h.Op, false
 	}
 	jb.caller, jb.start = cs.caller, start
@@ -88,7 +89,7 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 	case cs.w.busy():
 		// Behind the storage requests the connection's goroutine runs.
 	case h.Op == protocol.OpProduce && b.fsync:
-		b.produceAsync(c, cs, jb)
+		cs.produceAsync(jb)
 		return h.Op, true
 	case cs.w.inStore.Load() > 0:
 		// Produces are being stored: the goroutine runs it once they are,
@@ -98,8 +99,8 @@ func (b *Broker) serve(c gnet.Conn, cs *connState, frame []byte, start time.Time
 		cs.end(b.runJobs(cs.begin(), []*job{jb}))
 		return h.Op, false
 	}
-	b.take(cs, jb)
-	b.queueJob(c, cs, jb)
+	cs.take(jb)
+	cs.queueJob(jb)
 	return h.Op, true
 }
 

@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"github.com/panjf2000/gnet/v2"
-
 	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
 )
@@ -14,16 +12,18 @@ import (
 // needsHello reports whether a request of op must be refused as
 // unauthenticated: the service checks tokens, the connection has not
 // presented a valid one, and op is neither ping nor hello.
-func (b *Broker) needsHello(cs *connState, op protocol.Op) bool {
+func (cs *conn) needsHello(op protocol.Op) bool {
+	b := cs.b
 	return op != protocol.OpPing && op != protocol.OpHello && !b.svc.Authenticated(cs.caller)
 }
 
 // hello answers a hello request: without tokens always OK; with them the
 // token decides the connection's Caller (a failed hello drops it).
-func (b *Broker) hello(c gnet.Conn, cs *connState, h protocol.RequestHeader, payload []byte) {
+func (cs *conn) hello(h protocol.RequestHeader, payload []byte) {
+	b, c := cs.b, cs.c
 	req, err := protocol.ParseHelloRequest(payload)
 	if err != nil {
-		b.respondError(cs, h.Op, h.CorrID, err)
+		cs.respondError(h.Op, h.CorrID, err)
 		return
 	}
 	resp := protocol.HelloResponse{Version: protocol.Version}
@@ -40,7 +40,7 @@ func (b *Broker) hello(c gnet.Conn, cs *connState, h protocol.RequestHeader, pay
 				// Never the token: the address and the name the client gave.
 				b.cfg.Logger.Warn("authentication failed", "remote", remote, "client", string(req.Name), "token_given", len(req.Token) > 0)
 			}
-			b.respondError(cs, h.Op, h.CorrID, err)
+			cs.respondError(h.Op, h.CorrID, err)
 			return
 		}
 		cs.caller, resp.Auth = caller, true

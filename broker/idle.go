@@ -24,7 +24,8 @@ import (
 const DefaultIdleTimeout = 10 * time.Minute
 
 // track registers a new connection for the idle sweep. Runs on the loop.
-func (b *Broker) track(c gnet.Conn, cs *connState) {
+func (cs *conn) track() {
+	b, c := cs.b, cs.c
 	if b.cfg.IdleTimeout <= 0 {
 		return
 	}
@@ -69,11 +70,12 @@ func (b *Broker) sweepIdle(now time.Time) {
 // nothing for IdleTimeout and holds nothing: no request waiting for its
 // answer (a parked consume included), no answer unsent, no produce being
 // stored. Runs on the loop.
-func (b *Broker) idle(c gnet.Conn, cs *connState) bool {
+func (cs *conn) idle() bool {
+	b := cs.b
 	if time.Since(time.Unix(0, cs.lastRecv.Load())) < b.cfg.IdleTimeout {
 		return false
 	}
-	return len(cs.slots) == 0 && cs.big == nil && cs.outbound(c) == 0 &&
+	return len(cs.slots) == 0 && cs.big == nil && cs.outbound() == 0 &&
 		cs.w.held.Load() == 0 && cs.w.queued.Load() == 0 && cs.w.inStore.Load() == 0 && !cs.w.busy()
 }
 

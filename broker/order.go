@@ -3,8 +3,6 @@ package broker
 import (
 	"errors"
 
-	"github.com/panjf2000/gnet/v2"
-
 	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
 )
@@ -28,18 +26,19 @@ type slot struct {
 }
 
 // advance sends the responses at the head of the queue that are ready.
-func (b *Broker) advance(c gnet.Conn, cs *connState) {
+func (cs *conn) advance() {
+	b := cs.b
 	for len(cs.slots) > 0 && cs.fatal == nil {
 		s := cs.slots[0]
 		if s.consume != nil {
-			if cs.outbound(c) > b.cfg.MaxOutboundBytes {
-				b.stall(c, cs) // resume once the client has read
+			if cs.outbound() > b.cfg.MaxOutboundBytes {
+				cs.stall() // resume once the client has read
 				return
 			}
-			if b.consumeWaits(c, cs) {
+			if cs.consumeWaits() {
 				return // the tick wakes it to look again
 			}
-			if !b.serveConsume(c, cs, s.consume) || len(cs.slots) == 0 || cs.fatal != nil {
+			if !cs.serveConsume(s.consume) || len(cs.slots) == 0 || cs.fatal != nil {
 				// Not ready, or a failed write closed the connection
 				// (gnet calls OnClose from inside Write).
 				return
@@ -70,14 +69,14 @@ func (b *Broker) advance(c gnet.Conn, cs *connState) {
 
 // begin returns the buffer a ready response is appended to: the output if
 // nothing waits before it, a fresh slice otherwise; end files it.
-func (cs *connState) begin() []byte {
+func (cs *conn) begin() []byte {
 	if len(cs.slots) == 0 {
 		return cs.out
 	}
 	return nil
 }
 
-func (cs *connState) end(resp []byte) {
+func (cs *conn) end(resp []byte) {
 	if len(cs.slots) == 0 {
 		cs.out = resp
 		return
@@ -86,7 +85,8 @@ func (cs *connState) end(resp []byte) {
 	cs.slots = append(cs.slots, &slot{done: true, resp: resp})
 }
 
-func (b *Broker) respondError(cs *connState, op protocol.Op, corrID uint32, err error) {
+func (cs *conn) respondError(op protocol.Op, corrID uint32, err error) {
+	b := cs.b
 	if errors.Is(err, protocol.ErrMalformed) || errors.Is(err, protocol.ErrFrameTooLarge) {
 		// The stream cannot be trusted past this frame: answer now, ahead of
 		// anything still pending, since the connection closes next.

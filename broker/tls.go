@@ -59,7 +59,7 @@ type peer struct {
 // address behind the socket pair, not the pair's unnamed end. Everything
 // that logs or keys on a client's address reads it here. Runs on the loop.
 func remoteAddr(c gnet.Conn) net.Addr {
-	if cs, ok := c.Context().(*connState); ok && cs.remote != nil {
+	if cs, ok := c.Context().(*conn); ok && cs.remote != nil {
 		return cs.remote
 	}
 	return c.RemoteAddr()

@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/panjf2000/gnet/v2"
-
 	"github.com/haraqa/haraqa/broker/service"
 )
 
@@ -46,7 +44,7 @@ type tlsJob struct {
 }
 
 // wrote counts n bytes written to c's end of the pair. Runs on the loop.
-func (cs *connState) wrote(n int) {
+func (cs *conn) wrote(n int) {
 	if cs.tls != nil {
 		cs.tls.written += int64(n)
 	}
@@ -55,7 +53,8 @@ func (cs *connState) wrote(n int) {
 // outbound is what c holds for its client and has not sent: gnet's buffer,
 // the output gathered in this callback and, on a TLS connection, the batch
 // bytes filed with the pump. Runs on the loop.
-func (cs *connState) outbound(c gnet.Conn) int {
+func (cs *conn) outbound() int {
+	c := cs.c
 	n := c.OutboundBuffered() + len(cs.out)
 	if cs.tls != nil {
 		n += int(cs.tls.pending.Load())

@@ -43,7 +43,8 @@ const maxGroupBytes = 16 << 20
 
 // take copies j's batch, which borrows from the frame, into a pooled buffer
 // and gives j a slot in the connection's queue. Runs on the loop.
-func (b *Broker) take(cs *connState, j *job) {
+func (cs *conn) take(j *job) {
+	b := cs.b
 	if j.raw != nil {
 		j.batch = bytebufferpool.Get()
 		j.batch.B = append(j.batch.B[:0], j.raw...)
@@ -61,10 +62,11 @@ func (b *Broker) take(cs *connState, j *job) {
 // other connection, join the same commit. A produce to a missing topic
 // that asks for its creation goes to the goroutine, which may wait for the
 // directory syncs. Runs on the loop.
-func (b *Broker) produceAsync(c gnet.Conn, cs *connState, j *job) {
-	b.take(cs, j)
+func (cs *conn) produceAsync(j *job) {
+	b := cs.b
+	cs.take(j)
 	if !b.appendAsync(&cs.w, j, false) {
-		b.queueJob(c, cs, j)
+		cs.queueJob(j)
 	}
 }
 
@@ -136,7 +138,8 @@ func (w *worker) Flush() { w.wake() }
 
 // queueJob queues j, already taken (take), behind the connection's running
 // jobs, starting the goroutine that runs them if none is. Runs on the loop.
-func (b *Broker) queueJob(c gnet.Conn, cs *connState, j *job) {
+func (cs *conn) queueJob(j *job) {
+	b := cs.b
 	cs.w.mu.Lock()
 	defer cs.w.mu.Unlock()
 	if !cs.w.working {
