@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"flag"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/haraqa/haraqa/broker/auth"
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // tokenBytes is the size of a token's randomness: 256 bits.
@@ -61,7 +61,7 @@ func newToken(rights, topics string) (token, line string, err error) {
 		return "", "", err
 	}
 	token = base64.RawURLEncoding.EncodeToString(b)
-	sum := sha256.Sum256([]byte(token))
+	sum := protocol.TokenHash(token)
 	line = hex.EncodeToString(sum[:]) + "  " + rights + "  " + strings.Join(strings.Fields(topics), " ")
 	if _, err := auth.Parse(strings.NewReader(line), "-rights/-topics"); err != nil {
 		_, detail, _ := strings.Cut(err.Error(), ":1: ")
