@@ -9,7 +9,7 @@ CONTAINER ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo do
 IMAGE     ?= haraqa/haraqa
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build run test lint fmt-check vet unit deploy-test fuzz bench-once bench bench-go torture image clean
+.PHONY: all build run test lint fmt-check vet unit deploy-test fuzz bench-once bench bench-go torture image gnet-update clean
 
 all: build
 
@@ -100,6 +100,13 @@ image:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/image/rootfs/haraqa ./cmd/server
 	$(CONTAINER) build -f Dockerfile -t $(IMAGE):latest -t $(IMAGE):$(VERSION) \
 		--label org.opencontainers.image.version=$(VERSION) bin/image
+
+## gnet-update: replace the gnet carried in broker/third_party/gnet by another release, its patch
+## reapplied (broker/third_party/gnet/update.sh): make gnet-update GNET_VERSION=v2.9.x
+## (GNET_VERSION, not VERSION: VERSION is the image's tag).
+GNET_VERSION ?=
+gnet-update:
+	bash broker/third_party/gnet/update.sh $(GNET_VERSION)
 
 clean:
 	rm -rf bin bench.out

@@ -317,7 +317,8 @@ func parseProcAddr(s string) (*net.TCPAddr, error) {
 
 // TestMakefileDocumented: what the README says of the Makefile holds. The
 // first-build figure make build and make run print is the README's;
-// make test's duration is given.
+// make test's duration is given; gnet-update runs the update script with
+// GNET_VERSION, is phony, and is in the README's table as it is called.
 func TestMakefileDocumented(t *testing.T) {
 	mk, err := os.ReadFile("../../Makefile")
 	if err != nil {
@@ -337,5 +338,19 @@ func TestMakefileDocumented(t *testing.T) {
 	}
 	if !regexp.MustCompile("`make test` takes about (MINUTES|\\d+) minutes on a quiet 2-core machine").Match(readme) {
 		t.Error("the README does not say how long `make test` takes")
+	}
+	if !regexp.MustCompile(`(?m)^\.PHONY:.* gnet-update( |$)`).Match(mk) {
+		t.Error("gnet-update is not in the Makefile's .PHONY")
+	}
+	if !strings.Contains(string(readme), "| `make gnet-update GNET_VERSION=v2.9.x` |") {
+		t.Error("the README's targets table has no `make gnet-update GNET_VERSION=v2.9.x`")
+	}
+	makeBin, err := exec.LookPath("make")
+	if err != nil {
+		t.Skip("no make command (Debian: apt-get install -y make)")
+	}
+	out, err := exec.Command(makeBin, "-s", "-n", "-C", "../..", "gnet-update", "GNET_VERSION=v2.9.99").CombinedOutput()
+	if got, want := string(out), "bash broker/third_party/gnet/update.sh v2.9.99\n"; err != nil || got != want {
+		t.Errorf("make -n gnet-update GNET_VERSION=v2.9.99: %q, %v; want %q", got, err, want)
 	}
 }
