@@ -378,6 +378,9 @@
 // and may pipeline requests behind it: the server handles a connection's
 // requests in order.
 //
+// A server keeps no token, only its TokenHash: the SHA-256 of the token's
+// bytes, which an auth file holds in hex (hrqa token new prints it).
+//
 // # Consumer groups
 //
 // A group is a name (the topic rules: ValidGroup); per (group, topic) the

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // Right is a set of rights a token holds on a topic.
@@ -104,7 +106,7 @@ func (r *Rules) Authenticate(token string) *Grant {
 	if token == "" {
 		return nil
 	}
-	sum := sha256.Sum256([]byte(token))
+	sum := protocol.TokenHash(token)
 	var found *Grant
 	for _, g := range r.grants {
 		if subtle.ConstantTimeCompare(sum[:], g.hash[:]) == 1 {

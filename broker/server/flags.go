@@ -17,13 +17,31 @@ import (
 // logs of the Logger it sets. With -h it returns flag.ErrHelp.
 func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	c := DefaultConfig()
-	var httpPort, tcpPort uint
-	var listen, logLevel, peers string
+	var f cliFlags
+	fs := newFlagSet(&c, &f, stderr)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	c.Storage.Volumes = fs.Args()
+	if err := c.applyFlags(&f, fs.Usage, stderr); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// cliFlags are the flags that map onto no Config field as they are.
+type cliFlags struct {
+	httpPort, tcpPort       uint
+	listen, logLevel, peers string
+}
+
+// newFlagSet defines the haraqa binary's flags: onto c's fields, or f's.
+func newFlagSet(c *Config, f *cliFlags, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("haraqa", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.UintVar(&httpPort, "http", 4353, "HTTP port: REST API, API docs, Prometheus metrics, health checks")
-	fs.UintVar(&tcpPort, "tcp", 14353, "binary protocol port")
-	fs.StringVar(&listen, "listen", "0.0.0.0", "address to listen on")
+	fs.UintVar(&f.httpPort, "http", 4353, "HTTP port: REST API, API docs, Prometheus metrics, health checks")
+	fs.UintVar(&f.tcpPort, "tcp", 14353, "binary protocol port")
+	fs.StringVar(&f.listen, "listen", "0.0.0.0", "address to listen on")
 	fs.BoolVar(&c.Storage.Cache, "cache", true, "keep segment files open between reads")
 	fs.BoolVar(&c.HTTP.CORS, "cors", true, "send CORS headers on the HTTP port")
 	fs.BoolVar(&c.HTTP.Docs, "docs", true, "serve the API docs on the HTTP port")
@@ -47,13 +65,13 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.Storage.RetentionCheck, "retention-check", time.Minute, "how often retention runs")
 	fs.DurationVar(&c.Storage.ProducerIdle, "producer-idle", c.Storage.ProducerIdle, "how long a topic remembers an idempotent producer after its last batch, to answer a batch sent again with its first offset")
 	fs.IntVar(&c.Storage.MaxProducers, "max-producers", c.Storage.MaxProducers, "most idempotent producers a topic remembers; past it the one idle longest is forgotten")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.AuthFile, "auth-file", "", "file of token hashes and their rights (see docs/security.md); every request on both ports then needs a token; reread on SIGHUP")
 	fs.BoolVar(&c.HTTP.AuthMetrics, "auth-metrics", false, "with -auth-file: /metrics and /docs need an admin token too")
 	fs.StringVar(&c.TLSCertFile, "tls-cert", "", "PEM certificate (chain) file: both ports speak TLS only; reloaded on SIGHUP and when the file changes")
 	fs.StringVar(&c.TLSKeyFile, "tls-key", "", "PEM private key file of -tls-cert")
 	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca", "", "PEM file of the CAs whose client certificates both ports then require (mutual TLS)")
-	fs.StringVar(&peers, "peers", "", "comma-separated binary protocol addresses of the servers sharing the topics, this one among them, as clients are given them (host:port, or host:port/httpport when a peer's HTTP port is not -http); the HTTP port then redirects (307) requests for topics that live on another")
+	fs.StringVar(&f.peers, "peers", "", "comma-separated binary protocol addresses of the servers sharing the topics, this one among them, as clients are given them (host:port, or host:port/httpport when a peer's HTTP port is not -http); the HTTP port then redirects (307) requests for topics that live on another")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: haraqa [flags] VOLUME...\n\n"+
 			"Serves topics stored on the volumes (directories). Messages are written to every\n"+
@@ -61,41 +79,44 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 			"  haraqa -tcp 14353 /vol1 /vol2 /vol3\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	c.Storage.Volumes = fs.Args()
+	return fs
+}
+
+// applyFlags checks the volumes and the flags of f, and sets what follows
+// from them in c. usage prints the usage, for a command line without
+// volumes; the Logger it sets writes to stderr.
+func (c *Config) applyFlags(f *cliFlags, usage func(), stderr io.Writer) error {
 	for _, v := range c.Storage.Volumes {
 		if v == "true" || v == "false" {
 			// "-cache false" sets -cache and makes "false" a volume.
-			return c, fmt.Errorf("volume %q looks like a flag value: write boolean flags as -flag=false", v)
+			return fmt.Errorf("volume %q looks like a flag value: write boolean flags as -flag=false", v)
 		}
 	}
 	if len(c.Storage.Volumes) == 0 {
-		fs.Usage()
-		return c, errors.New("at least one volume is required")
+		usage()
+		return errors.New("at least one volume is required")
 	}
-	if httpPort > 65535 || tcpPort > 65535 {
-		return c, errors.New("ports must be at most 65535")
+	if f.httpPort > 65535 || f.tcpPort > 65535 {
+		return errors.New("ports must be at most 65535")
 	}
-	list, err := ParsePeers(peers, int(httpPort))
+	list, err := ParsePeers(f.peers, int(f.httpPort))
 	if err != nil {
-		return c, err
+		return err
 	}
 	c.Peers = list
-	if err := checkPeers(&c, tcpPort); err != nil {
-		return c, err
+	if err := checkPeers(c, f.tcpPort); err != nil {
+		return err
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		return c, fmt.Errorf("-log-level %q: want debug, info, warn or error", logLevel)
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("-log-level %q: want debug, info, warn or error", f.logLevel)
 	}
 	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	c.Storage.MaxBatchBytes = c.Broker.MaxFrameSize
 	c.HTTP.MaxBodyBytes = int64(c.Broker.MaxFrameSize)
 	c.HTTP.DefaultLimit = c.Broker.DefaultLimit
 	c.HTTP.MaxConsumeBytes = int64(c.Broker.MaxConsumeBytes)
-	c.Broker.Addr = net.JoinHostPort(listen, strconv.Itoa(int(tcpPort)))
-	c.HTTPAddr = net.JoinHostPort(listen, strconv.Itoa(int(httpPort)))
-	return c, nil
+	c.Broker.Addr = net.JoinHostPort(f.listen, strconv.Itoa(int(f.tcpPort)))
+	c.HTTPAddr = net.JoinHostPort(f.listen, strconv.Itoa(int(f.httpPort)))
+	return nil
 }

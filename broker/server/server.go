@@ -1,10 +1,12 @@
 // Package server assembles a haraqa server from its parts, in one place:
 // it opens and recovers the volumes (storage), serves the binary protocol
 // (broker) and the HTTP port (httpapi), sets the Go runtime's memory limit
-// and holds the GC ballast, and shuts
-// them down in order. The haraqa binary, haraqa-bench's embedded server and
-// the brokertest helper all start servers through it; ParseFlags maps the
-// haraqa binary's command line onto a Config.
+// and holds the GC ballast, and shuts them down in order. Given the
+// servers sharing the topics (Config.Peers), it has the HTTP port redirect
+// requests for their topics to them (locator.go). The haraqa binary,
+// haraqa-bench's embedded server and the brokertest helper all start
+// servers through it; ParseFlags maps the haraqa binary's command line
+// onto a Config.
 //
 // Start-up order: the HTTP port listens first, so /healthz answers while
 // the volumes are recovered (which can take a while after a crash); then
@@ -116,9 +118,11 @@ type Config struct {
 	// Empty (the default): no tokens, everything allowed.
 	AuthFile string
 	// Peers are the servers that share the topics (the -peers flag), this
-	// one among them. New does not read it: the haraqa binary builds
-	// HTTP.Peers from it, a Locator that asks them over the client
-	// package, which broker/server may not import. Default nil.
+	// one among them. With an HTTP port, New builds HTTP.Peers from them:
+	// a Locator that asks the others over the binary protocol (package
+	// client) whether they have a topic, so that the HTTP port redirects
+	// requests for their topics, and that knows this server in the list
+	// by Broker.Addr. HTTP.Peers must then be nil. Default nil.
 	Peers []Peer
 	// Logger receives the server's logs and is handed to the storage,
 	// broker and HTTP parts that have none of their own (default
@@ -165,6 +169,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: TLS reload check %s: want 0 (the default) or more", ErrInvalidConfig, c.TLSReloadCheck)
 	case c.TLSReloadCheck == 0:
 		c.TLSReloadCheck = DefaultTLSReloadCheck
+	}
+	if len(c.Peers) > 0 && c.HTTP.Peers != nil {
+		return fmt.Errorf("%w: both Peers and HTTP.Peers: give one", ErrInvalidConfig)
 	}
 	if c.Ballast < 0 {
 		return fmt.Errorf("%w: ballast %d bytes: want 0 or more", ErrInvalidConfig, c.Ballast)
@@ -215,6 +222,7 @@ type Server struct {
 	ballast  []byte
 	oldLimit int64            // the runtime's memory limit before Start set one; -1: not set
 	auth     *auth.Authorizer // nil without Config.AuthFile
+	peers    *peerLocator     // nil without Config.Peers or an HTTP port
 	certs    *certs           // nil unless TLSCertFile is set
 	tls      *tls.Config      // both ports' TLS configuration; nil: plaintext
 	tlsStop  chan struct{}    // ends certs.watch
@@ -264,6 +272,10 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger.Info("tokens required on both ports", "auth_file", cfg.AuthFile, "rules", a.Rules().Len())
 	}
 	if cfg.HTTPAddr != "" {
+		if len(cfg.Peers) > 0 {
+			s.peers = newPeerLocator(cfg.Peers, cfg.Broker.Addr, cfg.Logger)
+			s.run.HTTP.Peers = s.peers
+		}
 		s.api = httpapi.New(s.run.HTTP)
 		s.run.Storage.OnFsync = both(cfg.Storage.OnFsync, s.api.ObserveFsync)
 		observe := s.api.ObserveRequest
@@ -585,6 +597,9 @@ func (s *Server) closeLocked(ctx context.Context) error {
 		if err := <-s.httpDone; !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("server: http port: %w", err))
 		}
+	}
+	if s.peers != nil {
+		s.peers.close() // after the HTTP port: its requests ask the peers
 	}
 	if s.store != nil {
 		errs = append(errs, s.store.Close())

@@ -162,3 +162,36 @@ func expectBg(t *testing.T, step string, lines <-chan string, want []string, add
 		}
 	}
 }
+
+// TestReadmeTourPorts: the tour says which server hrqa asks and how to
+// follow make run onto another port: hrqa's default address is make run's
+// binary port, and the tour gives the export of HARAQA_ADDR for the
+// TCP_PORT it names.
+func TestReadmeTourPorts(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tour, _ := strings.Cut(string(b), "## A two-minute tour with hrqa")
+	intro, _, ok := strings.Cut(tour, "```console\n")
+	if !ok {
+		t.Fatal("the tour has no console block")
+	}
+	intro = strings.Join(strings.Fields(intro), " ")
+	if !strings.Contains(intro, "`"+defaultAddr+"`") || !strings.Contains(intro, "`$HARAQA_ADDR`") {
+		t.Errorf("the tour does not say that hrqa asks %s unless $HARAQA_ADDR says otherwise: %q", defaultAddr, intro)
+	}
+	run := regexp.MustCompile("`make run TCP_PORT=(\\d+)`").FindStringSubmatch(intro)
+	export := regexp.MustCompile("`export HARAQA_ADDR=127\\.0\\.0\\.1:(\\d+)`").FindStringSubmatch(intro)
+	if run == nil || export == nil || run[1] != export[1] {
+		t.Errorf("the tour should give the export of HARAQA_ADDR for a make run on another TCP_PORT: %q", intro)
+	}
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^TCP_PORT +\?= (\d+)$`).FindSubmatch(mk)
+	if _, port, _ := strings.Cut(defaultAddr, ":"); m == nil || string(m[1]) != port {
+		t.Errorf("make run's TCP_PORT %q is not hrqa's default port %s", m, port)
+	}
+}

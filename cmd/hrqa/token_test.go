@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/base64"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,5 +82,48 @@ func TestTokenNewBadRights(t *testing.T) {
 	r := hrqa(t, "127.0.0.1:1", "", "token", "new", "-rights", "write")
 	if r.code != 2 || !strings.Contains(r.stderr, `unknown right "write"`) {
 		t.Fatalf("token new -rights write: %+v", r)
+	}
+}
+
+// TestCheckRuleAsServer: hrqa's check of -rights and -topics accepts what
+// the server's auth-file parser accepts, and refuses the rest with its
+// message; every byte is tried in a pattern. Beyond that, it refuses
+// rights that are empty or hold spaces and a '#' in a pattern, which the
+// parser reads otherwise, and no pattern at all in words of its own.
+func TestCheckRuleAsServer(t *testing.T) {
+	hash := strings.Repeat("ab", 32)
+	server := func(rights, topics string) error {
+		line := hash + "  " + rights + "  " + strings.Join(strings.Fields(topics), " ")
+		_, err := auth.Parse(strings.NewReader(line), "x")
+		if err != nil {
+			_, detail, _ := strings.Cut(err.Error(), ":1: ")
+			return errors.New(detail)
+		}
+		return nil
+	}
+	type rule struct{ rights, topics string }
+	cases := []rule{
+		{"produce", "*"}, {"consume", "orders.* logs"}, {"admin", "*"},
+		{"produce,consume,admin", "a b c"}, {"produce,", "*"}, {",consume", "*"},
+		{"produce,,consume", "*"}, {"write", "*"}, {"Produce", "*"}, {"consume", "a/b"},
+		{"consume", strings.Repeat("x", maxPatternLen)}, {"consume", strings.Repeat("x", maxPatternLen+1)},
+		{"consume", "ok " + strings.Repeat("*", maxPatternLen+1)},
+	}
+	for c := range 256 {
+		if c != '#' {
+			cases = append(cases, rule{"produce", "a" + string(rune(c)) + "b"})
+			cases = append(cases, rule{"produce", "a" + string([]byte{byte(c)}) + "b"})
+		}
+	}
+	for _, tc := range cases {
+		got, want := checkRule(tc.rights, strings.Fields(tc.topics)), server(tc.rights, tc.topics)
+		if (got == nil) != (want == nil) || got != nil && got.Error() != want.Error() {
+			t.Errorf("-rights %q -topics %q: hrqa says %v, the server's parser %v", tc.rights, tc.topics, got, want)
+		}
+	}
+	for _, tc := range []rule{{"", "produce *"}, {"produce consume", "*"}, {"produce", "a #b"}, {"produce", "a#"}, {"produce", ""}} {
+		if err := checkRule(tc.rights, strings.Fields(tc.topics)); err == nil {
+			t.Errorf("-rights %q -topics %q accepted", tc.rights, tc.topics)
+		}
 	}
 }

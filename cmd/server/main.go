@@ -48,13 +48,8 @@ func run(args []string, stderr io.Writer) int {
 
 // serve runs the server until SIGINT or SIGTERM; a second signal exits at
 // once. SIGHUP rereads the auth and TLS files. With -peers, the HTTP port
-// redirects requests for the other servers' topics (peers.go).
+// redirects requests for the other servers' topics (server.Config.Peers).
 func serve(cfg server.Config) error {
-	if len(cfg.Peers) > 0 {
-		l := newPeerLocator(cfg.Peers, cfg.Broker.Addr, cfg.Logger)
-		defer l.close()
-		cfg.HTTP.Peers = l
-	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err

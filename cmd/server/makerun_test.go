@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -64,6 +65,7 @@ func TestMakeRun(t *testing.T) {
 		}
 		m := startMake(t, makeBin, root, vars)
 		m.waitServing(timeout)
+		m.wantSays(bin, vol, tcpPort, httpPort)
 
 		server := m.onlyChild()
 		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", server)); err != nil || exe != wantExe {
@@ -185,6 +187,28 @@ func (m *makeRun) waitServing(timeout time.Duration) {
 	}
 }
 
+// wantSays checks that make run said, before the server's logs, what it
+// builds, then on which ports and volume the server starts, and the
+// HARAQA_ADDR hrqa needs for that port.
+func (m *makeRun) wantSays(bin, vol string, tcpPort, httpPort int) {
+	m.t.Helper()
+	out := m.output()
+	at := -1
+	for _, w := range []string{
+		"building " + bin + "/haraqa (the first build compiles every dependency",
+		fmt.Sprintf("starting %s/haraqa on 127.0.0.1: binary protocol port %d, HTTP port %d", bin, tcpPort, httpPort),
+		"volume " + vol,
+		fmt.Sprintf("export HARAQA_ADDR=127.0.0.1:%d", tcpPort),
+		"msg=serving",
+	} {
+		i := strings.Index(out, w)
+		if i <= at {
+			m.t.Fatalf("make run does not say %q after what it said before:\n%s", w, out)
+		}
+		at = i
+	}
+}
+
 // waitExit waits for make to exit.
 func (m *makeRun) waitExit(timeout time.Duration) {
 	m.t.Helper()
@@ -289,4 +313,44 @@ func parseProcAddr(s string) (*net.TCPAddr, error) {
 		return nil, fmt.Errorf("bad port %q", p)
 	}
 	return &net.TCPAddr{IP: net.IP(ip), Port: int(port)}, nil
+}
+
+// TestMakefileDocumented: what the README says of the Makefile holds. The
+// first-build figure make build and make run print is the README's;
+// make test's duration is given; gnet-update runs the update script with
+// GNET_VERSION, is phony, and is in the README's table as it is called.
+func TestMakefileDocumented(t *testing.T) {
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := regexp.MustCompile(`(?m)^BUILD_NOTE := .*: (\d+) s from a fresh clone on a loaded 2-core machine`).FindSubmatch(mk)
+	if note == nil {
+		t.Fatal("the Makefile has no BUILD_NOTE giving the first build's seconds on 2 cores")
+	}
+	cold := regexp.MustCompile("`make build` from a fresh clone, with an empty build\\s+cache and the modules already downloaded, took (\\d+) s on a 2-core machine").FindSubmatch(readme)
+	if cold == nil || string(cold[1]) != string(note[1]) {
+		t.Errorf("the README's cold make build figure %q is not the Makefile's BUILD_NOTE %q s", cold, note[1])
+	}
+	if !regexp.MustCompile("`make test` takes about (MINUTES|\\d+) minutes on a quiet 2-core machine").Match(readme) {
+		t.Error("the README does not say how long `make test` takes")
+	}
+	if !regexp.MustCompile(`(?m)^\.PHONY:.* gnet-update( |$)`).Match(mk) {
+		t.Error("gnet-update is not in the Makefile's .PHONY")
+	}
+	if !strings.Contains(string(readme), "| `make gnet-update GNET_VERSION=v2.9.x` |") {
+		t.Error("the README's targets table has no `make gnet-update GNET_VERSION=v2.9.x`")
+	}
+	makeBin, err := exec.LookPath("make")
+	if err != nil {
+		t.Skip("no make command (Debian: apt-get install -y make)")
+	}
+	out, err := exec.Command(makeBin, "-s", "-n", "-C", "../..", "gnet-update", "GNET_VERSION=v2.9.99").CombinedOutput()
+	if got, want := string(out), "bash broker/third_party/gnet/update.sh v2.9.99\n"; err != nil || got != want {
+		t.Errorf("make -n gnet-update GNET_VERSION=v2.9.99: %q, %v; want %q", got, err, want)
+	}
 }

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/broker/httpapi"
-	"github.com/haraqa/haraqa/broker/server"
 	"github.com/haraqa/haraqa/client"
 )
 
@@ -32,17 +31,18 @@ const (
 	locateCacheSize = 4096
 )
 
-// peerLocator is the httpapi.Locator of the -peers flag: it asks the other
-// servers of the list, over the binary protocol, whether they have a
-// topic, and places a new one as the Go client does (client.Place over
-// the whole list, this server included).
+// peerLocator is the httpapi.Locator New builds from Config.Peers (the
+// -peers flag): it asks the other servers of the list, over the binary
+// protocol, whether they have a topic, and places a new one as the Go
+// client does (client.Place over the whole list, this server included).
 type peerLocator struct {
-	peers []server.Peer
+	peers []Peer
 	self  []bool   // peers[i] is this server
 	addrs []string // the peers' binary addresses, for client.Place
 	log   *slog.Logger
 
 	mu      sync.Mutex
+	closed  bool             // by close: no more clients are dialed
 	clients []*client.Client // dialed on first use; nil for self
 	down    []time.Time      // taken as down until then
 	downErr []error          // why
@@ -59,7 +59,7 @@ var _ httpapi.Locator = (*peerLocator)(nil)
 
 // newPeerLocator recognises this server in peers by its binary address
 // listen (see isSelf) and logs the list.
-func newPeerLocator(peers []server.Peer, listen string, log *slog.Logger) *peerLocator {
+func newPeerLocator(peers []Peer, listen string, log *slog.Logger) *peerLocator {
 	l := &peerLocator{peers: peers, log: log, cache: make(map[string]located),
 		self: make([]bool, len(peers)), clients: make([]*client.Client, len(peers)),
 		down: make([]time.Time, len(peers)), downErr: make([]error, len(peers))}
@@ -165,9 +165,14 @@ func (l *peerLocator) ask(ctx context.Context, i int, topic string) error {
 			return err
 		}
 		l.mu.Lock()
-		if l.clients[i] == nil {
+		switch {
+		case l.closed:
+			l.mu.Unlock()
+			c.Close()
+			return fmt.Errorf("%w: shut down", ErrState)
+		case l.clients[i] == nil:
 			l.clients[i] = c
-		} else {
+		default:
 			c.Close()
 			c = l.clients[i]
 		}
@@ -214,10 +219,11 @@ func (l *peerLocator) remember(topic string, peer int, now time.Time) {
 	l.cache[topic] = located{peer: peer, expires: now.Add(locateTTL)}
 }
 
-// close closes the peers' clients.
+// close closes the peers' clients; a lookup after it dials none.
 func (l *peerLocator) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.closed = true
 	for _, c := range l.clients {
 		if c != nil {
 			c.Close()

@@ -1,6 +1,7 @@
-package main
+package server_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,10 +12,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haraqa/haraqa/broker"
 	"github.com/haraqa/haraqa/broker/brokertest"
 	"github.com/haraqa/haraqa/broker/server"
 	"github.com/haraqa/haraqa/client"
 )
+
+const ioTimeout = 10 * time.Second
+
+// freePort returns a loopback port free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
 
 // peerServer is one server of a -peers list, on loopback.
 type peerServer struct {
@@ -23,8 +38,8 @@ type peerServer struct {
 }
 
 // startPeers starts n servers on fixed loopback ports, each given the
-// same -peers list (host:tcp/http entries, the ports differing), and
-// returns them with the list's binary addresses.
+// same -peers list (host:tcp/http entries, the ports differing) in
+// Config.Peers, and returns them with the list's binary addresses.
 func startPeers(t *testing.T, n int) ([]*peerServer, []string) {
 	t.Helper()
 	tcp, httpPorts := make([]int, n), make([]int, n)
@@ -43,9 +58,7 @@ func startPeers(t *testing.T, n int) ([]*peerServer, []string) {
 		cfg := brokertest.Config(t.TempDir())
 		cfg.Broker.Addr = addrs[i]
 		cfg.HTTPAddr = fmt.Sprintf("127.0.0.1:%d", httpPorts[i])
-		loc := newPeerLocator(peers, cfg.Broker.Addr, cfg.Logger)
-		t.Cleanup(loc.close)
-		cfg.HTTP.Peers = loc
+		cfg.Peers = peers
 		s, err := brokertest.StartConfig(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -181,7 +194,7 @@ func TestPeerDown(t *testing.T) {
 	if !strings.Contains(body, addrs[2]) || !strings.Contains(body, "peer unavailable") {
 		t.Fatalf("503 body %q should name %s", body, addrs[2])
 	}
-	if took := time.Since(start); took > peerTimeout {
+	if took := time.Since(start); took > server.PeerTimeout {
 		t.Fatalf("a refused peer took %v", took)
 	}
 	resp, body = request(t, false, "GET", s[0].url+"/topics/"+t1, "")
@@ -203,9 +216,9 @@ func TestPeerDown(t *testing.T) {
 		}
 	}()
 	peers := []server.Peer{{Addr: addrs[0], HTTP: s[0].url}, {Addr: hole.Addr().String(), HTTP: "http://127.0.0.1:1"}}
-	l := newPeerLocator(peers, addrs[0], slog.New(slog.DiscardHandler))
-	defer l.close()
-	for i, limit := range []time.Duration{peerTimeout + time.Second, 100 * time.Millisecond} {
+	l, closeLocator := server.NewPeerLocator(peers, addrs[0], slog.New(slog.DiscardHandler))
+	defer closeLocator()
+	for i, limit := range []time.Duration{server.PeerTimeout + time.Second, 100 * time.Millisecond} {
 		start := time.Now()
 		_, _, err := l.Locate(t.Context(), "missing", false)
 		if err == nil || !strings.Contains(err.Error(), hole.Addr().String()) {
@@ -236,8 +249,47 @@ func TestIsSelf(t *testing.T) {
 		{"localhost:14353", "127.0.0.1:14353", true},
 		{"bad", "0.0.0.0:14353", false},
 	} {
-		if got := isSelf(tc.peer, tc.listen); got != tc.want {
+		if got := server.IsSelf(tc.peer, tc.listen); got != tc.want {
 			t.Errorf("isSelf(%q, %q) = %v, want %v", tc.peer, tc.listen, got, tc.want)
 		}
+	}
+}
+
+// TestPeersClosedAtShutdown: the connections a server opened to its peers
+// to look topics up are closed when it shuts down.
+func TestPeersClosedAtShutdown(t *testing.T) {
+	s, _ := startPeers(t, 2)
+	resp, body := request(t, false, "GET", s[0].url+"/topics/missing?id=0", "")
+	wantStatus(t, "consume of a topic on no server", resp, body, http.StatusNotFound)
+	if n := s[1].Broker.Stats().Connections; n != 1 {
+		t.Fatalf("server 1 has %d connections after server 0 asked it for a topic, want 1", n)
+	}
+	if err := s[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitConnections(t, s[1].Broker, 0)
+}
+
+// waitConnections waits for b to hold n connections.
+func waitConnections(t *testing.T, b *broker.Broker, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(ioTimeout)
+	for b.Stats().Connections != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections after %s, want %d", b.Stats().Connections, ioTimeout, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPeersConfig: New refuses a Locator given beside Config.Peers.
+func TestPeersConfig(t *testing.T) {
+	peers := []server.Peer{{Addr: "127.0.0.1:1", HTTP: "http://127.0.0.1:2"}}
+	cfg := brokertest.Config(t.TempDir())
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.Peers = peers
+	cfg.HTTP.Peers, _ = server.NewPeerLocator(peers, cfg.Broker.Addr, cfg.Logger)
+	if _, err := server.New(cfg); !errors.Is(err, server.ErrInvalidConfig) || !strings.Contains(err.Error(), "HTTP.Peers") {
+		t.Fatalf("New with Peers and HTTP.Peers: %v, want ErrInvalidConfig naming HTTP.Peers", err)
 	}
 }
