@@ -297,7 +297,7 @@ func (p *Producer) takeLocked() *pbatch {
 // with no linger a message goes out at once, without waking the sender
 // goroutine to write it (a wake-up of another thread, tens of
 // microseconds on a busy machine, on every message's way). Only on a
-// connection that is up, direct (conn.sendNoWait: the caller writes only
+// connection that is up, direct (conn.post: the caller writes only
 // what the socket takes at once) and has nothing of this Producer's in
 // flight on a broken one: else, or if the request cannot be queued, b goes
 // to the sender, which dials, waits and tries again as for any batch. Send
@@ -312,7 +312,7 @@ func (p *Producer) sendNow(b *pbatch) {
 	p.encode(b)
 	ctx, cancel := context.WithDeadline(context.Background(), b.deadline)
 	p.fly(b, cn)
-	id, ch, err := cn.sendNoWait(deadlineOf(ctx), p.request(b))
+	id, ch, err := cn.post(deadlineOf(ctx), p.request(b), nil)
 	if err != nil {
 		cancel()
 		p.land(b)
@@ -418,8 +418,9 @@ func (p *Producer) sender() {
 	}
 }
 
-// send writes one batch and leaves its answer to a goroutine. It holds an
-// in-flight slot, which it releases if it puts the batch back.
+// send hands one batch to the connection (post) and leaves its answer to a
+// goroutine. It holds an in-flight slot, which it releases if it puts the
+// batch back.
 func (p *Producer) send(b *pbatch) {
 	p.encode(b)
 	ctx, cancel := context.WithDeadline(context.Background(), b.deadline)
@@ -451,7 +452,7 @@ func (p *Producer) send(b *pbatch) {
 				return
 			}
 			p.fly(b, cn)
-			id, ch, err = cn.send(deadlineOf(ctx), p.request(b))
+			id, ch, err = cn.post(deadlineOf(ctx), p.request(b), nil)
 			if err != nil {
 				p.land(b)
 			}

@@ -159,9 +159,9 @@ func (r *Reader) start(ctx context.Context, offset int64, buf int, wait time.Dur
 		return err
 	}
 	topic, maxBytes := r.topic, r.c.opts.consumeBytes()
-	send := cn.sendInto
+	send := cn.post
 	if await {
-		send = cn.queue
+		send = cn.send
 	}
 	id, ch, err := send(time.Time{}, func(b []byte, id uint32) []byte {
 		return protocol.AppendConsumeRequest(b, id, topic, offset, 0, maxBytes, int32(wait/time.Millisecond))
