@@ -424,14 +424,12 @@ func (p *Producer) sender() {
 func (p *Producer) send(b *pbatch) {
 	p.encode(b)
 	ctx, cancel := context.WithDeadline(context.Background(), b.deadline)
-	bo := p.c.newBackoff(producerBackoffMax)
+	rt := p.c.newRetrier(untilDone, producerBackoffMax)
 	if b.sends > 0 {
 		// A resend after a broken connection: not at once, in case the
 		// new connection breaks at once too.
-		for range min(b.sends, 4) {
-			bo.next = min(2*bo.next, bo.ceiling)
-		}
-		if err := bo.wait(ctx); err != nil {
+		rt.double(min(b.sends, 4))
+		if err := rt.wait(ctx); err != nil {
 			cancel()
 			p.complete(b, true, 0, fmt.Errorf("%w: %w", ErrConnection, err))
 			return
@@ -439,7 +437,8 @@ func (p *Producer) send(b *pbatch) {
 	}
 	// A batch that cannot have reached the server (no connection, or
 	// refused before it was written) is sent again, with a doubling
-	// backoff, until the request timeout: like Produce, never twice.
+	// backoff (retrier), until the request timeout: like Produce, never
+	// twice.
 	var cn *conn
 	var id uint32
 	var ch chan response
@@ -460,16 +459,11 @@ func (p *Producer) send(b *pbatch) {
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, ErrConnection) || ctx.Err() != nil {
+		if err := rt.retry(ctx, err); err != nil {
 			cancel()
 			p.complete(b, true, 0, err)
 			return
 		}
-		if err := bo.wait(ctx); errors.Is(err, ErrClosed) {
-			cancel()
-			p.complete(b, true, 0, ErrClosed)
-			return
-		} // ctx's end is seen by the next attempt
 	}
 	p.inFlight(ctx, cancel, b, cn, id, ch)
 }
@@ -529,7 +523,7 @@ func (p *Producer) inFlight(ctx context.Context, cancel context.CancelFunc, b *p
 				p.c.stats.bytesAcked.Add(int64(len(batch)))
 			}
 		}
-		if p.pid != 0 && errors.Is(err, ErrConnection) && ctx.Err() == nil && !p.c.isClosed() {
+		if p.pid != 0 && p.c.retryable(ctx, err) {
 			// Stored or not, the server answers a resend with the
 			// batch's first offset: put it back in order.
 			p.resend(b)
