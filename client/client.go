@@ -176,8 +176,9 @@ func (c *Client) pollSlot() (*connSlot, func(), error) {
 }
 
 // do sends a request and returns the payload of a successful response.
-// Requests that failed on a broken connection are retried on a new one
-// (retry=false: only if they cannot have reached the server).
+// Requests that failed on a broken connection are retried on a new one as
+// a retrier allows (retry=false: only if they cannot have reached the
+// server).
 func (c *Client) do(ctx context.Context, op protocol.Op, extraWait time.Duration, retry bool,
 	build func(dst []byte, corrID uint32) []byte) ([]byte, error) {
 	return c.doOn(ctx, &c.main, op, extraWait, retry, build)
@@ -191,9 +192,8 @@ func (c *Client) doOn(ctx context.Context, s *connSlot, op protocol.Op, extraWai
 		ctx, cancel = context.WithTimeout(ctx, c.opts.requestTimeout+extraWait)
 		defer cancel()
 	}
-	bo := c.newBackoff(requestBackoffMax)
-	redialed := false
-	for attempt := 0; ; attempt++ {
+	rt := c.newRetrier(c.opts.retries, requestBackoffMax)
+	for {
 		var resp response
 		sent := false
 		cn, err := c.connect(ctx, s)
@@ -208,22 +208,15 @@ func (c *Client) doOn(ctx context.Context, s *connSlot, op protocol.Op, extraWai
 			}
 			return resp.payload, nil
 		}
-		if c.isClosed() {
-			return nil, ErrClosed
-		}
-		if errors.Is(err, ErrIdleTimeout) && !sent && !redialed && ctx.Err() == nil {
-			// The server closed the connection as idle without reading
-			// the request: send it on a new one at once, whatever
-			// WithRetries says, once.
-			redialed = true
-			attempt--
-			continue
-		}
-		if ctx.Err() != nil || !errors.Is(err, ErrConnection) || attempt >= c.opts.retries || (sent && !retry) {
+		if sent && !retry && !c.isClosed() {
+			// It may have reached the server: never sent twice.
 			c.stats.errors.Add(1)
 			return nil, err
 		}
-		if err := bo.wait(ctx); err != nil {
+		if err := rt.retry(ctx, err); err != nil {
+			if !errors.Is(err, ErrClosed) {
+				c.stats.errors.Add(1)
+			}
 			return nil, err
 		}
 	}

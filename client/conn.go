@@ -489,7 +489,7 @@ func (c *conn) forget(id uint32) {
 // whether the request may have reached the server.
 func (c *conn) roundTrip(ctx context.Context, build func(dst []byte, corrID uint32) []byte) (resp response, sent bool) {
 	dl, _ := ctx.Deadline()
-	id, ch, err := c.queue(dl, build, nil)
+	id, ch, err := c.send(dl, build, nil)
 	if err != nil {
 		return response{err: err}, false
 	}

@@ -28,7 +28,7 @@ func TestWriteFailureMarksRequestsNotSent(t *testing.T) {
 	if !c.dead() {
 		t.Fatal("the connection is not failed after a write error")
 	}
-	if _, _, err := c.send(time.Time{}, func(dst []byte, id uint32) []byte { return dst }); !errors.Is(err, ErrConnection) {
+	if _, _, err := c.send(time.Time{}, func(dst []byte, id uint32) []byte { return dst }, nil); !errors.Is(err, ErrConnection) {
 		t.Fatalf("send on a failed connection: %v", err)
 	}
 }

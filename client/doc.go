@@ -113,8 +113,14 @@
 // again. A request that failed on a broken connection is sent again on a
 // new one, up to WithRetries times with a doubling backoff, when repeating
 // it is harmless: ping, create, delete, list, info, truncate, consume and,
-// with idempotence (the default), produce. A Messages loop that yielded an
-// error waits the WithRetries backoff before its next request.
+// with idempotence (the default), produce. A Reader's requests are retried
+// the same way, up to WithRetries times in a row, and a Producer's batches
+// until the request timeout (see Idempotent produce). A retry whose
+// backoff the context cuts short fails with the connection's error
+// wrapping the context's (errors.Is matches both); Close cuts it short
+// with ErrClosed.
+// A Messages loop that yielded an error waits the WithRetries backoff
+// before its next request.
 //
 // # Idempotent produce
 //

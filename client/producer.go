@@ -297,7 +297,7 @@ func (p *Producer) takeLocked() *pbatch {
 // with no linger a message goes out at once, without waking the sender
 // goroutine to write it (a wake-up of another thread, tens of
 // microseconds on a busy machine, on every message's way). Only on a
-// connection that is up, direct (conn.sendNoWait: the caller writes only
+// connection that is up, direct (conn.post: the caller writes only
 // what the socket takes at once) and has nothing of this Producer's in
 // flight on a broken one: else, or if the request cannot be queued, b goes
 // to the sender, which dials, waits and tries again as for any batch. Send
@@ -312,7 +312,7 @@ func (p *Producer) sendNow(b *pbatch) {
 	p.encode(b)
 	ctx, cancel := context.WithDeadline(context.Background(), b.deadline)
 	p.fly(b, cn)
-	id, ch, err := cn.sendNoWait(deadlineOf(ctx), p.request(b))
+	id, ch, err := cn.post(deadlineOf(ctx), p.request(b), nil)
 	if err != nil {
 		cancel()
 		p.land(b)
@@ -418,19 +418,18 @@ func (p *Producer) sender() {
 	}
 }
 
-// send writes one batch and leaves its answer to a goroutine. It holds an
-// in-flight slot, which it releases if it puts the batch back.
+// send hands one batch to the connection (post) and leaves its answer to a
+// goroutine. It holds an in-flight slot, which it releases if it puts the
+// batch back.
 func (p *Producer) send(b *pbatch) {
 	p.encode(b)
 	ctx, cancel := context.WithDeadline(context.Background(), b.deadline)
-	bo := p.c.newBackoff(producerBackoffMax)
+	rt := p.c.newRetrier(untilDone, producerBackoffMax)
 	if b.sends > 0 {
 		// A resend after a broken connection: not at once, in case the
 		// new connection breaks at once too.
-		for range min(b.sends, 4) {
-			bo.next = min(2*bo.next, bo.ceiling)
-		}
-		if err := bo.wait(ctx); err != nil {
+		rt.double(min(b.sends, 4))
+		if err := rt.wait(ctx); err != nil {
 			cancel()
 			p.complete(b, true, 0, fmt.Errorf("%w: %w", ErrConnection, err))
 			return
@@ -438,7 +437,8 @@ func (p *Producer) send(b *pbatch) {
 	}
 	// A batch that cannot have reached the server (no connection, or
 	// refused before it was written) is sent again, with a doubling
-	// backoff, until the request timeout: like Produce, never twice.
+	// backoff (retrier), until the request timeout: like Produce, never
+	// twice.
 	var cn *conn
 	var id uint32
 	var ch chan response
@@ -451,7 +451,7 @@ func (p *Producer) send(b *pbatch) {
 				return
 			}
 			p.fly(b, cn)
-			id, ch, err = cn.send(deadlineOf(ctx), p.request(b))
+			id, ch, err = cn.post(deadlineOf(ctx), p.request(b), nil)
 			if err != nil {
 				p.land(b)
 			}
@@ -459,16 +459,11 @@ func (p *Producer) send(b *pbatch) {
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, ErrConnection) || ctx.Err() != nil {
+		if err := rt.retry(ctx, err); err != nil {
 			cancel()
 			p.complete(b, true, 0, err)
 			return
 		}
-		if err := bo.wait(ctx); errors.Is(err, ErrClosed) {
-			cancel()
-			p.complete(b, true, 0, ErrClosed)
-			return
-		} // ctx's end is seen by the next attempt
 	}
 	p.inFlight(ctx, cancel, b, cn, id, ch)
 }
@@ -528,7 +523,7 @@ func (p *Producer) inFlight(ctx context.Context, cancel context.CancelFunc, b *p
 				p.c.stats.bytesAcked.Add(int64(len(batch)))
 			}
 		}
-		if p.pid != 0 && errors.Is(err, ErrConnection) && ctx.Err() == nil && !p.c.isClosed() {
+		if p.pid != 0 && p.c.retryable(ctx, err) {
 			// Stored or not, the server answers a resend with the
 			// batch's first offset: put it back in order.
 			p.resend(b)

@@ -61,8 +61,10 @@ func (r *Reader) Offset() int64 { return r.offset }
 // Next returns the next messages of the topic, at least one. At the end of
 // the topic it waits for new ones (long polls, no busy loop) until ctx
 // ends. Broken connections are dialed again, up to WithRetries times in a
-// row; a server's error returns an *Error. Over several servers an error
-// is a *ServerError naming the topic's server (wrapping the error).
+// row (once more, at once, after the server closed one as idle without
+// reading the request, as for the Client's requests); a server's error
+// returns an *Error. Over several servers an error is a *ServerError
+// naming the topic's server (wrapping the error).
 func (r *Reader) Next(ctx context.Context) ([]Message, error) {
 	msgs, err := r.next(ctx)
 	if err != nil && r.server != "" && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
@@ -76,15 +78,15 @@ func (r *Reader) next(ctx context.Context) ([]Message, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
-	bo := r.c.newBackoff(requestBackoffMax)
-	for attempt := 0; ; {
+	rt := r.c.newRetrier(r.c.opts.retries, requestBackoffMax)
+	for {
 		if r.pending == nil {
 			wait := time.Duration(0)
 			if r.atEnd {
 				wait = followWait
 			}
 			if err := r.start(ctx, r.offset, 0, wait, true); err != nil {
-				if !r.retryable(ctx, err, &attempt, &bo) {
+				if err := rt.retry(ctx, err); err != nil {
 					return nil, err
 				}
 				continue
@@ -97,11 +99,8 @@ func (r *Reader) next(ctx context.Context) ([]Message, error) {
 		}
 		r.pending = nil
 		if resp.err != nil {
-			if r.c.isClosed() {
-				return nil, ErrClosed
-			}
-			if !r.retryable(ctx, resp.err, &attempt, &bo) {
-				return nil, resp.err
+			if err := rt.retry(ctx, resp.err); err != nil {
+				return nil, err
 			}
 			continue
 		}
@@ -143,7 +142,7 @@ func (r *Reader) next(ctx context.Context) ([]Message, error) {
 		if !r.atEnd {
 			return r.msgs, nil
 		}
-		attempt = 0
+		rt.reset()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -159,9 +158,9 @@ func (r *Reader) start(ctx context.Context, offset int64, buf int, wait time.Dur
 		return err
 	}
 	topic, maxBytes := r.topic, r.c.opts.consumeBytes()
-	send := cn.sendInto
+	send := cn.post
 	if await {
-		send = cn.queue
+		send = cn.send
 	}
 	id, ch, err := send(time.Time{}, func(b []byte, id uint32) []byte {
 		return protocol.AppendConsumeRequest(b, id, topic, offset, 0, maxBytes, int32(wait/time.Millisecond))
@@ -171,16 +170,6 @@ func (r *Reader) start(ctx context.Context, offset int64, buf int, wait time.Dur
 	}
 	r.pending = &fetch{offset: offset, buf: buf, wait: wait, cn: cn, id: id, ch: ch}
 	return nil
-}
-
-// retryable reports whether Next should try again after err, waiting out
-// the backoff first.
-func (r *Reader) retryable(ctx context.Context, err error, attempt *int, bo *backoff) bool {
-	if r.c.isClosed() || !errors.Is(err, ErrConnection) || *attempt >= r.c.opts.retries || ctx.Err() != nil {
-		return false
-	}
-	*attempt++
-	return bo.wait(ctx) == nil
 }
 
 // Close ends the Reader and its connection; the messages it returned are

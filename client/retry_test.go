@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"testing"
 	"time"
 )
@@ -40,5 +42,66 @@ func TestBackoff(t *testing.T) {
 	close(c.done)
 	if err := b.wait(ctx); !errors.Is(err, ErrClosed) {
 		t.Fatalf("wait on a closed client: %v", err)
+	}
+}
+
+// A retrier allows its number of retries in a row of broken connections
+// only, one more at once after an idle close, all of them again after
+// reset (the backoff back at its first wait), and none once the client is
+// closed, whose wait it cuts short with ErrClosed.
+func TestRetrier(t *testing.T) {
+	o := defaultOptions()
+	o.backoff = time.Microsecond
+	c := newClient("127.0.0.1:1", o)
+	ctx := context.Background()
+	broken := fmt.Errorf("%w: %w", ErrConnection, io.EOF)
+	idle := fmt.Errorf("%w: %w: %w", ErrConnection, errNotSent, ErrIdleTimeout)
+	refused := &Error{Code: CodeTopicNotFound}
+
+	rt := c.newRetrier(2, time.Hour)
+	// Each attempt's error and whether retry allows another.
+	check := func(what string, steps []error, again []bool) {
+		t.Helper()
+		for i, err := range steps {
+			got := rt.retry(ctx, err)
+			if again[i] && got != nil || !again[i] && got != err {
+				t.Fatalf("%s, retry %d after %v: %v; want again %v", what, i, err, got, again[i])
+			}
+		}
+	}
+	check("first", []error{refused, broken, idle, broken, broken, idle},
+		[]bool{false, true, true, true, false, false})
+	if rt.next != 4*time.Microsecond {
+		t.Fatalf("after 2 waits the next is %s, want 4µs", rt.next)
+	}
+	rt.reset()
+	if rt.next != time.Microsecond {
+		t.Fatalf("after reset the next wait is %s, want 1µs", rt.next)
+	}
+	check("after reset", []error{broken, idle, broken, broken}, []bool{true, true, true, false})
+
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	ended := c.newRetrier(untilDone, time.Second)
+	if got := ended.retry(cctx, broken); got != broken {
+		t.Fatalf("retry with ctx ended: %v, want the error itself", got)
+	}
+	unbounded := c.newRetrier(untilDone, time.Second)
+	for i := range 10 {
+		if err := unbounded.retry(ctx, broken); err != nil {
+			t.Fatalf("retry %d until ctx ends: %v", i, err)
+		}
+	}
+
+	c.opts.backoff = time.Hour
+	long := c.newRetrier(untilDone, time.Hour)
+	res := make(chan error, 1)
+	go func() { res <- long.retry(ctx, broken) }()
+	c.Close()
+	if got := <-res; got != ErrClosed {
+		t.Fatalf("retry while the client closes: %v, want ErrClosed", got)
+	}
+	if got := long.retry(ctx, broken); got != ErrClosed {
+		t.Fatalf("retry on a closed client: %v, want ErrClosed", got)
 	}
 }

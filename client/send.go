@@ -30,57 +30,57 @@ const maxKeptWriteBuf = 4 << 20
 // written: retrying it is harmless.
 var errNotSent = errors.New("request not sent")
 
-// send queues the frame build appends (given its correlation id) and
-// returns the channel its response will arrive on, exactly once. If no
-// other sender is writing, it writes the queued frames itself, its own and
-// those queued meanwhile, until none is left. The error is set when the
-// request was not queued: it cannot have reached the server.
-func (c *conn) send(deadline time.Time, build func(dst []byte, corrID uint32) []byte) (uint32, chan response, error) {
-	return c.sendInto(deadline, build, nil)
+// send queues the frame build appends (given its correlation id), for a
+// caller that waits for the response itself (await, which reads it when
+// nobody reads): no reader is woken. It returns the channel the response
+// will arrive on, exactly once, into buf if it fits (nil: a new buffer).
+// If no other sender is writing, it writes the queued frames itself, its
+// own and those queued meanwhile, until none is left. The error is set
+// when the request was not queued: it cannot have reached the server.
+func (c *conn) send(deadline time.Time, build func(dst []byte, corrID uint32) []byte, buf []byte) (uint32, chan response, error) {
+	id, ch, writer, err := c.push(deadline, build, buf)
+	if writer {
+		c.writeQueued()
+	}
+	return id, ch, err
 }
 
-// sendInto is send with a buffer the response is read into if it fits.
-func (c *conn) sendInto(deadline time.Time, build func(dst []byte, corrID uint32) []byte, buf []byte) (uint32, chan response, error) {
-	return c.post(deadline, build, buf, false)
-}
-
-// sendNoWait is send for a caller that must not wait on the socket (a
-// Producer's Send): on a direct connection on Linux, what the socket does
-// not take at once is written by a goroutine, which keeps the writer's
-// turn until nothing is queued; elsewhere it is send.
-func (c *conn) sendNoWait(deadline time.Time, build func(dst []byte, corrID uint32) []byte) (uint32, chan response, error) {
-	return c.post(deadline, build, nil, c.sock != nil)
-}
-
-// post is enqueue, then a reader is woken for the response.
-func (c *conn) post(deadline time.Time, build func(dst []byte, corrID uint32) []byte, buf []byte, noWait bool) (uint32, chan response, error) {
-	id, ch, err := c.enqueue(deadline, build, buf, noWait)
+// post hands a request off: it is send, then a reader is woken to read
+// the response, for a caller that only takes it from the channel (a
+// Producer's batches, a Reader's next request). It does not wait on the
+// socket: on a direct connection on Linux, what the socket does not take
+// at once is written by a goroutine, which keeps the writer's turn until
+// nothing is queued.
+func (c *conn) post(deadline time.Time, build func(dst []byte, corrID uint32) []byte, buf []byte) (uint32, chan response, error) {
+	id, ch, writer, err := c.push(deadline, build, buf)
+	if writer {
+		if c.sock != nil {
+			c.startWrite()
+		} else {
+			c.writeQueued()
+		}
+	}
 	if err == nil {
 		c.wakeReader()
 	}
 	return id, ch, err
 }
 
-// queue is sendInto without waking a reader: the caller reads or wakes one.
-func (c *conn) queue(deadline time.Time, build func(dst []byte, corrID uint32) []byte, buf []byte) (uint32, chan response, error) {
-	return c.enqueue(deadline, build, buf, false)
-}
-
-// enqueue is queue; with noWait (c.sock set), the caller writes only what
-// the socket takes at once (see sendNoWait).
-func (c *conn) enqueue(deadline time.Time, build func(dst []byte, corrID uint32) []byte, buf []byte, noWait bool) (uint32, chan response, error) {
-	ch := make(chan response, 1)
+// push queues the frame for send and post. With writer it returns holding
+// c.wmu, the writer's turn taken: the caller writes what is queued.
+func (c *conn) push(deadline time.Time, build func(dst []byte, corrID uint32) []byte, buf []byte) (id uint32, ch chan response, writer bool, err error) {
+	ch = make(chan response, 1)
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		return 0, nil, err
+		return 0, nil, false, err
 	}
 	c.nextID++
 	if c.nextID == 0 { // 0 answers no request (see readLoop)
 		c.nextID = 1
 	}
-	id := c.nextID
+	id = c.nextID
 	c.pending[id] = waiter{ch: ch, buf: buf}
 	alone := len(c.pending) == 1
 	c.mu.Unlock()
@@ -91,7 +91,7 @@ func (c *conn) enqueue(deadline time.Time, build func(dst []byte, corrID uint32)
 		// Expired before it was queued: the connection is fine.
 		c.wmu.Unlock()
 		c.forget(id)
-		return 0, nil, context.DeadlineExceeded
+		return 0, nil, false, context.DeadlineExceeded
 	}
 	c.wbuf = build(c.wbuf, id)
 	c.wids = append(c.wids, id)
@@ -104,7 +104,7 @@ func (c *conn) enqueue(deadline time.Time, build func(dst []byte, corrID uint32)
 	}
 	if c.writing {
 		c.wmu.Unlock()
-		return id, ch, nil
+		return id, ch, false, nil
 	}
 	c.writing = true
 	if len(c.wids) == 1 && !alone {
@@ -118,32 +118,34 @@ func (c *conn) enqueue(deadline time.Time, build func(dst []byte, corrID uint32)
 		runtime.Gosched()
 		c.wmu.Lock()
 	}
-	c.writeQueued(noWait)
-	return id, ch, nil
+	return id, ch, true, nil
 }
 
 // writeQueued writes the frames queued, and those queued meanwhile, until
-// none is left, as the writer. c.wmu must be held; it is released. With
-// noWait, a write the socket does not take whole at once is finished by a
-// goroutine, which goes on as the writer.
-func (c *conn) writeQueued(noWait bool) {
+// none is left, as the writer. c.wmu must be held; it is released.
+func (c *conn) writeQueued() {
 	for len(c.wbuf) > 0 {
-		buf, ids, ends, dl := c.wbuf, c.wids, c.wends, c.wdl
-		c.wbuf, c.wids, c.wends = c.spare[:0], nil, nil
-		c.wmu.Unlock()
-		// One write carries every frame queued: it may take as long as
-		// the most patient of them allows, not the sender's own, and at
-		// least minWriteTime, since a write that times out fails the
-		// connection and every request on it, not just the impatient one.
-		var n int
-		var err error
-		if noWait {
-			if n, err = c.sock.tryWrite(buf); err == nil && n < len(buf) {
-				go c.finishWrite(buf, ids, ends, dl, n)
-				return
-			}
-		} else {
-			n, err = c.write(buf, dl)
+		buf, ids, ends, dl := c.takeQueued()
+		n, err := c.write(buf, dl)
+		if !c.wrote(buf, ids, ends, n, err) {
+			return
+		}
+	}
+	c.writing = false
+	c.wmu.Unlock()
+}
+
+// startWrite is writeQueued on a direct connection on Linux for a caller
+// that must not wait on the socket: a write the socket does not take whole
+// at once is finished by a goroutine, which goes on as the writer. c.wmu
+// must be held; it is released.
+func (c *conn) startWrite() {
+	for len(c.wbuf) > 0 {
+		buf, ids, ends, dl := c.takeQueued()
+		n, err := c.sock.tryWrite(buf)
+		if err == nil && n < len(buf) {
+			go c.finishWrite(buf, ids, ends, dl, n)
+			return
 		}
 		if !c.wrote(buf, ids, ends, n, err) {
 			return
@@ -153,12 +155,25 @@ func (c *conn) writeQueued(noWait bool) {
 	c.wmu.Unlock()
 }
 
+// takeQueued takes the frames queued for one write, releasing c.wmu, which
+// must be held: their bytes, ids, ends and write deadline. One write
+// carries every frame queued: it may take as long as the most patient of
+// them allows, not the sender's own, and at least minWriteTime, since a
+// write that times out fails the connection and every request on it, not
+// just the impatient one.
+func (c *conn) takeQueued() (buf []byte, ids []uint32, ends []int, dl time.Time) {
+	buf, ids, ends, dl = c.wbuf, c.wids, c.wends, c.wdl
+	c.wbuf, c.wids, c.wends = c.spare[:0], nil, nil
+	c.wmu.Unlock()
+	return buf, ids, ends, dl
+}
+
 // finishWrite writes buf past its first n bytes, then goes on as the
 // writer (writeQueued).
 func (c *conn) finishWrite(buf []byte, ids []uint32, ends []int, dl time.Time, n int) {
 	m, err := c.write(buf[n:], dl)
 	if c.wrote(buf, ids, ends, n+m, err) {
-		c.writeQueued(false)
+		c.writeQueued()
 	}
 }
 

@@ -152,10 +152,10 @@ func TestWriteClearsItsDeadline(t *testing.T) {
 	}
 }
 
-// sendNoWait returns without waiting for a socket that does not take the
+// post returns without waiting for a socket that does not take the
 // whole frame; a goroutine writes the rest, then what was queued behind
 // it, in order.
-func TestSendNoWaitLeavesTheRestToAGoroutine(t *testing.T) {
+func TestPostLeavesTheRestToAGoroutine(t *testing.T) {
 	tcp, s, peer := tcpPair(t)
 	tcp.SetWriteBuffer(64 << 10)
 	raw, _ := tcp.SyscallConn()
@@ -167,9 +167,9 @@ func TestSendNoWaitLeavesTheRestToAGoroutine(t *testing.T) {
 	}
 	sent := make(chan error, 1)
 	go func() {
-		_, _, err := c.sendNoWait(time.Time{}, frame(big))
+		_, _, err := c.post(time.Time{}, frame(big), nil)
 		if err == nil {
-			_, _, err = c.sendNoWait(time.Time{}, frame([]byte("behind")))
+			_, _, err = c.post(time.Time{}, frame([]byte("behind")), nil)
 		}
 		sent <- err
 	}()
@@ -179,7 +179,7 @@ func TestSendNoWaitLeavesTheRestToAGoroutine(t *testing.T) {
 			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("sendNoWait waited for a peer that does not read")
+		t.Fatal("post waited for a peer that does not read")
 	}
 	want := append(append([]byte(nil), big...), "behind"...)
 	got := make([]byte, len(want))
