@@ -46,3 +46,16 @@ func TestGnetPatchApplied(t *testing.T) {
 		t.Fatalf("haraqa.patch is not applied to %s (patch --dry-run -R: %v):\n%s\nre-create it with update.sh (see its README)", gnetDir, err, bytes.TrimSpace(out))
 	}
 }
+
+// TestGnetRefusesPollOpt checks that -tags poll_opt, which builds gnet's
+// other epoll loop, the one haraqa.patch leaves yielding before every
+// wait, fails to compile and says why.
+func TestGnetRefusesPollOpt(t *testing.T) {
+	out, err := exec.Command("go", "build", "-tags", "poll_opt", ".").CombinedOutput()
+	if err == nil {
+		t.Fatal("go build -tags poll_opt succeeded: gnet's unpatched poll_opt loop would be used")
+	}
+	if want := "build without -tags poll_opt"; !strings.Contains(string(out), want) {
+		t.Fatalf("go build -tags poll_opt failed, but without saying %q:\n%s", want, out)
+	}
+}
