@@ -58,6 +58,7 @@ vet:
 
 unit:
 	bash .ci/chromium
+	bash .ci/patch
 	HARAQA_BROWSER_TEST=1 $(GO) test -race -count=1 $(PKGS)
 
 ## deploy-test: the deploy module (its own go.mod, so Helm and the Kubernetes API stay out of the
