@@ -328,14 +328,14 @@ func (s *Store) buryTopic(t *topic, name string, done chan struct{}) ([]string, 
 	// t.idxMu so no queued index is being written into the directories.
 	t.wmu.Lock()
 	t.quiesce()
-	t.idxMu.Lock()
+	t.index.mu.Lock()
 	t.groups.mu.Lock() // no groups file is being written into the directories
 	t.mu.Lock()
 	graves, err := s.renameAway(name)
 	if err != nil {
 		t.mu.Unlock()
 		t.groups.mu.Unlock()
-		t.idxMu.Unlock()
+		t.index.mu.Unlock()
 		t.wmu.Unlock()
 		s.mu.Lock()
 		s.topics[name] = t
@@ -344,11 +344,11 @@ func (s *Store) buryTopic(t *topic, name string, done chan struct{}) ([]string, 
 		s.mu.Unlock()
 		return nil, fmt.Errorf("storage: delete topic %q: %w", name, err)
 	}
-	t.idxDone = true // the directories are gone: no index is written again
+	t.index.done = true // the directories are gone: no index is written again
 	t.mu.Unlock()
 	t.groups.mu.Unlock()
 	t.closeGroups(fmt.Errorf("%w: %q", ErrTopicNotFound, name)) // its groups go with it
-	t.idxMu.Unlock()
+	t.index.mu.Unlock()
 	t.markDeleted()
 	t.wmu.Unlock()
 	return graves, nil

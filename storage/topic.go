@@ -6,7 +6,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/haraqa/haraqa/protocol"
 )
@@ -18,8 +17,9 @@ func parseBatch(b []byte, limit int) (protocol.Batch, int, error) {
 // topic is one topic's segments on every volume.
 //
 // Locks, in the order they are taken: wmu (the committer: whoever holds it
-// writes, rotates, truncates or closes files), then idxMu (queued index
-// writes), then mu (the state readers see). qmu guards only the queue of appends waiting for a commit and the
+// writes, rotates, truncates or closes files), then index.mu (queued index
+// writes, see indexWriter), then groups.mu (the groups file), then mu (the
+// state readers see). qmu guards only the queue of appends waiting for a commit and the
 // committing flag (see appendReqs).
 type topic struct {
 	s    *Store
@@ -49,14 +49,10 @@ type topic struct {
 	undo      []undoRec // commit scratch; wmu must be held
 	bg        sync.WaitGroup
 
-	// Sealed segments whose index files are not written yet; idxTimer
-	// writes them once the topic has not rolled for indexDelay (see
-	// queueIndex). idxMu is held while one is written, so truncation and
-	// deletion, which take it, never race with the write.
-	idxMu     sync.Mutex
-	unindexed []*segment
-	idxTimer  *time.Timer
-	idxDone   bool // closed or deleted: no more index writes
+	// index writes the index files of sealed segments once the topic has
+	// not rolled for indexDelay, and the active segment's at close
+	// (index.go).
+	index indexWriter
 
 	qmu        sync.Mutex
 	queue      []*appendReq
@@ -132,7 +128,9 @@ type appendReq struct {
 var reqPool = sync.Pool{New: func() any { return &appendReq{ready: make(chan bool, 1)} }}
 
 func newTopic(s *Store, name string) *topic {
-	return &topic{s: s, name: name}
+	t := &topic{s: s, name: name}
+	t.index.t = t
+	return t
 }
 
 func (t *topic) dirs() []string {
@@ -274,7 +272,7 @@ func (t *topic) markDeleted() {
 	}
 	t.bg.Wait()
 	t.dropPrepared()
-	t.stopIndexes(false)
+	t.index.stop(false)
 	for _, w := range ready {
 		w.fn()
 	}
@@ -347,7 +345,7 @@ func (t *topic) close() error {
 	t.dropPrepared()
 	// Index files are derived data that open rebuilds from the logs: one
 	// that cannot be written (a full disk) is logged, and fails no close.
-	_ = t.stopIndexes(!deleted)
+	_ = t.index.stop(!deleted)
 	if seg == nil || seg.sealed || deleted {
 		return nil
 	}
@@ -355,7 +353,7 @@ func (t *topic) close() error {
 	if seg.logs != nil { // else parked, and fsynced then (FsyncNever: syncfs at Close)
 		errs = append(errs, t.syncFiles(seg.logs))
 	}
-	if err := t.writeIndex(seg); err != nil {
+	if err := t.index.write(seg); err != nil {
 		t.s.opts.Logger.Warn("segment index not written at close; open rebuilds it", "topic", t.name, "segment", seg.base, "err", err)
 	}
 	errs = append(errs, seg.closeLogs(t, seg.logs))

@@ -37,7 +37,7 @@ func (t *topic) truncate(before int64) error {
 		}
 	}
 	t.moveStart(before, segs[k:])
-	t.forgetIndexes(segs[:k])
+	t.index.forget(segs[:k])
 	var paths []string
 	var errs []error
 	for _, sg := range segs[:k] {
