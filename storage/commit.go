@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/haraqa/haraqa/protocol"
@@ -35,6 +36,47 @@ import (
 // import, delete, close) first waits for the flights (quiesce); the file
 // budget does not park a topic with flights.
 
+// committer is a topic's group commit: the queue of appends waiting for a
+// commit and the flights between their write and their acknowledgement.
+// Its queue is guarded by qmu, its writer by the topic's wmu; qmu is taken
+// last (under wmu, never with the topic's mu or idx.mu), and released
+// while a leader or an fsync waits for appenders.
+type committer struct {
+	t *topic
+
+	qmu        sync.Mutex
+	queue      []*appendReq  // qmu must be held
+	committing bool          // a leader is committing (appendReqs); qmu must be held
+	arrived    chan struct{} // closed by the next enqueue, when a leader gathers; qmu must be held
+	spare      []*appendReq  // a settled flight's queue, for the next; qmu must be held
+	// The pipelined commit's fsync stage; qmu must be held: appenders
+	// written, and as many when the last fsync began; how many it covered
+	// and how long it took (ns); wrote is closed by the next write when an
+	// fsync waits for one.
+	writtenHeads, syncedHeads, lastSyncHeads, lastSyncTime int64
+	wrote                                                  chan struct{}
+	lastCommit                                             atomic.Int64 // how long the last commit took, write to acknowledgement, ns
+
+	// The writer; wmu must be held. bufs and undo are commit scratch.
+	// tailSynced and tailDone are the last flight written's synced and
+	// done (closed once it is published, and told); building is the
+	// flight being written; the writer's cursor (wsize, wnext, wmsgs) is
+	// wseg's end, flights included, when wseg is set.
+	bufs                 [][]byte
+	undo                 []undoRec
+	tailSynced, tailDone chan struct{}
+	building             *flight
+	wseg                 *segment
+	wsize, wnext, wmsgs  int64
+
+	// wgen counts commits written, synced those an fsync covered;
+	// inFlight counts flights not yet fsynced and published; syncErr is the first
+	// failed fsync's error, which every flight settled after it gets.
+	wgen, synced atomic.Uint64
+	inFlight     atomic.Int64
+	syncErr      atomic.Pointer[error]
+}
+
 // flight is one commit's group of requests, from its write to its
 // acknowledgement.
 type flight struct {
@@ -53,7 +95,7 @@ type flight struct {
 	// behind: written while a flight before was not yet fsynced; its
 	// fsync waits for appenders (awaitWrites).
 	behind bool
-	gen    uint64 // t.wgen after this flight's writes
+	gen    uint64 // c.wgen after this flight's writes
 	err    error  // set when an fsync failed, this flight's or one before: every request fails
 	start  time.Time
 }
@@ -84,7 +126,7 @@ var flightPool = sync.Pool{New: func() any { return new(flight) }}
 // meanwhile, which commits the next group. An appender that is not leading
 // waits on its own channel only, so it is acknowledged as soon as its
 // commit ends, never behind the write and fsync of a later group.
-func (t *topic) appendReqs(reqs []*appendReq) {
+func (c *committer) appendReqs(reqs []*appendReq) {
 	if len(reqs) == 0 {
 		return
 	}
@@ -93,34 +135,34 @@ func (t *topic) appendReqs(reqs []*appendReq) {
 		head.ready = make(chan bool, 1)
 	}
 	head.head = true
-	if !t.enqueue(reqs) && !<-head.ready {
+	if !c.enqueue(reqs) && !<-head.ready {
 		return // committed by another leader
 	}
-	t.lead(head)
+	c.lead(head)
 }
 
 // appendAsync queues req, which has cb set, and returns at once; a
 // leader commits it and tells cb. With no commit in progress, a new
 // goroutine leads.
-func (t *topic) appendAsync(req *appendReq) {
+func (c *committer) appendAsync(req *appendReq) {
 	req.head = true
-	if t.enqueue([]*appendReq{req}) {
-		go t.lead(nil)
+	if c.enqueue([]*appendReq{req}) {
+		go c.lead(nil)
 	}
 }
 
 // enqueue adds reqs to the queue and reports whether the caller must lead,
 // no commit being in progress.
-func (t *topic) enqueue(reqs []*appendReq) (lead bool) {
-	t.qmu.Lock()
-	defer t.qmu.Unlock()
-	t.queue = append(t.queue, reqs...)
-	if t.arrived != nil {
-		close(t.arrived)
-		t.arrived = nil
+func (c *committer) enqueue(reqs []*appendReq) (lead bool) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	c.queue = append(c.queue, reqs...)
+	if c.arrived != nil {
+		close(c.arrived)
+		c.arrived = nil
 	}
-	lead = !t.committing
-	t.committing = true
+	lead = !c.committing
+	c.committing = true
 	return lead
 }
 
@@ -132,26 +174,27 @@ func (t *topic) enqueue(reqs []*appendReq) (lead bool) {
 // goes on leading while the queue's head is asynchronous. With
 // FsyncAlways the lead is handed on before the fsync, and the goroutine
 // returns once its own group is settled.
-func (t *topic) lead(self *appendReq) {
+func (c *committer) lead(self *appendReq) {
+	t := c.t
 	pipelined := t.s.opts.Fsync == FsyncAlways
 	for {
-		queued := t.gather(pipelined)
+		queued := c.gather(pipelined)
 		t.wmu.Lock()
-		fl := t.commit(queued, pipelined)
+		fl := c.commit(queued, pipelined)
 		if !pipelined {
-			t.settle(fl)
+			c.settle(fl)
 		}
 		t.wmu.Unlock()
 		if pipelined {
-			t.handOff(self, true)
-			t.settle(fl)
-			t.acknowledge(fl, self)
-			t.release(fl)
+			c.handOff(self, true)
+			c.settle(fl)
+			c.acknowledge(fl, self)
+			c.release(fl)
 			return
 		}
-		t.acknowledge(fl, self)
-		t.release(fl)
-		if !t.handOff(self, false) {
+		c.acknowledge(fl, self)
+		c.release(fl)
+		if !c.handOff(self, false) {
 			return
 		}
 	}
@@ -161,15 +204,15 @@ func (t *topic) lead(self *appendReq) {
 // queue is empty. It reports whether the caller, an asynchronous leader,
 // must go on leading itself (never when always is set: then a new
 // goroutine leads).
-func (t *topic) handOff(self *appendReq, always bool) (goOn bool) {
-	t.qmu.Lock()
+func (c *committer) handOff(self *appendReq, always bool) (goOn bool) {
+	c.qmu.Lock()
 	var next *appendReq
-	if len(t.queue) > 0 {
-		next = t.queue[0] // groups are queued whole, so this heads one
+	if len(c.queue) > 0 {
+		next = c.queue[0] // groups are queued whole, so this heads one
 	} else {
-		t.committing = false
+		c.committing = false
 	}
-	t.qmu.Unlock()
+	c.qmu.Unlock()
 	switch {
 	case next == nil:
 		return false
@@ -177,7 +220,7 @@ func (t *topic) handOff(self *appendReq, always bool) (goOn bool) {
 		next.ready <- true
 		return false
 	case self != nil || always:
-		go t.lead(nil)
+		go c.lead(nil)
 		return false
 	}
 	return true
@@ -191,24 +234,24 @@ func (t *topic) handOff(self *appendReq, always bool) (goOn bool) {
 // fsync for all of them cost what they cost for one. Behind a group being
 // fsynced it so writes the next fsync's group in one commit, not one
 // commit per appender as they come back. Only the leader calls it.
-func (t *topic) gather(pipelined bool) []*appendReq {
-	t.qmu.Lock()
-	if last := t.lastSyncHeads; pipelined && last > 1 {
-		t.waitLocked(&t.arrived, gatherWait(t.lastCommit.Load()), func() bool {
-			return int64(heads(t.queue))+t.writtenHeads-t.syncedHeads < last
+func (c *committer) gather(pipelined bool) []*appendReq {
+	c.qmu.Lock()
+	if last := c.lastSyncHeads; pipelined && last > 1 {
+		c.waitLocked(&c.arrived, gatherWait(c.lastCommit.Load()), func() bool {
+			return int64(heads(c.queue))+c.writtenHeads-c.syncedHeads < last
 		})
 	}
-	queued := t.queue
-	t.queue = t.spare[:0]
-	t.spare = nil
-	t.qmu.Unlock()
+	queued := c.queue
+	c.queue = c.spare[:0]
+	c.spare = nil
+	c.qmu.Unlock()
 	return queued
 }
 
 // waitLocked waits while short reports true, for at most d: each time,
 // until the next event closes the channel it leaves in *signal. qmu must
 // be held; it is released while waiting.
-func (t *topic) waitLocked(signal *chan struct{}, d time.Duration, short func() bool) {
+func (c *committer) waitLocked(signal *chan struct{}, d time.Duration, short func() bool) {
 	if !short() {
 		return
 	}
@@ -217,13 +260,13 @@ func (t *topic) waitLocked(signal *chan struct{}, d time.Duration, short func() 
 	for waiting := true; waiting && short(); {
 		ch := make(chan struct{})
 		*signal = ch
-		t.qmu.Unlock()
+		c.qmu.Unlock()
 		select {
 		case <-ch:
 		case <-timer.C:
 			waiting = false
 		}
-		t.qmu.Lock()
+		c.qmu.Lock()
 	}
 	*signal = nil
 }
@@ -241,8 +284,8 @@ func gatherWait(last int64) time.Duration {
 }
 
 // flying reports whether a group is written and not yet settled.
-func (t *topic) flying() bool {
-	return t.inFlight.Load() > 0
+func (c *committer) flying() bool {
+	return c.inFlight.Load() > 0
 }
 
 func heads(reqs []*appendReq) int {
@@ -257,15 +300,16 @@ func heads(reqs []*appendReq) int {
 
 // commit writes reqs to every volume and returns their flight, which
 // settle publishes. wmu must be held.
-func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
+func (c *committer) commit(reqs []*appendReq, pipelined bool) *flight {
+	t := c.t
 	fl := flightPool.Get().(*flight)
 	fl.reqs, fl.start = reqs, time.Now()
 	if pipelined {
-		fl.behind = t.flying()
-		fl.prevSynced, fl.synced = t.tailSynced, make(chan struct{})
-		fl.prevDone, fl.done = t.tailDone, make(chan struct{})
-		t.inFlight.Add(1)
-		defer func() { t.tailSynced, t.tailDone = fl.synced, fl.done }()
+		fl.behind = c.flying()
+		fl.prevSynced, fl.synced = c.tailSynced, make(chan struct{})
+		fl.prevDone, fl.done = c.tailDone, make(chan struct{})
+		c.inFlight.Add(1)
+		defer func() { c.tailSynced, c.tailDone = fl.synced, fl.done }()
 	}
 	opts := &t.s.opts
 	t.mu.RLock()
@@ -281,10 +325,10 @@ func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
 			return fl
 		}
 	}
-	t.building = fl
-	defer func() { t.building = nil }()
-	bufs := t.bufs[:0]
-	defer func() { clear(bufs); t.bufs = bufs[:0] }()
+	c.building = fl
+	defer func() { c.building = nil }()
+	bufs := c.bufs[:0]
+	defer func() { clear(bufs); c.bufs = bufs[:0] }()
 	for i := 0; i < len(reqs); {
 		if err == nil && fl.err != nil {
 			err = fl.err // from beforeSeal
@@ -308,10 +352,10 @@ func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
 		// batch its producer sent before is answered with the offset it
 		// got then, and not written again.
 		bufs = bufs[:0]
-		size, next, msgs := t.cursor(seg)
+		size, next, msgs := c.cursor(seg)
 		p := part{seg: seg, logs: seg.logs, e0: len(fl.ents), from: i, size0: size, next0: next}
 		last := now // append time of the newest batch written
-		undo := t.undo[:0]
+		undo := c.undo[:0]
 		j := i
 		for ; j < len(reqs); j++ {
 			r := reqs[j]
@@ -345,14 +389,14 @@ func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
 			msgs += int64(r.count)
 		}
 		if len(bufs) > 0 {
-			if werr := t.write(seg, bufs, p.size0); werr != nil {
+			if werr := c.write(seg, bufs, p.size0); werr != nil {
 				for k := len(undo) - 1; k >= 0; k-- {
 					t.producers.undo(undo[k])
 				}
 				clear(undo)
-				t.undo = undo[:0]
+				c.undo = undo[:0]
 				fl.ents = fl.ents[:p.e0]
-				if noSpaceErr(werr) && t.rollback(seg, p.size0) {
+				if noSpaceErr(werr) && c.rollback(seg, p.size0) {
 					finish(reqs[i:], t.resourceErr(werr))
 					break
 				}
@@ -360,24 +404,24 @@ func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
 				continue
 			}
 			p.written = true
-			t.wseg, t.wsize, t.wnext, t.wmsgs = seg, size, next, msgs
+			c.wseg, c.wsize, c.wnext, c.wmsgs = seg, size, next, msgs
 		}
 		clear(undo)
-		t.undo = undo[:0]
+		c.undo = undo[:0]
 		p.e1, p.to = len(fl.ents), j
 		p.size, p.next, p.msgs, p.last = size, next, msgs, last
 		fl.parts = append(fl.parts, p)
 		i = j
 	}
-	fl.gen = t.wgen.Add(1)
+	fl.gen = c.wgen.Add(1)
 	if pipelined {
-		t.qmu.Lock()
-		t.writtenHeads += int64(heads(reqs))
-		if t.wrote != nil {
-			close(t.wrote)
-			t.wrote = nil
+		c.qmu.Lock()
+		c.writtenHeads += int64(heads(reqs))
+		if c.wrote != nil {
+			close(c.wrote)
+			c.wrote = nil
 		}
-		t.qmu.Unlock()
+		c.qmu.Unlock()
 	}
 	return fl
 }
@@ -389,24 +433,24 @@ func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
 // an fsync shared by all of them costs what one shared by half of them
 // does. A flight written with none before it in flight was gathered by its
 // leader already. Then it records what the fsync about to begin covers.
-func (t *topic) awaitWrites(wait bool) {
-	t.qmu.Lock()
-	defer t.qmu.Unlock()
-	if last := t.lastSyncHeads; wait && last > 1 {
-		t.waitLocked(&t.wrote, gatherWait(t.lastSyncTime), func() bool { return t.writtenHeads-t.syncedHeads < last })
+func (c *committer) awaitWrites(wait bool) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if last := c.lastSyncHeads; wait && last > 1 {
+		c.waitLocked(&c.wrote, gatherWait(c.lastSyncTime), func() bool { return c.writtenHeads-c.syncedHeads < last })
 	}
-	t.lastSyncHeads = t.writtenHeads - t.syncedHeads
-	t.syncedHeads = t.writtenHeads
+	c.lastSyncHeads = c.writtenHeads - c.syncedHeads
+	c.syncedHeads = c.writtenHeads
 }
 
 // cursor returns where the next write to seg goes: its size, next offset
 // and message count, counting the groups in flight. wmu must be held.
-func (t *topic) cursor(seg *segment) (size, next, msgs int64) {
-	if t.wseg == seg {
-		return t.wsize, t.wnext, t.wmsgs
+func (c *committer) cursor(seg *segment) (size, next, msgs int64) {
+	if c.wseg == seg {
+		return c.wsize, c.wnext, c.wmsgs
 	}
-	t.mu.RLock()
-	defer t.mu.RUnlock()
+	c.t.mu.RLock()
+	defer c.t.mu.RUnlock()
 	return seg.size, seg.next, seg.messages
 }
 
@@ -417,10 +461,10 @@ func (t *topic) cursor(seg *segment) (size, next, msgs int64) {
 // end before anything (a commit after a failed roll, the index) uses it.
 // Its appenders are told with the rest of the group. An error fails the
 // topic and the group. wmu must be held.
-func (t *topic) beforeSeal(seg *segment) error {
-	t.quiesce()
-	fl := t.building
-	if fl == nil || t.s.opts.Fsync != FsyncAlways {
+func (c *committer) beforeSeal(seg *segment) error {
+	c.quiesce()
+	fl := c.building
+	if fl == nil || c.t.s.opts.Fsync != FsyncAlways {
 		return nil
 	}
 	for k := range fl.parts {
@@ -428,20 +472,21 @@ func (t *topic) beforeSeal(seg *segment) error {
 		if p.seg != seg || !p.written || p.synced {
 			continue
 		}
-		if err := t.syncFiles(p.logs); err != nil {
-			fl.err = t.fail(err)
-			t.stopSyncs(fl.err)
+		if err := c.t.syncFiles(p.logs); err != nil {
+			fl.err = c.t.fail(err)
+			c.stopSyncs(fl.err)
 			return fl.err
 		}
 		p.synced = true
-		t.publishPart(fl, p)
+		c.publishPart(fl, p)
 	}
 	return nil
 }
 
 // publishPart makes p, a part of fl written and made durable, visible to
 // readers.
-func (t *topic) publishPart(fl *flight, p *part) {
+func (c *committer) publishPart(fl *flight, p *part) {
+	t := c.t
 	t.publish(p.seg, fl.ents[p.e0:p.e1], p.size, p.next, p.msgs, p.last)
 	t.produced.Add(p.next - p.next0)
 	t.producedBytes.Add(p.size - p.size0)
@@ -450,57 +495,57 @@ func (t *topic) publishPart(fl *flight, p *part) {
 
 // stopSyncs records err, a failed fsync's, for every flight settled
 // after it.
-func (t *topic) stopSyncs(err error) {
-	t.syncErr.CompareAndSwap(nil, &err)
+func (c *committer) stopSyncs(err error) {
+	c.syncErr.CompareAndSwap(nil, &err)
 }
 
 // quiesce waits until every group in flight is settled; after it the
 // readers' view (seg.size, t.next) is the writer's. wmu must be held.
-func (t *topic) quiesce() {
-	if done := t.tailDone; done != nil {
+func (c *committer) quiesce() {
+	if done := c.tailDone; done != nil {
 		<-done
-		t.tailDone, t.tailSynced = nil, nil
+		c.tailDone, c.tailSynced = nil, nil
 	}
-	t.wseg = nil
+	c.wseg = nil
 }
 
 // settle makes fl's groups durable (FsyncAlways: an fsync, unless one
 // that began after fl was written has ended) and publishes them, after
 // the flight before. Without FsyncAlways wmu must be held.
-func (t *topic) settle(fl *flight) {
+func (c *committer) settle(fl *flight) {
 	if fl.prevSynced != nil {
 		<-fl.prevSynced
 		fl.prevSynced = nil
 	}
 	if fl.err == nil {
-		if err := t.syncErr.Load(); err != nil {
+		if err := c.syncErr.Load(); err != nil {
 			fl.err = *err // written behind a group whose fsync failed
 		}
 	}
-	if fl.err == nil && t.s.opts.Fsync == FsyncAlways {
+	if fl.err == nil && c.t.s.opts.Fsync == FsyncAlways {
 		for k := range fl.parts {
 			p := &fl.parts[k]
-			if !p.written || p.synced || t.synced.Load() >= fl.gen {
+			if !p.written || p.synced || c.synced.Load() >= fl.gen {
 				continue
 			}
 			pipelined := fl.synced != nil
 			if pipelined {
-				t.awaitWrites(fl.behind)
+				c.awaitWrites(fl.behind)
 			}
 			start := time.Now()
-			upto := t.wgen.Load() // written before the fsync begins: covered by it
-			err := t.syncFiles(p.logs)
+			upto := c.wgen.Load() // written before the fsync begins: covered by it
+			err := c.t.syncFiles(p.logs)
 			if pipelined {
-				t.qmu.Lock()
-				t.lastSyncTime = int64(time.Since(start))
-				t.qmu.Unlock()
+				c.qmu.Lock()
+				c.lastSyncTime = int64(time.Since(start))
+				c.qmu.Unlock()
 			}
 			if err != nil {
-				fl.err = t.fail(err)
-				t.stopSyncs(fl.err)
+				fl.err = c.t.fail(err)
+				c.stopSyncs(fl.err)
 				break
 			}
-			t.synced.Store(upto)
+			c.synced.Store(upto)
 		}
 	}
 	for k := range fl.parts {
@@ -513,7 +558,7 @@ func (t *topic) settle(fl *flight) {
 			finish(fl.reqs[p.from:p.to], fl.err)
 			continue
 		case p.written:
-			t.publishPart(fl, p)
+			c.publishPart(fl, p)
 		}
 		finish(fl.reqs[p.from:p.to], nil)
 	}
@@ -521,7 +566,7 @@ func (t *topic) settle(fl *flight) {
 		// Its files are no longer used, and the appenders about to be
 		// told, coming back, find no group in flight: their leader
 		// gathers them (gather) rather than writing the first alone.
-		t.inFlight.Add(-1)
+		c.inFlight.Add(-1)
 		close(fl.synced)
 	}
 }
@@ -529,14 +574,14 @@ func (t *topic) settle(fl *flight) {
 // acknowledge tells fl's appenders their outcome (self, the caller's own,
 // needs no telling), after the flight before has told its own, so that
 // every appender is told in the order written.
-func (t *topic) acknowledge(fl *flight, self *appendReq) {
+func (c *committer) acknowledge(fl *flight, self *appendReq) {
 	if fl.prevDone != nil {
 		<-fl.prevDone
 		fl.prevDone = nil
 	}
 	// Set before telling anyone: the appenders told come back to a
 	// leader that gathers by it.
-	t.lastCommit.Store(int64(time.Since(fl.start)))
+	c.lastCommit.Store(int64(time.Since(fl.start)))
 	for _, r := range fl.reqs {
 		if !r.head {
 			continue
@@ -560,14 +605,14 @@ func (t *topic) acknowledge(fl *flight, self *appendReq) {
 }
 
 // release returns a settled flight's memory for reuse.
-func (t *topic) release(fl *flight) {
+func (c *committer) release(fl *flight) {
 	reqs := fl.reqs
 	clear(reqs)
-	t.qmu.Lock()
-	if t.spare == nil {
-		t.spare = reqs[:0]
+	c.qmu.Lock()
+	if c.spare == nil {
+		c.spare = reqs[:0]
 	}
-	t.qmu.Unlock()
+	c.qmu.Unlock()
 	clear(fl.flush)
 	clear(fl.parts) // no pooled flight keeps a segment or its files
 	*fl = flight{parts: fl.parts[:0], ents: fl.ents[:0], flush: fl.flush[:0]}
@@ -587,7 +632,8 @@ func finish(reqs []*appendReq, err error) {
 
 // write writes bufs at pos of seg's log on every volume in order
 // (settle fsyncs them under FsyncAlways). wmu must be held.
-func (t *topic) write(seg *segment, bufs [][]byte, pos int64) error {
+func (c *committer) write(seg *segment, bufs [][]byte, pos int64) error {
+	t := c.t
 	for v, f := range seg.logs {
 		if _, err := f.Writev(bufs, pos); err != nil {
 			var pe *fs.PathError
@@ -647,8 +693,9 @@ func (t *topic) publish(seg *segment, entries []entry, size, next, msgs, now int
 // write began, after a write that failed for space, so that the topic
 // stays writable with exactly what was written before (fsynced again under
 // FsyncAlways). It reports whether that worked; if not, the caller fails
-// the topic.
-func (t *topic) rollback(seg *segment, size int64) bool {
+// the topic. wmu must be held.
+func (c *committer) rollback(seg *segment, size int64) bool {
+	t := c.t
 	for v, f := range seg.logs {
 		if err := f.Truncate(size); err != nil {
 			t.s.opts.Logger.Error("cannot cut a segment back after a failed write", "topic", t.name, "volume", t.s.opts.Volumes[v], "err", err)
@@ -660,7 +707,7 @@ func (t *topic) rollback(seg *segment, size int64) bool {
 			t.s.opts.Logger.Error("cannot fsync a segment cut back after a failed write", "topic", t.name, "err", err)
 			// The groups in flight in these files must not be
 			// acknowledged: their own fsync may not see this error.
-			t.stopSyncs(t.fail(err))
+			c.stopSyncs(t.fail(err))
 			return false
 		}
 	}

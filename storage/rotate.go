@@ -48,7 +48,7 @@ func (t *topic) activeSegment() (*segment, error) {
 	opts := &t.s.opts
 	var size, msgs int64
 	if seg != nil {
-		size, next, msgs = t.cursor(seg)
+		size, next, msgs = t.committer.cursor(seg)
 	}
 	if seg != nil && !seg.sealed && msgs < int64(opts.Entries) && size < opts.SegmentBytes {
 		if seg.logs == nil {
@@ -61,7 +61,7 @@ func (t *topic) activeSegment() (*segment, error) {
 	var full []File
 	sealing := seg != nil && !seg.sealed
 	if sealing {
-		if err := t.beforeSeal(seg); err != nil {
+		if err := t.committer.beforeSeal(seg); err != nil {
 			return nil, err
 		}
 		full = seg.logs // nil when parked: only its index is left to write

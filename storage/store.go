@@ -325,9 +325,9 @@ func (s *Store) takeTopic(name string) (t *topic, done chan struct{}, err error)
 // frees the name.
 func (s *Store) buryTopic(t *topic, name string, done chan struct{}) ([]string, error) {
 	// Rename under t.mu so no read is opening files meanwhile, and under
-	// t.idxMu so no queued index is being written into the directories.
+	// t.index.mu so no queued index is being written into the directories.
 	t.wmu.Lock()
-	t.quiesce()
+	t.committer.quiesce()
 	t.index.mu.Lock()
 	t.groups.mu.Lock() // no groups file is being written into the directories
 	t.mu.Lock()
@@ -553,7 +553,7 @@ func (s *Store) AppendManyExpect(name string, batches [][]byte, expects []int64)
 			reqs = append(reqs, r)
 		}
 	}
-	t.appendReqs(reqs)
+	t.committer.appendReqs(reqs)
 	j := 0
 	for i := range batches {
 		if errs[i] == nil {

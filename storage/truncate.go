@@ -19,7 +19,7 @@ import (
 func (t *topic) truncate(before int64) error {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
-	t.quiesce()
+	t.committer.quiesce()
 	t.bg.Wait() // no index write may race with the deletion of its segment
 	start, next, segs, err := t.truncateView()
 	if err != nil {
