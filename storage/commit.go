@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -298,24 +297,19 @@ func heads(reqs []*appendReq) int {
 	return n
 }
 
-// commit writes reqs to every volume and returns their flight, which
-// settle publishes. wmu must be held.
+// commit writes reqs to every volume, one part per segment they go to,
+// and returns their flight, which settle publishes. A request that cannot
+// be written gets its error. wmu must be held.
 func (c *committer) commit(reqs []*appendReq, pipelined bool) *flight {
-	t := c.t
-	fl := flightPool.Get().(*flight)
-	fl.reqs, fl.start = reqs, time.Now()
+	fl := c.newFlight(reqs, pipelined)
 	if pipelined {
-		fl.behind = c.flying()
-		fl.prevSynced, fl.synced = c.tailSynced, make(chan struct{})
-		fl.prevDone, fl.done = c.tailDone, make(chan struct{})
-		c.inFlight.Add(1)
 		defer func() { c.tailSynced, c.tailDone = fl.synced, fl.done }()
 	}
-	opts := &t.s.opts
+	t := c.t
 	t.mu.RLock()
 	err := t.err
 	t.mu.RUnlock()
-	now := opts.Now().UnixNano()
+	now := t.s.opts.Now().UnixNano()
 	t.lastWrite.Store(now)
 	if err == nil && t.importing && len(reqs) > 0 && !reqs[0].imp {
 		// The first ordinary append ends the import: no import is taken
@@ -327,8 +321,7 @@ func (c *committer) commit(reqs []*appendReq, pipelined bool) *flight {
 	}
 	c.building = fl
 	defer func() { c.building = nil }()
-	bufs := c.bufs[:0]
-	defer func() { clear(bufs); c.bufs = bufs[:0] }()
+	defer func() { clear(c.bufs); c.bufs = c.bufs[:0] }()
 	for i := 0; i < len(reqs); {
 		if err == nil && fl.err != nil {
 			err = fl.err // from beforeSeal
@@ -348,99 +341,131 @@ func (c *committer) commit(reqs []*appendReq, pipelined bool) *flight {
 			err = t.fail(err2)
 			continue
 		}
-		// Take the requests that fit in this segment; at least one. A
-		// batch its producer sent before is answered with the offset it
-		// got then, and not written again.
-		bufs = bufs[:0]
-		size, next, msgs := c.cursor(seg)
-		p := part{seg: seg, logs: seg.logs, e0: len(fl.ents), from: i, size0: size, next0: next}
-		last := now // append time of the newest batch written
-		undo := c.undo[:0]
-		j := i
-		for ; j < len(reqs); j++ {
-			r := reqs[j]
-			if j > i && (msgs >= int64(opts.Entries) || size+int64(len(r.batch)) > opts.SegmentBytes) {
-				break
-			}
-			if r.pid != 0 && !r.imp {
-				base, dup, derr := t.producers.lookup(r.pid, r.seq, r.count, now, opts.ProducerIdle)
-				if dup || derr != nil {
-					r.base, r.decided, r.err = base, true, derr
-					continue
-				}
-			}
-			if r.cond && r.expect != next {
-				r.decided, r.err = true, fmt.Errorf("%w: topic %q: its next offset is %d, not %d", ErrOffsetMismatch, t.name, next, r.expect)
-				continue
-			}
-			if r.pid != 0 {
-				undo = append(undo, t.producers.record(r.pid, r.seq, next, r.count, now, opts.ProducerIdle, opts.MaxProducers))
-			}
-			last = now
-			if r.imp {
-				last = r.at
-			}
-			protocol.StampBatch(r.batch, next, last)
-			r.base = next
-			fl.ents = append(fl.ents, entry{off: next, pos: uint32(size), size: uint32(len(r.batch)), count: uint32(r.count)})
-			bufs = append(bufs, r.batch)
-			next += int64(r.count)
-			size += int64(len(r.batch))
-			msgs += int64(r.count)
-		}
-		if len(bufs) > 0 {
-			if werr := c.write(seg, bufs, p.size0); werr != nil {
-				for k := len(undo) - 1; k >= 0; k-- {
-					t.producers.undo(undo[k])
-				}
-				clear(undo)
-				c.undo = undo[:0]
-				fl.ents = fl.ents[:p.e0]
-				if noSpaceErr(werr) && c.rollback(seg, p.size0) {
-					finish(reqs[i:], t.resourceErr(werr))
-					break
-				}
-				err = t.fail(werr)
-				continue
-			}
-			p.written = true
-			c.wseg, c.wsize, c.wnext, c.wmsgs = seg, size, next, msgs
-		}
-		clear(undo)
-		c.undo = undo[:0]
-		p.e1, p.to = len(fl.ents), j
-		p.size, p.next, p.msgs, p.last = size, next, msgs, last
-		fl.parts = append(fl.parts, p)
-		i = j
+		i, err = c.writePart(fl, seg, i, now)
 	}
 	fl.gen = c.wgen.Add(1)
 	if pipelined {
-		c.qmu.Lock()
-		c.writtenHeads += int64(heads(reqs))
-		if c.wrote != nil {
-			close(c.wrote)
-			c.wrote = nil
-		}
-		c.qmu.Unlock()
+		c.noteWritten(reqs)
 	}
 	return fl
 }
 
-// awaitWrites, before an fsync of the pipelined commit of a flight
-// written behind another (wait), waits until as many appenders have been
-// written since the last fsync began as that fsync covered, up to half
-// its duration: the appenders it acknowledged are on their way back, and
-// an fsync shared by all of them costs what one shared by half of them
-// does. A flight written with none before it in flight was gathered by its
-// leader already. Then it records what the fsync about to begin covers.
-func (c *committer) awaitWrites(wait bool) {
-	c.qmu.Lock()
-	defer c.qmu.Unlock()
-	if last := c.lastSyncHeads; wait && last > 1 {
-		c.waitLocked(&c.wrote, gatherWait(c.lastSyncTime), func() bool { return c.writtenHeads-c.syncedHeads < last })
+// newFlight takes a flight for reqs from the pool; a pipelined one is
+// chained behind the flight written last and counted in flight until it
+// is settled. wmu must be held.
+func (c *committer) newFlight(reqs []*appendReq, pipelined bool) *flight {
+	fl := flightPool.Get().(*flight)
+	fl.reqs, fl.start = reqs, time.Now()
+	if pipelined {
+		fl.behind = c.flying()
+		fl.prevSynced, fl.synced = c.tailSynced, make(chan struct{})
+		fl.prevDone, fl.done = c.tailDone, make(chan struct{})
+		c.inFlight.Add(1)
 	}
-	c.lastSyncHeads = c.writtenHeads - c.syncedHeads
-	c.syncedHeads = c.writtenHeads
+	return fl
+}
+
+// writePart writes the requests from fl.reqs[i] on that fit in seg, at
+// least one, as one part of fl, and returns where the next part begins.
+// Each is answered without being written (decide), or stamped with its
+// offset and append time now (an imported batch keeps its own), indexed
+// in fl.ents, its producer's sequence recorded. A write that fails is
+// undone: after one that failed for space and was cut back (rollback),
+// the rest of the requests fail with ErrNoSpace and it returns
+// len(fl.reqs); after any other, it returns i and the error that turned
+// the topic read-only. wmu must be held.
+func (c *committer) writePart(fl *flight, seg *segment, i int, now int64) (int, error) {
+	t, opts, reqs := c.t, &c.t.s.opts, fl.reqs
+	bufs, undo := c.bufs[:0], c.undo[:0]
+	size, next, msgs := c.cursor(seg)
+	p := part{seg: seg, logs: seg.logs, e0: len(fl.ents), from: i, size0: size, next0: next}
+	last := now // append time of the newest batch written
+	j := i
+	for ; j < len(reqs); j++ {
+		r := reqs[j]
+		if j > i && (msgs >= int64(opts.Entries) || size+int64(len(r.batch)) > opts.SegmentBytes) {
+			break
+		}
+		if (r.pid != 0 || r.cond) && c.decide(r, next, now) {
+			continue
+		}
+		if r.pid != 0 {
+			undo = append(undo, t.producers.record(r.pid, r.seq, next, r.count, now, opts.ProducerIdle, opts.MaxProducers))
+		}
+		last = now
+		if r.imp {
+			last = r.at
+		}
+		protocol.StampBatch(r.batch, next, last)
+		r.base = next
+		fl.ents = append(fl.ents, entry{off: next, pos: uint32(size), size: uint32(len(r.batch)), count: uint32(r.count)})
+		bufs = append(bufs, r.batch)
+		next += int64(r.count)
+		size += int64(len(r.batch))
+		msgs += int64(r.count)
+	}
+	c.bufs, c.undo = bufs, undo
+	if len(bufs) > 0 {
+		if werr := c.write(seg, bufs, p.size0); werr != nil {
+			c.undoProducers()
+			fl.ents = fl.ents[:p.e0]
+			if noSpaceErr(werr) && c.rollback(seg, p.size0) {
+				finish(reqs[i:], t.resourceErr(werr))
+				return len(reqs), nil
+			}
+			return i, t.fail(werr)
+		}
+		p.written = true
+		c.wseg, c.wsize, c.wnext, c.wmsgs = seg, size, next, msgs
+	}
+	clear(c.undo)
+	c.undo = c.undo[:0]
+	p.e1, p.to = len(fl.ents), j
+	p.size, p.next, p.msgs, p.last = size, next, msgs, last
+	fl.parts = append(fl.parts, p)
+	return j, nil
+}
+
+// decide reports whether r is answered without being written, next being
+// the offset it would get: a batch its producer sent before gets the
+// offset it got then, one whose expected offset is not next fails with
+// ErrOffsetMismatch. wmu must be held.
+func (c *committer) decide(r *appendReq, next, now int64) bool {
+	t, opts := c.t, &c.t.s.opts
+	if r.pid != 0 && !r.imp {
+		base, dup, derr := t.producers.lookup(r.pid, r.seq, r.count, now, opts.ProducerIdle)
+		if dup || derr != nil {
+			r.base, r.decided, r.err = base, true, derr
+			return true
+		}
+	}
+	if r.cond && r.expect != next {
+		r.decided, r.err = true, fmt.Errorf("%w: topic %q: its next offset is %d, not %d", ErrOffsetMismatch, t.name, next, r.expect)
+		return true
+	}
+	return false
+}
+
+// undoProducers takes back, newest first, the producers' sequences a
+// part that was not written recorded. wmu must be held.
+func (c *committer) undoProducers() {
+	for k := len(c.undo) - 1; k >= 0; k-- {
+		c.t.producers.undo(c.undo[k])
+	}
+	clear(c.undo)
+	c.undo = c.undo[:0]
+}
+
+// noteWritten counts reqs' appenders as written, for the fsync about to
+// wait for them (awaitWrites), and wakes it.
+func (c *committer) noteWritten(reqs []*appendReq) {
+	c.qmu.Lock()
+	c.writtenHeads += int64(heads(reqs))
+	if c.wrote != nil {
+		close(c.wrote)
+		c.wrote = nil
+	}
+	c.qmu.Unlock()
 }
 
 // cursor returns where the next write to seg goes: its size, next offset
@@ -452,182 +477,6 @@ func (c *committer) cursor(seg *segment) (size, next, msgs int64) {
 	c.t.mu.RLock()
 	defer c.t.mu.RUnlock()
 	return seg.size, seg.next, seg.messages
-}
-
-// beforeSeal readies the full segment seg to be sealed: it waits for the
-// groups in flight, which may use its files, then fsyncs and publishes the
-// part of the group being committed that is in it (FsyncAlways): once
-// quiesced the writer's cursor is the readers' view, so seg's must be its
-// end before anything (a commit after a failed roll, the index) uses it.
-// Its appenders are told with the rest of the group. An error fails the
-// topic and the group. wmu must be held.
-func (c *committer) beforeSeal(seg *segment) error {
-	c.quiesce()
-	fl := c.building
-	if fl == nil || c.t.s.opts.Fsync != FsyncAlways {
-		return nil
-	}
-	for k := range fl.parts {
-		p := &fl.parts[k]
-		if p.seg != seg || !p.written || p.synced {
-			continue
-		}
-		if err := c.t.syncFiles(p.logs); err != nil {
-			fl.err = c.t.fail(err)
-			c.stopSyncs(fl.err)
-			return fl.err
-		}
-		p.synced = true
-		c.publishPart(fl, p)
-	}
-	return nil
-}
-
-// publishPart makes p, a part of fl written and made durable, visible to
-// readers.
-func (c *committer) publishPart(fl *flight, p *part) {
-	t := c.t
-	t.publish(p.seg, fl.ents[p.e0:p.e1], p.size, p.next, p.msgs, p.last)
-	t.produced.Add(p.next - p.next0)
-	t.producedBytes.Add(p.size - p.size0)
-	p.published = true
-}
-
-// stopSyncs records err, a failed fsync's, for every flight settled
-// after it.
-func (c *committer) stopSyncs(err error) {
-	c.syncErr.CompareAndSwap(nil, &err)
-}
-
-// quiesce waits until every group in flight is settled; after it the
-// readers' view (seg.size, t.next) is the writer's. wmu must be held.
-func (c *committer) quiesce() {
-	if done := c.tailDone; done != nil {
-		<-done
-		c.tailDone, c.tailSynced = nil, nil
-	}
-	c.wseg = nil
-}
-
-// settle makes fl's groups durable (FsyncAlways: an fsync, unless one
-// that began after fl was written has ended) and publishes them, after
-// the flight before. Without FsyncAlways wmu must be held.
-func (c *committer) settle(fl *flight) {
-	if fl.prevSynced != nil {
-		<-fl.prevSynced
-		fl.prevSynced = nil
-	}
-	if fl.err == nil {
-		if err := c.syncErr.Load(); err != nil {
-			fl.err = *err // written behind a group whose fsync failed
-		}
-	}
-	if fl.err == nil && c.t.s.opts.Fsync == FsyncAlways {
-		for k := range fl.parts {
-			p := &fl.parts[k]
-			if !p.written || p.synced || c.synced.Load() >= fl.gen {
-				continue
-			}
-			pipelined := fl.synced != nil
-			if pipelined {
-				c.awaitWrites(fl.behind)
-			}
-			start := time.Now()
-			upto := c.wgen.Load() // written before the fsync begins: covered by it
-			err := c.t.syncFiles(p.logs)
-			if pipelined {
-				c.qmu.Lock()
-				c.lastSyncTime = int64(time.Since(start))
-				c.qmu.Unlock()
-			}
-			if err != nil {
-				fl.err = c.t.fail(err)
-				c.stopSyncs(fl.err)
-				break
-			}
-			c.synced.Store(upto)
-		}
-	}
-	for k := range fl.parts {
-		p := &fl.parts[k]
-		switch {
-		case p.published:
-			// Durable and visible since its segment was sealed: whatever
-			// failed after it, its appenders succeeded.
-		case fl.err != nil:
-			finish(fl.reqs[p.from:p.to], fl.err)
-			continue
-		case p.written:
-			c.publishPart(fl, p)
-		}
-		finish(fl.reqs[p.from:p.to], nil)
-	}
-	if fl.synced != nil {
-		// Its files are no longer used, and the appenders about to be
-		// told, coming back, find no group in flight: their leader
-		// gathers them (gather) rather than writing the first alone.
-		c.inFlight.Add(-1)
-		close(fl.synced)
-	}
-}
-
-// acknowledge tells fl's appenders their outcome (self, the caller's own,
-// needs no telling), after the flight before has told its own, so that
-// every appender is told in the order written.
-func (c *committer) acknowledge(fl *flight, self *appendReq) {
-	if fl.prevDone != nil {
-		<-fl.prevDone
-		fl.prevDone = nil
-	}
-	// Set before telling anyone: the appenders told come back to a
-	// leader that gathers by it.
-	c.lastCommit.Store(int64(time.Since(fl.start)))
-	for _, r := range fl.reqs {
-		if !r.head {
-			continue
-		}
-		switch {
-		case r.cb != nil:
-			r.cb.Appended(r.arg, r.base, r.err)
-			if !slices.Contains(fl.flush, r.cb) {
-				fl.flush = append(fl.flush, r.cb)
-			}
-		case r != self:
-			r.ready <- false
-		}
-	}
-	for _, cb := range fl.flush {
-		cb.Flush()
-	}
-	if fl.done != nil {
-		close(fl.done)
-	}
-}
-
-// release returns a settled flight's memory for reuse.
-func (c *committer) release(fl *flight) {
-	reqs := fl.reqs
-	clear(reqs)
-	c.qmu.Lock()
-	if c.spare == nil {
-		c.spare = reqs[:0]
-	}
-	c.qmu.Unlock()
-	clear(fl.flush)
-	clear(fl.parts) // no pooled flight keeps a segment or its files
-	*fl = flight{parts: fl.parts[:0], ents: fl.ents[:0], flush: fl.flush[:0]}
-	flightPool.Put(fl)
-}
-
-// finish sets the outcome of reqs: err, or on success (nil) what the
-// commit decided for those it did not write (duplicates, mismatches).
-func finish(reqs []*appendReq, err error) {
-	for _, r := range reqs {
-		if err != nil || !r.decided {
-			r.err = err
-		}
-		r.decided = false
-	}
 }
 
 // write writes bufs at pos of seg's log on every volume in order
@@ -649,44 +498,6 @@ func (c *committer) write(seg *segment, bufs [][]byte, pos int64) error {
 		t.mu.Unlock()
 	}
 	return nil
-}
-
-// syncFiles fsyncs files concurrently, one per volume.
-func (t *topic) syncFiles(files []File) error {
-	if len(files) == 1 {
-		if err := t.s.fsync(files[0]); err != nil {
-			return fmt.Errorf("storage: topic %q: fsync volume %s: %w", t.name, t.s.opts.Volumes[0], err)
-		}
-		return nil
-	}
-	errs := make([]error, len(files))
-	var wg sync.WaitGroup
-	for v, f := range files {
-		wg.Go(func() {
-			if err := t.s.fsync(f); err != nil {
-				errs[v] = fmt.Errorf("storage: topic %q: fsync volume %s: %w", t.name, t.s.opts.Volumes[v], err)
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// publish makes committed batches visible to readers and wakes waiters;
-// now is the append time of the newest.
-func (t *topic) publish(seg *segment, entries []entry, size, next, msgs, now int64) {
-	t.mu.Lock()
-	seg.entries = append(seg.entries, entries...)
-	seg.size = size
-	seg.next = next
-	seg.messages = msgs
-	seg.lastTime = now
-	t.next = next
-	ready := t.takeWaitersLocked(next)
-	t.mu.Unlock()
-	for _, w := range ready {
-		w.fn()
-	}
 }
 
 // rollback cuts every volume's copy of seg back to size, where the failed
