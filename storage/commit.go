@@ -38,8 +38,9 @@ import (
 // committer is a topic's group commit: the queue of appends waiting for a
 // commit and the flights between their write and their acknowledgement.
 // Its queue is guarded by qmu, its writer by the topic's wmu; qmu is taken
-// last (under wmu, never with the topic's mu or idx.mu), and released
-// while a leader or an fsync waits for appenders.
+// last (under wmu, never with the topic's mu or index.mu), and released
+// while a leader or an fsync waits for appenders. The counters at the end
+// are atomic and need no lock.
 type committer struct {
 	t *topic
 
@@ -54,7 +55,6 @@ type committer struct {
 	// fsync waits for one.
 	writtenHeads, syncedHeads, lastSyncHeads, lastSyncTime int64
 	wrote                                                  chan struct{}
-	lastCommit                                             atomic.Int64 // how long the last commit took, write to acknowledgement, ns
 
 	// The writer; wmu must be held. bufs and undo are commit scratch.
 	// tailSynced and tailDone are the last flight written's synced and
@@ -70,10 +70,13 @@ type committer struct {
 
 	// wgen counts commits written, synced those an fsync covered;
 	// inFlight counts flights not yet fsynced and published; syncErr is the first
-	// failed fsync's error, which every flight settled after it gets.
+	// failed fsync's error, which every flight settled after it gets;
+	// lastCommit is how long the last commit took, write to
+	// acknowledgement, ns.
 	wgen, synced atomic.Uint64
 	inFlight     atomic.Int64
 	syncErr      atomic.Pointer[error]
+	lastCommit   atomic.Int64
 }
 
 // flight is one commit's group of requests, from its write to its
