@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/haraqa/haraqa/protocol"
@@ -35,6 +35,50 @@ import (
 // import, delete, close) first waits for the flights (quiesce); the file
 // budget does not park a topic with flights.
 
+// committer is a topic's group commit: the queue of appends waiting for a
+// commit and the flights between their write and their acknowledgement.
+// Its queue is guarded by qmu, its writer by the topic's wmu; qmu is taken
+// last (under wmu, never with the topic's mu or index.mu), and released
+// while a leader or an fsync waits for appenders. The counters at the end
+// are atomic and need no lock.
+type committer struct {
+	t *topic
+
+	qmu        sync.Mutex
+	queue      []*appendReq  // qmu must be held
+	committing bool          // a leader is committing (appendReqs); qmu must be held
+	arrived    chan struct{} // closed by the next enqueue, when a leader gathers; qmu must be held
+	spare      []*appendReq  // a settled flight's queue, for the next; qmu must be held
+	// The pipelined commit's fsync stage; qmu must be held: appenders
+	// written, and as many when the last fsync began; how many it covered
+	// and how long it took (ns); wrote is closed by the next write when an
+	// fsync waits for one.
+	writtenHeads, syncedHeads, lastSyncHeads, lastSyncTime int64
+	wrote                                                  chan struct{}
+
+	// The writer; wmu must be held. bufs and undo are commit scratch.
+	// tailSynced and tailDone are the last flight written's synced and
+	// done (closed once it is published, and told); building is the
+	// flight being written; the writer's cursor (wsize, wnext, wmsgs) is
+	// wseg's end, flights included, when wseg is set.
+	bufs                 [][]byte
+	undo                 []undoRec
+	tailSynced, tailDone chan struct{}
+	building             *flight
+	wseg                 *segment
+	wsize, wnext, wmsgs  int64
+
+	// wgen counts commits written, synced those an fsync covered;
+	// inFlight counts flights not yet fsynced and published; syncErr is the first
+	// failed fsync's error, which every flight settled after it gets;
+	// lastCommit is how long the last commit took, write to
+	// acknowledgement, ns.
+	wgen, synced atomic.Uint64
+	inFlight     atomic.Int64
+	syncErr      atomic.Pointer[error]
+	lastCommit   atomic.Int64
+}
+
 // flight is one commit's group of requests, from its write to its
 // acknowledgement.
 type flight struct {
@@ -53,7 +97,7 @@ type flight struct {
 	// behind: written while a flight before was not yet fsynced; its
 	// fsync waits for appenders (awaitWrites).
 	behind bool
-	gen    uint64 // t.wgen after this flight's writes
+	gen    uint64 // c.wgen after this flight's writes
 	err    error  // set when an fsync failed, this flight's or one before: every request fails
 	start  time.Time
 }
@@ -84,7 +128,7 @@ var flightPool = sync.Pool{New: func() any { return new(flight) }}
 // meanwhile, which commits the next group. An appender that is not leading
 // waits on its own channel only, so it is acknowledged as soon as its
 // commit ends, never behind the write and fsync of a later group.
-func (t *topic) appendReqs(reqs []*appendReq) {
+func (c *committer) appendReqs(reqs []*appendReq) {
 	if len(reqs) == 0 {
 		return
 	}
@@ -93,34 +137,34 @@ func (t *topic) appendReqs(reqs []*appendReq) {
 		head.ready = make(chan bool, 1)
 	}
 	head.head = true
-	if !t.enqueue(reqs) && !<-head.ready {
+	if !c.enqueue(reqs) && !<-head.ready {
 		return // committed by another leader
 	}
-	t.lead(head)
+	c.lead(head)
 }
 
 // appendAsync queues req, which has cb set, and returns at once; a
 // leader commits it and tells cb. With no commit in progress, a new
 // goroutine leads.
-func (t *topic) appendAsync(req *appendReq) {
+func (c *committer) appendAsync(req *appendReq) {
 	req.head = true
-	if t.enqueue([]*appendReq{req}) {
-		go t.lead(nil)
+	if c.enqueue([]*appendReq{req}) {
+		go c.lead(nil)
 	}
 }
 
 // enqueue adds reqs to the queue and reports whether the caller must lead,
 // no commit being in progress.
-func (t *topic) enqueue(reqs []*appendReq) (lead bool) {
-	t.qmu.Lock()
-	defer t.qmu.Unlock()
-	t.queue = append(t.queue, reqs...)
-	if t.arrived != nil {
-		close(t.arrived)
-		t.arrived = nil
+func (c *committer) enqueue(reqs []*appendReq) (lead bool) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	c.queue = append(c.queue, reqs...)
+	if c.arrived != nil {
+		close(c.arrived)
+		c.arrived = nil
 	}
-	lead = !t.committing
-	t.committing = true
+	lead = !c.committing
+	c.committing = true
 	return lead
 }
 
@@ -132,26 +176,27 @@ func (t *topic) enqueue(reqs []*appendReq) (lead bool) {
 // goes on leading while the queue's head is asynchronous. With
 // FsyncAlways the lead is handed on before the fsync, and the goroutine
 // returns once its own group is settled.
-func (t *topic) lead(self *appendReq) {
+func (c *committer) lead(self *appendReq) {
+	t := c.t
 	pipelined := t.s.opts.Fsync == FsyncAlways
 	for {
-		queued := t.gather(pipelined)
+		queued := c.gather(pipelined)
 		t.wmu.Lock()
-		fl := t.commit(queued, pipelined)
+		fl := c.commit(queued, pipelined)
 		if !pipelined {
-			t.settle(fl)
+			c.settle(fl)
 		}
 		t.wmu.Unlock()
 		if pipelined {
-			t.handOff(self, true)
-			t.settle(fl)
-			t.acknowledge(fl, self)
-			t.release(fl)
+			c.handOff(self, true)
+			c.settle(fl)
+			c.acknowledge(fl, self)
+			c.release(fl)
 			return
 		}
-		t.acknowledge(fl, self)
-		t.release(fl)
-		if !t.handOff(self, false) {
+		c.acknowledge(fl, self)
+		c.release(fl)
+		if !c.handOff(self, false) {
 			return
 		}
 	}
@@ -161,15 +206,15 @@ func (t *topic) lead(self *appendReq) {
 // queue is empty. It reports whether the caller, an asynchronous leader,
 // must go on leading itself (never when always is set: then a new
 // goroutine leads).
-func (t *topic) handOff(self *appendReq, always bool) (goOn bool) {
-	t.qmu.Lock()
+func (c *committer) handOff(self *appendReq, always bool) (goOn bool) {
+	c.qmu.Lock()
 	var next *appendReq
-	if len(t.queue) > 0 {
-		next = t.queue[0] // groups are queued whole, so this heads one
+	if len(c.queue) > 0 {
+		next = c.queue[0] // groups are queued whole, so this heads one
 	} else {
-		t.committing = false
+		c.committing = false
 	}
-	t.qmu.Unlock()
+	c.qmu.Unlock()
 	switch {
 	case next == nil:
 		return false
@@ -177,7 +222,7 @@ func (t *topic) handOff(self *appendReq, always bool) (goOn bool) {
 		next.ready <- true
 		return false
 	case self != nil || always:
-		go t.lead(nil)
+		go c.lead(nil)
 		return false
 	}
 	return true
@@ -191,24 +236,24 @@ func (t *topic) handOff(self *appendReq, always bool) (goOn bool) {
 // fsync for all of them cost what they cost for one. Behind a group being
 // fsynced it so writes the next fsync's group in one commit, not one
 // commit per appender as they come back. Only the leader calls it.
-func (t *topic) gather(pipelined bool) []*appendReq {
-	t.qmu.Lock()
-	if last := t.lastSyncHeads; pipelined && last > 1 {
-		t.waitLocked(&t.arrived, gatherWait(t.lastCommit.Load()), func() bool {
-			return int64(heads(t.queue))+t.writtenHeads-t.syncedHeads < last
+func (c *committer) gather(pipelined bool) []*appendReq {
+	c.qmu.Lock()
+	if last := c.lastSyncHeads; pipelined && last > 1 {
+		c.waitLocked(&c.arrived, gatherWait(c.lastCommit.Load()), func() bool {
+			return int64(heads(c.queue))+c.writtenHeads-c.syncedHeads < last
 		})
 	}
-	queued := t.queue
-	t.queue = t.spare[:0]
-	t.spare = nil
-	t.qmu.Unlock()
+	queued := c.queue
+	c.queue = c.spare[:0]
+	c.spare = nil
+	c.qmu.Unlock()
 	return queued
 }
 
 // waitLocked waits while short reports true, for at most d: each time,
 // until the next event closes the channel it leaves in *signal. qmu must
 // be held; it is released while waiting.
-func (t *topic) waitLocked(signal *chan struct{}, d time.Duration, short func() bool) {
+func (c *committer) waitLocked(signal *chan struct{}, d time.Duration, short func() bool) {
 	if !short() {
 		return
 	}
@@ -217,13 +262,13 @@ func (t *topic) waitLocked(signal *chan struct{}, d time.Duration, short func() 
 	for waiting := true; waiting && short(); {
 		ch := make(chan struct{})
 		*signal = ch
-		t.qmu.Unlock()
+		c.qmu.Unlock()
 		select {
 		case <-ch:
 		case <-timer.C:
 			waiting = false
 		}
-		t.qmu.Lock()
+		c.qmu.Lock()
 	}
 	*signal = nil
 }
@@ -241,8 +286,8 @@ func gatherWait(last int64) time.Duration {
 }
 
 // flying reports whether a group is written and not yet settled.
-func (t *topic) flying() bool {
-	return t.inFlight.Load() > 0
+func (c *committer) flying() bool {
+	return c.inFlight.Load() > 0
 }
 
 func heads(reqs []*appendReq) int {
@@ -255,23 +300,19 @@ func heads(reqs []*appendReq) int {
 	return n
 }
 
-// commit writes reqs to every volume and returns their flight, which
-// settle publishes. wmu must be held.
-func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
-	fl := flightPool.Get().(*flight)
-	fl.reqs, fl.start = reqs, time.Now()
+// commit writes reqs to every volume, one part per segment they go to,
+// and returns their flight, which settle publishes. A request that cannot
+// be written gets its error. wmu must be held.
+func (c *committer) commit(reqs []*appendReq, pipelined bool) *flight {
+	fl := c.newFlight(reqs, pipelined)
 	if pipelined {
-		fl.behind = t.flying()
-		fl.prevSynced, fl.synced = t.tailSynced, make(chan struct{})
-		fl.prevDone, fl.done = t.tailDone, make(chan struct{})
-		t.inFlight.Add(1)
-		defer func() { t.tailSynced, t.tailDone = fl.synced, fl.done }()
+		defer func() { c.tailSynced, c.tailDone = fl.synced, fl.done }()
 	}
-	opts := &t.s.opts
+	t := c.t
 	t.mu.RLock()
 	err := t.err
 	t.mu.RUnlock()
-	now := opts.Now().UnixNano()
+	now := t.s.opts.Now().UnixNano()
 	t.lastWrite.Store(now)
 	if err == nil && t.importing && len(reqs) > 0 && !reqs[0].imp {
 		// The first ordinary append ends the import: no import is taken
@@ -281,10 +322,9 @@ func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
 			return fl
 		}
 	}
-	t.building = fl
-	defer func() { t.building = nil }()
-	bufs := t.bufs[:0]
-	defer func() { clear(bufs); t.bufs = bufs[:0] }()
+	c.building = fl
+	defer func() { c.building = nil }()
+	defer func() { clear(c.bufs); c.bufs = c.bufs[:0] }()
 	for i := 0; i < len(reqs); {
 		if err == nil && fl.err != nil {
 			err = fl.err // from beforeSeal
@@ -304,290 +344,148 @@ func (t *topic) commit(reqs []*appendReq, pipelined bool) *flight {
 			err = t.fail(err2)
 			continue
 		}
-		// Take the requests that fit in this segment; at least one. A
-		// batch its producer sent before is answered with the offset it
-		// got then, and not written again.
-		bufs = bufs[:0]
-		size, next, msgs := t.cursor(seg)
-		p := part{seg: seg, logs: seg.logs, e0: len(fl.ents), from: i, size0: size, next0: next}
-		last := now // append time of the newest batch written
-		undo := t.undo[:0]
-		j := i
-		for ; j < len(reqs); j++ {
-			r := reqs[j]
-			if j > i && (msgs >= int64(opts.Entries) || size+int64(len(r.batch)) > opts.SegmentBytes) {
-				break
-			}
-			if r.pid != 0 && !r.imp {
-				base, dup, derr := t.producers.lookup(r.pid, r.seq, r.count, now, opts.ProducerIdle)
-				if dup || derr != nil {
-					r.base, r.decided, r.err = base, true, derr
-					continue
-				}
-			}
-			if r.cond && r.expect != next {
-				r.decided, r.err = true, fmt.Errorf("%w: topic %q: its next offset is %d, not %d", ErrOffsetMismatch, t.name, next, r.expect)
-				continue
-			}
-			if r.pid != 0 {
-				undo = append(undo, t.producers.record(r.pid, r.seq, next, r.count, now, opts.ProducerIdle, opts.MaxProducers))
-			}
-			last = now
-			if r.imp {
-				last = r.at
-			}
-			protocol.StampBatch(r.batch, next, last)
-			r.base = next
-			fl.ents = append(fl.ents, entry{off: next, pos: uint32(size), size: uint32(len(r.batch)), count: uint32(r.count)})
-			bufs = append(bufs, r.batch)
-			next += int64(r.count)
-			size += int64(len(r.batch))
-			msgs += int64(r.count)
-		}
-		if len(bufs) > 0 {
-			if werr := t.write(seg, bufs, p.size0); werr != nil {
-				for k := len(undo) - 1; k >= 0; k-- {
-					t.producers.undo(undo[k])
-				}
-				clear(undo)
-				t.undo = undo[:0]
-				fl.ents = fl.ents[:p.e0]
-				if noSpaceErr(werr) && t.rollback(seg, p.size0) {
-					finish(reqs[i:], t.resourceErr(werr))
-					break
-				}
-				err = t.fail(werr)
-				continue
-			}
-			p.written = true
-			t.wseg, t.wsize, t.wnext, t.wmsgs = seg, size, next, msgs
-		}
-		clear(undo)
-		t.undo = undo[:0]
-		p.e1, p.to = len(fl.ents), j
-		p.size, p.next, p.msgs, p.last = size, next, msgs, last
-		fl.parts = append(fl.parts, p)
-		i = j
+		i, err = c.writePart(fl, seg, i, now)
 	}
-	fl.gen = t.wgen.Add(1)
+	fl.gen = c.wgen.Add(1)
 	if pipelined {
-		t.qmu.Lock()
-		t.writtenHeads += int64(heads(reqs))
-		if t.wrote != nil {
-			close(t.wrote)
-			t.wrote = nil
-		}
-		t.qmu.Unlock()
+		c.noteWritten(reqs)
 	}
 	return fl
 }
 
-// awaitWrites, before an fsync of the pipelined commit of a flight
-// written behind another (wait), waits until as many appenders have been
-// written since the last fsync began as that fsync covered, up to half
-// its duration: the appenders it acknowledged are on their way back, and
-// an fsync shared by all of them costs what one shared by half of them
-// does. A flight written with none before it in flight was gathered by its
-// leader already. Then it records what the fsync about to begin covers.
-func (t *topic) awaitWrites(wait bool) {
-	t.qmu.Lock()
-	defer t.qmu.Unlock()
-	if last := t.lastSyncHeads; wait && last > 1 {
-		t.waitLocked(&t.wrote, gatherWait(t.lastSyncTime), func() bool { return t.writtenHeads-t.syncedHeads < last })
+// newFlight takes a flight for reqs from the pool; a pipelined one is
+// chained behind the flight written last and counted in flight until it
+// is settled. wmu must be held.
+func (c *committer) newFlight(reqs []*appendReq, pipelined bool) *flight {
+	fl := flightPool.Get().(*flight)
+	fl.reqs, fl.start = reqs, time.Now()
+	if pipelined {
+		fl.behind = c.flying()
+		fl.prevSynced, fl.synced = c.tailSynced, make(chan struct{})
+		fl.prevDone, fl.done = c.tailDone, make(chan struct{})
+		c.inFlight.Add(1)
 	}
-	t.lastSyncHeads = t.writtenHeads - t.syncedHeads
-	t.syncedHeads = t.writtenHeads
+	return fl
+}
+
+// writePart writes the requests from fl.reqs[i] on that fit in seg, at
+// least one, as one part of fl, and returns where the next part begins.
+// Each is answered without being written (decide), or stamped with its
+// offset and append time now (an imported batch keeps its own), indexed
+// in fl.ents, its producer's sequence recorded. A write that fails is
+// undone: after one that failed for space and was cut back (rollback),
+// the rest of the requests fail with ErrNoSpace and it returns
+// len(fl.reqs); after any other, it returns i and the error that turned
+// the topic read-only. wmu must be held.
+func (c *committer) writePart(fl *flight, seg *segment, i int, now int64) (int, error) {
+	t, opts, reqs := c.t, &c.t.s.opts, fl.reqs
+	bufs, undo := c.bufs[:0], c.undo[:0]
+	size, next, msgs := c.cursor(seg)
+	p := part{seg: seg, logs: seg.logs, e0: len(fl.ents), from: i, size0: size, next0: next}
+	last := now // append time of the newest batch written
+	j := i
+	for ; j < len(reqs); j++ {
+		r := reqs[j]
+		if j > i && (msgs >= int64(opts.Entries) || size+int64(len(r.batch)) > opts.SegmentBytes) {
+			break
+		}
+		if (r.pid != 0 || r.cond) && c.decide(r, next, now) {
+			continue
+		}
+		if r.pid != 0 {
+			undo = append(undo, t.producers.record(r.pid, r.seq, next, r.count, now, opts.ProducerIdle, opts.MaxProducers))
+		}
+		last = now
+		if r.imp {
+			last = r.at
+		}
+		protocol.StampBatch(r.batch, next, last)
+		r.base = next
+		fl.ents = append(fl.ents, entry{off: next, pos: uint32(size), size: uint32(len(r.batch)), count: uint32(r.count)})
+		bufs = append(bufs, r.batch)
+		next += int64(r.count)
+		size += int64(len(r.batch))
+		msgs += int64(r.count)
+	}
+	c.bufs, c.undo = bufs, undo
+	if len(bufs) > 0 {
+		if werr := c.write(seg, bufs, p.size0); werr != nil {
+			c.undoProducers()
+			fl.ents = fl.ents[:p.e0]
+			if noSpaceErr(werr) && c.rollback(seg, p.size0) {
+				finish(reqs[i:], t.resourceErr(werr))
+				return len(reqs), nil
+			}
+			return i, t.fail(werr)
+		}
+		p.written = true
+		c.wseg, c.wsize, c.wnext, c.wmsgs = seg, size, next, msgs
+	}
+	clear(c.undo)
+	c.undo = c.undo[:0]
+	p.e1, p.to = len(fl.ents), j
+	p.size, p.next, p.msgs, p.last = size, next, msgs, last
+	fl.parts = append(fl.parts, p)
+	return j, nil
+}
+
+// decide reports whether r is answered without being written, next being
+// the offset it would get: a batch its producer sent before gets the
+// offset it got then, one whose expected offset is not next fails with
+// ErrOffsetMismatch. wmu must be held.
+func (c *committer) decide(r *appendReq, next, now int64) bool {
+	t, opts := c.t, &c.t.s.opts
+	if r.pid != 0 && !r.imp {
+		base, dup, derr := t.producers.lookup(r.pid, r.seq, r.count, now, opts.ProducerIdle)
+		if dup || derr != nil {
+			r.base, r.decided, r.err = base, true, derr
+			return true
+		}
+	}
+	if r.cond && r.expect != next {
+		r.decided, r.err = true, fmt.Errorf("%w: topic %q: its next offset is %d, not %d", ErrOffsetMismatch, t.name, next, r.expect)
+		return true
+	}
+	return false
+}
+
+// undoProducers takes back, newest first, the producers' sequences a
+// part that was not written recorded. wmu must be held.
+func (c *committer) undoProducers() {
+	for k := len(c.undo) - 1; k >= 0; k-- {
+		c.t.producers.undo(c.undo[k])
+	}
+	clear(c.undo)
+	c.undo = c.undo[:0]
+}
+
+// noteWritten counts reqs' appenders as written, for the fsync about to
+// wait for them (awaitWrites), and wakes it.
+func (c *committer) noteWritten(reqs []*appendReq) {
+	c.qmu.Lock()
+	c.writtenHeads += int64(heads(reqs))
+	if c.wrote != nil {
+		close(c.wrote)
+		c.wrote = nil
+	}
+	c.qmu.Unlock()
 }
 
 // cursor returns where the next write to seg goes: its size, next offset
 // and message count, counting the groups in flight. wmu must be held.
-func (t *topic) cursor(seg *segment) (size, next, msgs int64) {
-	if t.wseg == seg {
-		return t.wsize, t.wnext, t.wmsgs
+func (c *committer) cursor(seg *segment) (size, next, msgs int64) {
+	if c.wseg == seg {
+		return c.wsize, c.wnext, c.wmsgs
 	}
-	t.mu.RLock()
-	defer t.mu.RUnlock()
+	c.t.mu.RLock()
+	defer c.t.mu.RUnlock()
 	return seg.size, seg.next, seg.messages
-}
-
-// beforeSeal readies the full segment seg to be sealed: it waits for the
-// groups in flight, which may use its files, then fsyncs and publishes the
-// part of the group being committed that is in it (FsyncAlways): once
-// quiesced the writer's cursor is the readers' view, so seg's must be its
-// end before anything (a commit after a failed roll, the index) uses it.
-// Its appenders are told with the rest of the group. An error fails the
-// topic and the group. wmu must be held.
-func (t *topic) beforeSeal(seg *segment) error {
-	t.quiesce()
-	fl := t.building
-	if fl == nil || t.s.opts.Fsync != FsyncAlways {
-		return nil
-	}
-	for k := range fl.parts {
-		p := &fl.parts[k]
-		if p.seg != seg || !p.written || p.synced {
-			continue
-		}
-		if err := t.syncFiles(p.logs); err != nil {
-			fl.err = t.fail(err)
-			t.stopSyncs(fl.err)
-			return fl.err
-		}
-		p.synced = true
-		t.publishPart(fl, p)
-	}
-	return nil
-}
-
-// publishPart makes p, a part of fl written and made durable, visible to
-// readers.
-func (t *topic) publishPart(fl *flight, p *part) {
-	t.publish(p.seg, fl.ents[p.e0:p.e1], p.size, p.next, p.msgs, p.last)
-	t.produced.Add(p.next - p.next0)
-	t.producedBytes.Add(p.size - p.size0)
-	p.published = true
-}
-
-// stopSyncs records err, a failed fsync's, for every flight settled
-// after it.
-func (t *topic) stopSyncs(err error) {
-	t.syncErr.CompareAndSwap(nil, &err)
-}
-
-// quiesce waits until every group in flight is settled; after it the
-// readers' view (seg.size, t.next) is the writer's. wmu must be held.
-func (t *topic) quiesce() {
-	if done := t.tailDone; done != nil {
-		<-done
-		t.tailDone, t.tailSynced = nil, nil
-	}
-	t.wseg = nil
-}
-
-// settle makes fl's groups durable (FsyncAlways: an fsync, unless one
-// that began after fl was written has ended) and publishes them, after
-// the flight before. Without FsyncAlways wmu must be held.
-func (t *topic) settle(fl *flight) {
-	if fl.prevSynced != nil {
-		<-fl.prevSynced
-		fl.prevSynced = nil
-	}
-	if fl.err == nil {
-		if err := t.syncErr.Load(); err != nil {
-			fl.err = *err // written behind a group whose fsync failed
-		}
-	}
-	if fl.err == nil && t.s.opts.Fsync == FsyncAlways {
-		for k := range fl.parts {
-			p := &fl.parts[k]
-			if !p.written || p.synced || t.synced.Load() >= fl.gen {
-				continue
-			}
-			pipelined := fl.synced != nil
-			if pipelined {
-				t.awaitWrites(fl.behind)
-			}
-			start := time.Now()
-			upto := t.wgen.Load() // written before the fsync begins: covered by it
-			err := t.syncFiles(p.logs)
-			if pipelined {
-				t.qmu.Lock()
-				t.lastSyncTime = int64(time.Since(start))
-				t.qmu.Unlock()
-			}
-			if err != nil {
-				fl.err = t.fail(err)
-				t.stopSyncs(fl.err)
-				break
-			}
-			t.synced.Store(upto)
-		}
-	}
-	for k := range fl.parts {
-		p := &fl.parts[k]
-		switch {
-		case p.published:
-			// Durable and visible since its segment was sealed: whatever
-			// failed after it, its appenders succeeded.
-		case fl.err != nil:
-			finish(fl.reqs[p.from:p.to], fl.err)
-			continue
-		case p.written:
-			t.publishPart(fl, p)
-		}
-		finish(fl.reqs[p.from:p.to], nil)
-	}
-	if fl.synced != nil {
-		// Its files are no longer used, and the appenders about to be
-		// told, coming back, find no group in flight: their leader
-		// gathers them (gather) rather than writing the first alone.
-		t.inFlight.Add(-1)
-		close(fl.synced)
-	}
-}
-
-// acknowledge tells fl's appenders their outcome (self, the caller's own,
-// needs no telling), after the flight before has told its own, so that
-// every appender is told in the order written.
-func (t *topic) acknowledge(fl *flight, self *appendReq) {
-	if fl.prevDone != nil {
-		<-fl.prevDone
-		fl.prevDone = nil
-	}
-	// Set before telling anyone: the appenders told come back to a
-	// leader that gathers by it.
-	t.lastCommit.Store(int64(time.Since(fl.start)))
-	for _, r := range fl.reqs {
-		if !r.head {
-			continue
-		}
-		switch {
-		case r.cb != nil:
-			r.cb.Appended(r.arg, r.base, r.err)
-			if !slices.Contains(fl.flush, r.cb) {
-				fl.flush = append(fl.flush, r.cb)
-			}
-		case r != self:
-			r.ready <- false
-		}
-	}
-	for _, cb := range fl.flush {
-		cb.Flush()
-	}
-	if fl.done != nil {
-		close(fl.done)
-	}
-}
-
-// release returns a settled flight's memory for reuse.
-func (t *topic) release(fl *flight) {
-	reqs := fl.reqs
-	clear(reqs)
-	t.qmu.Lock()
-	if t.spare == nil {
-		t.spare = reqs[:0]
-	}
-	t.qmu.Unlock()
-	clear(fl.flush)
-	clear(fl.parts) // no pooled flight keeps a segment or its files
-	*fl = flight{parts: fl.parts[:0], ents: fl.ents[:0], flush: fl.flush[:0]}
-	flightPool.Put(fl)
-}
-
-// finish sets the outcome of reqs: err, or on success (nil) what the
-// commit decided for those it did not write (duplicates, mismatches).
-func finish(reqs []*appendReq, err error) {
-	for _, r := range reqs {
-		if err != nil || !r.decided {
-			r.err = err
-		}
-		r.decided = false
-	}
 }
 
 // write writes bufs at pos of seg's log on every volume in order
 // (settle fsyncs them under FsyncAlways). wmu must be held.
-func (t *topic) write(seg *segment, bufs [][]byte, pos int64) error {
+func (c *committer) write(seg *segment, bufs [][]byte, pos int64) error {
+	t := c.t
 	for v, f := range seg.logs {
 		if _, err := f.Writev(bufs, pos); err != nil {
 			var pe *fs.PathError
@@ -605,50 +503,13 @@ func (t *topic) write(seg *segment, bufs [][]byte, pos int64) error {
 	return nil
 }
 
-// syncFiles fsyncs files concurrently, one per volume.
-func (t *topic) syncFiles(files []File) error {
-	if len(files) == 1 {
-		if err := t.s.fsync(files[0]); err != nil {
-			return fmt.Errorf("storage: topic %q: fsync volume %s: %w", t.name, t.s.opts.Volumes[0], err)
-		}
-		return nil
-	}
-	errs := make([]error, len(files))
-	var wg sync.WaitGroup
-	for v, f := range files {
-		wg.Go(func() {
-			if err := t.s.fsync(f); err != nil {
-				errs[v] = fmt.Errorf("storage: topic %q: fsync volume %s: %w", t.name, t.s.opts.Volumes[v], err)
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// publish makes committed batches visible to readers and wakes waiters;
-// now is the append time of the newest.
-func (t *topic) publish(seg *segment, entries []entry, size, next, msgs, now int64) {
-	t.mu.Lock()
-	seg.entries = append(seg.entries, entries...)
-	seg.size = size
-	seg.next = next
-	seg.messages = msgs
-	seg.lastTime = now
-	t.next = next
-	ready := t.takeWaitersLocked(next)
-	t.mu.Unlock()
-	for _, w := range ready {
-		w.fn()
-	}
-}
-
 // rollback cuts every volume's copy of seg back to size, where the failed
 // write began, after a write that failed for space, so that the topic
 // stays writable with exactly what was written before (fsynced again under
 // FsyncAlways). It reports whether that worked; if not, the caller fails
-// the topic.
-func (t *topic) rollback(seg *segment, size int64) bool {
+// the topic. wmu must be held.
+func (c *committer) rollback(seg *segment, size int64) bool {
+	t := c.t
 	for v, f := range seg.logs {
 		if err := f.Truncate(size); err != nil {
 			t.s.opts.Logger.Error("cannot cut a segment back after a failed write", "topic", t.name, "volume", t.s.opts.Volumes[v], "err", err)
@@ -660,7 +521,7 @@ func (t *topic) rollback(seg *segment, size int64) bool {
 			t.s.opts.Logger.Error("cannot fsync a segment cut back after a failed write", "topic", t.name, "err", err)
 			// The groups in flight in these files must not be
 			// acknowledged: their own fsync may not see this error.
-			t.stopSyncs(t.fail(err))
+			c.stopSyncs(t.fail(err))
 			return false
 		}
 	}

@@ -126,7 +126,7 @@ func (b *fileBudget) park(self *topic, want int64) {
 		if !t.wmu.TryLock() {
 			continue // committing: it is in use, not a good victim anyway
 		}
-		if t.flying() {
+		if t.committer.flying() {
 			t.wmu.Unlock()
 			continue // a group is being fsynced in its files
 		}

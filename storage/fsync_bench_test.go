@@ -77,7 +77,7 @@ func benchFsyncAlways(b *testing.B, writers int) {
 	run(writers*10, plain)
 	f0 := fsyncs.Load()
 	tp, _ := s.lookup("bench")
-	g0 := tp.wgen.Load()
+	g0 := tp.committer.wgen.Load()
 	b.SetBytes(int64(len(batch)))
 	b.ResetTimer()
 	haraqaTime := run(b.N, haraqa)
@@ -87,5 +87,5 @@ func benchFsyncAlways(b *testing.B, writers int) {
 	b.ReportMetric(n/rawTime.Seconds(), "raw-msgs/s")
 	b.ReportMetric(rawTime.Seconds()/haraqaTime.Seconds(), "ratio")
 	b.ReportMetric(n/float64(max(fsyncs.Load()-f0, 1)), "msgs/fsync")
-	b.ReportMetric(float64(tp.wgen.Load()-g0)/float64(max(fsyncs.Load()-f0, 1)), "commits/fsync")
+	b.ReportMetric(float64(tp.committer.wgen.Load()-g0)/float64(max(fsyncs.Load()-f0, 1)), "commits/fsync")
 }

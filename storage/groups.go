@@ -83,7 +83,7 @@ func (e *groupEntry) leasedBy(now time.Time) string {
 }
 
 // groupTable is a topic's groups. mu is taken before the topic's mu and
-// after its wmu and idxMu (buryTopic takes all four).
+// after its wmu and index.mu (buryTopic takes all four).
 type groupTable struct {
 	mu    sync.Mutex
 	m     map[string]*groupEntry
@@ -352,7 +352,7 @@ func (s *Store) dropGroupLocked(g *groupTable, group string) {
 
 // closeGroups stops writes to t's groups file (err says why) and returns
 // t's groups to the store's count. It takes g.mu; the caller may hold
-// wmu and idxMu, never mu.
+// wmu and index.mu, never mu.
 func (t *topic) closeGroups(err error) {
 	g := &t.groups
 	g.mu.Lock()

@@ -76,7 +76,7 @@ func (s *Store) Import(name string, offset int64, batches [][]byte) (oldest, nex
 func (t *topic) importBatches(offset int64, reqs []*appendReq) (oldest, next int64, err error) {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
-	t.quiesce()
+	t.committer.quiesce()
 	t.mu.RLock()
 	terr, empty, next := t.err, len(t.segs) == 0, t.next
 	var lastTime int64
@@ -107,8 +107,8 @@ func (t *topic) importBatches(offset int64, reqs []*appendReq) (oldest, next int
 		t.start, t.next = base, base // the first segment starts at base
 		t.mu.Unlock()
 	}
-	fl := t.commit(reqs, false)
-	t.settle(fl)
+	fl := t.committer.commit(reqs, false)
+	t.committer.settle(fl)
 	for _, r := range reqs {
 		if r.err != nil {
 			err = r.err
@@ -116,7 +116,7 @@ func (t *topic) importBatches(offset int64, reqs []*appendReq) (oldest, next int
 		}
 	}
 	fl.reqs = nil // the caller's
-	t.release(fl)
+	t.committer.release(fl)
 	t.mu.Lock()
 	if empty {
 		if len(t.segs) == 0 {

@@ -97,9 +97,9 @@ func TestIndexQueuedAtClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp.idxMu.Lock()
-	queued := len(tp.unindexed)
-	tp.idxMu.Unlock()
+	tp.index.mu.Lock()
+	queued := len(tp.index.queued)
+	tp.index.mu.Unlock()
 	mustClose(t, s)
 	for _, base := range sealed {
 		if _, err := os.Stat(segPath(opts.Volumes[0], "idx", base, idxSuffix)); err != nil {
@@ -141,7 +141,7 @@ func TestIndexQueueTruncateDelete(t *testing.T) {
 	if err := s.Truncate("idx", 25); err != nil {
 		t.Fatal(err)
 	}
-	if err := tp.writeIndexes(); err != nil {
+	if err := tp.index.writeQueued(); err != nil {
 		t.Fatal(err)
 	}
 	for _, vol := range opts.Volumes {
@@ -164,7 +164,7 @@ func TestIndexQueueTruncateDelete(t *testing.T) {
 	if err := s.DeleteTopic("gone"); err != nil {
 		t.Fatal(err)
 	}
-	if err := tp.writeIndexes(); err != nil {
+	if err := tp.index.writeQueued(); err != nil {
 		t.Fatal(err)
 	}
 	for _, vol := range opts.Volumes {

@@ -208,7 +208,7 @@ func written(t *testing.T, s *Store, name string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tp.wgen.Load()
+	return tp.committer.wgen.Load()
 }
 
 type appended struct {
@@ -389,13 +389,13 @@ func queued(t *testing.T, s *Store, from, n int) []*appendReq {
 func commitByHand(tp *topic, reqs []*appendReq) *flight {
 	tp.wmu.Lock()
 	defer tp.wmu.Unlock()
-	return tp.commit(reqs, true)
+	return tp.committer.commit(reqs, true)
 }
 
 // settleByHand fsyncs, publishes and acknowledges fl, as its leader does.
 func settleByHand(tp *topic, fl *flight) {
-	tp.settle(fl)
-	tp.acknowledge(fl, nil)
+	tp.committer.settle(fl)
+	tp.committer.acknowledge(fl, nil)
 }
 
 // A group fills the active segment, and the next segment cannot be

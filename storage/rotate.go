@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
-	"time"
 )
 
 // Creating a file costs about 350 us on an ext4 volume of the reference
@@ -50,7 +48,7 @@ func (t *topic) activeSegment() (*segment, error) {
 	opts := &t.s.opts
 	var size, msgs int64
 	if seg != nil {
-		size, next, msgs = t.cursor(seg)
+		size, next, msgs = t.committer.cursor(seg)
 	}
 	if seg != nil && !seg.sealed && msgs < int64(opts.Entries) && size < opts.SegmentBytes {
 		if seg.logs == nil {
@@ -63,7 +61,7 @@ func (t *topic) activeSegment() (*segment, error) {
 	var full []File
 	sealing := seg != nil && !seg.sealed
 	if sealing {
-		if err := t.beforeSeal(seg); err != nil {
+		if err := t.committer.beforeSeal(seg); err != nil {
 			return nil, err
 		}
 		full = seg.logs // nil when parked: only its index is left to write
@@ -89,7 +87,7 @@ func (t *topic) activeSegment() (*segment, error) {
 	// next roll waits for them), then the full segment's seal.
 	p := &prepared{done: make(chan struct{})}
 	t.prep = p
-	t.armIdle()
+	t.index.armIdle()
 	t.bg.Go(func() {
 		p.files, p.err = t.createNext()
 		close(p.done)
@@ -199,49 +197,12 @@ func (t *topic) seal(seg *segment, logs []File) {
 	if err := seg.closeLogs(t, logs); err != nil {
 		t.fail(fmt.Errorf("storage: topic %q: close segment %d: %w", t.name, seg.base, err))
 	}
-	t.queueIndex(seg)
-}
-
-// indexDelay is how long a topic goes without starting a segment before the
-// index files of the segments it sealed are written. A busy topic of small
-// messages starts a segment every few hundred microseconds; creating two
-// files per segment (log and index) while appending costs more than the
-// appends, and the index is derived data that open rebuilds from the log
-// when it is missing. So index files are written when the burst is over,
-// and at Close.
-const indexDelay = 200 * time.Millisecond
-
-// queueIndex queues seg's index file to be written once the topic has not
-// rolled for indexDelay.
-func (t *topic) queueIndex(seg *segment) {
-	t.idxMu.Lock()
-	if t.idxDone {
-		t.idxMu.Unlock()
-		return
-	}
-	t.unindexed = append(t.unindexed, seg)
-	t.idxMu.Unlock()
-	t.armIdle()
-}
-
-// armIdle (re)starts the idle timer: indexDelay from now, unless rearmed,
-// it writes the queued indexes and closes the prepared files.
-func (t *topic) armIdle() {
-	t.idxMu.Lock()
-	defer t.idxMu.Unlock()
-	if t.idxDone {
-		return
-	}
-	if t.idxTimer == nil {
-		t.idxTimer = time.AfterFunc(indexDelay, t.idle)
-	} else {
-		t.idxTimer.Reset(indexDelay)
-	}
+	t.index.queue(seg)
 }
 
 // idle runs when the topic has gone indexDelay without a roll.
 func (t *topic) idle() {
-	_ = t.writeIndexes() // logged there; open rebuilds what is missing
+	_ = t.index.writeQueued() // logged there; open rebuilds what is missing
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
 	if p := t.prep; p != nil {
@@ -252,74 +213,9 @@ func (t *topic) idle() {
 				p.files = nil
 			}
 		default: // still being created: look again later
-			t.armIdle()
+			t.index.armIdle()
 		}
 	}
-}
-
-// writeIndexes writes the queued index files, oldest first, and returns the
-// first error. A failed index is logged and left to open to rebuild.
-func (t *topic) writeIndexes() error {
-	var first error
-	for {
-		t.idxMu.Lock()
-		if t.idxDone || len(t.unindexed) == 0 {
-			t.unindexed = nil
-			t.idxMu.Unlock()
-			return first
-		}
-		seg := t.unindexed[0]
-		t.unindexed = t.unindexed[1:]
-		err := t.writeIndex(seg)
-		t.idxMu.Unlock()
-		if err != nil {
-			t.s.opts.Logger.Warn("segment index not written", "topic", t.name, "segment", seg.base, "err", err)
-			if first == nil {
-				first = err
-			}
-		}
-	}
-}
-
-// stopIndexes ends index writing: the queued files are written first when
-// write is set (Close), dropped otherwise (deletion).
-func (t *topic) stopIndexes(write bool) error {
-	var err error
-	if write {
-		err = t.writeIndexes()
-	}
-	t.idxMu.Lock()
-	defer t.idxMu.Unlock()
-	t.idxDone = true
-	t.unindexed = nil
-	if t.idxTimer != nil {
-		t.idxTimer.Stop()
-	}
-	return err
-}
-
-// forgetIndexes drops the queued index files of segments being deleted.
-func (t *topic) forgetIndexes(gone []*segment) {
-	t.idxMu.Lock()
-	defer t.idxMu.Unlock()
-	t.unindexed = slices.DeleteFunc(t.unindexed, func(sg *segment) bool {
-		return slices.Contains(gone, sg)
-	})
-}
-
-// writeIndex writes seg's index file on every volume. It is derived data, so
-// it is written in place without fsync.
-func (t *topic) writeIndex(seg *segment) error {
-	t.mu.RLock()
-	idx := appendIndex(make([]byte, 0, len(seg.entries)*indexEntrySize), seg.base, seg.entries)
-	t.mu.RUnlock()
-	for v := range t.s.opts.Volumes {
-		path := filepath.Join(t.s.topicDir(v, t.name), segmentName(seg.base, idxSuffix))
-		if err := t.s.writeFile(path, idx); err != nil {
-			return fmt.Errorf("storage: topic %q: write index: %w", t.name, err)
-		}
-	}
-	return nil
 }
 
 // createNext creates an empty nextName file in every volume and returns

@@ -325,17 +325,17 @@ func (s *Store) takeTopic(name string) (t *topic, done chan struct{}, err error)
 // frees the name.
 func (s *Store) buryTopic(t *topic, name string, done chan struct{}) ([]string, error) {
 	// Rename under t.mu so no read is opening files meanwhile, and under
-	// t.idxMu so no queued index is being written into the directories.
+	// t.index.mu so no queued index is being written into the directories.
 	t.wmu.Lock()
-	t.quiesce()
-	t.idxMu.Lock()
+	t.committer.quiesce()
+	t.index.mu.Lock()
 	t.groups.mu.Lock() // no groups file is being written into the directories
 	t.mu.Lock()
 	graves, err := s.renameAway(name)
 	if err != nil {
 		t.mu.Unlock()
 		t.groups.mu.Unlock()
-		t.idxMu.Unlock()
+		t.index.mu.Unlock()
 		t.wmu.Unlock()
 		s.mu.Lock()
 		s.topics[name] = t
@@ -344,11 +344,11 @@ func (s *Store) buryTopic(t *topic, name string, done chan struct{}) ([]string, 
 		s.mu.Unlock()
 		return nil, fmt.Errorf("storage: delete topic %q: %w", name, err)
 	}
-	t.idxDone = true // the directories are gone: no index is written again
+	t.index.done = true // the directories are gone: no index is written again
 	t.mu.Unlock()
 	t.groups.mu.Unlock()
 	t.closeGroups(fmt.Errorf("%w: %q", ErrTopicNotFound, name)) // its groups go with it
-	t.idxMu.Unlock()
+	t.index.mu.Unlock()
 	t.markDeleted()
 	t.wmu.Unlock()
 	return graves, nil
@@ -553,7 +553,7 @@ func (s *Store) AppendManyExpect(name string, batches [][]byte, expects []int64)
 			reqs = append(reqs, r)
 		}
 	}
-	t.appendReqs(reqs)
+	t.committer.appendReqs(reqs)
 	j := 0
 	for i := range batches {
 		if errs[i] == nil {

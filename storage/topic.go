@@ -6,7 +6,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/haraqa/haraqa/protocol"
 )
@@ -17,59 +16,32 @@ func parseBatch(b []byte, limit int) (protocol.Batch, int, error) {
 
 // topic is one topic's segments on every volume.
 //
-// Locks, in the order they are taken: wmu (the committer: whoever holds it
-// writes, rotates, truncates or closes files), then idxMu (queued index
-// writes), then mu (the state readers see). qmu guards only the queue of appends waiting for a commit and the
-// committing flag (see appendReqs).
+// Locks, in the order they are taken: wmu (the writer: whoever holds it
+// writes, rotates, truncates or closes files), then index.mu (queued index
+// writes, see indexWriter), then groups.mu (the groups file), then mu (the
+// state readers see). The committer's qmu guards only its queue of appends
+// waiting for a commit and its fsync stage's counts (see committer).
 type topic struct {
 	s    *Store
 	name string
 
-	wmu  sync.Mutex
-	bufs [][]byte  // commit scratch; wmu must be held
-	prep *prepared // next segment's files being created; wmu must be held
-	// The pipelined group commit (commit.go); wmu must be held.
-	// tailSynced and tailDone are the last flight written's synced and
-	// done (closed once it is published, and told); building is the
-	// flight being written; the writer's cursor (wsize, wnext, wmsgs) is
-	// wseg's end, flights included, when wseg is set.
-	tailSynced, tailDone chan struct{}
-	building             *flight
-	wseg                 *segment
-	wsize, wnext, wmsgs  int64
-	// wgen counts commits written, synced those an fsync covered;
-	// inFlight counts flights not yet fsynced and published; syncErr is the first
-	// failed fsync's error, which every flight settled after it gets.
-	wgen, synced atomic.Uint64
-	inFlight     atomic.Int64
-	syncErr      atomic.Pointer[error]
+	wmu sync.Mutex
+	// committer is the group commit (commit.go): its queue under its own
+	// qmu, its writer under wmu.
+	committer committer
+	prep      *prepared // next segment's files being created; wmu must be held
 	// Idempotent producers' recent sequences (producers.go); wmu must be
 	// held, but recovery fills it alone.
 	producers producerTable
-	undo      []undoRec // commit scratch; wmu must be held
-	bg        sync.WaitGroup
+	// importing: every batch the topic holds was imported (Store.Import)
+	// and its marker file is on the volumes; wmu must be held.
+	importing bool
+	bg        sync.WaitGroup // background rolls: next files, seals (rotate.go)
 
-	// Sealed segments whose index files are not written yet; idxTimer
-	// writes them once the topic has not rolled for indexDelay (see
-	// queueIndex). idxMu is held while one is written, so truncation and
-	// deletion, which take it, never race with the write.
-	idxMu     sync.Mutex
-	unindexed []*segment
-	idxTimer  *time.Timer
-	idxDone   bool // closed or deleted: no more index writes
-
-	qmu        sync.Mutex
-	queue      []*appendReq
-	committing bool          // a leader is committing (appendReqs)
-	arrived    chan struct{} // closed by the next enqueue, when a leader gathers
-	spare      []*appendReq  // a settled flight's queue, for the next
-	lastCommit atomic.Int64  // how long the last commit took, write to acknowledgement, ns
-	// The pipelined commit's fsync stage (commit.go), under qmu: appenders
-	// written, and as many when the last fsync began; how many it covered
-	// and how long it took (ns); wrote is closed by the next write when an
-	// fsync waits for one.
-	writtenHeads, syncedHeads, lastSyncHeads, lastSyncTime int64
-	wrote                                                  chan struct{}
+	// index writes the index files of sealed segments once the topic has
+	// not rolled for indexDelay, and the active segment's at close
+	// (index.go).
+	index indexWriter
 
 	mu       sync.RWMutex
 	segs     []*segment // ordered by base; never modified in place, only replaced
@@ -82,10 +54,6 @@ type topic struct {
 	dirDirty bool // a segment was created since the last fsync (FsyncInterval)
 
 	groups groupTable // consumer groups' committed offsets and leases (groups.go)
-
-	// importing: every batch the topic holds was imported (Store.Import)
-	// and its marker file is on the volumes; wmu must be held.
-	importing bool
 
 	lastWrite atomic.Int64 // append time of the last commit, Unix ns: the file budget parks the oldest first
 
@@ -132,7 +100,10 @@ type appendReq struct {
 var reqPool = sync.Pool{New: func() any { return &appendReq{ready: make(chan bool, 1)} }}
 
 func newTopic(s *Store, name string) *topic {
-	return &topic{s: s, name: name}
+	t := &topic{s: s, name: name}
+	t.committer.t = t
+	t.index.t = t
+	return t
 }
 
 func (t *topic) dirs() []string {
@@ -171,7 +142,7 @@ func (t *topic) append(batch []byte, bi batchInfo, expect int64) (int64, error) 
 	req := reqPool.Get().(*appendReq)
 	req.batch, req.count, req.pid, req.seq = batch, bi.count, bi.pid, bi.seq
 	req.cond, req.expect = expect >= 0, expect
-	t.appendReqs([]*appendReq{req})
+	t.committer.appendReqs([]*appendReq{req})
 	base, err := req.base, req.err
 	*req = appendReq{ready: req.ready}
 	reqPool.Put(req)
@@ -223,7 +194,7 @@ func (s *Store) AppendAsyncExpect(name string, batch []byte, expect int64, cb Ap
 	if err != nil {
 		return err
 	}
-	t.appendAsync(&appendReq{batch: batch, count: bi.count, pid: bi.pid, seq: bi.seq, cond: expect >= 0, expect: expect, cb: cb, arg: arg})
+	t.committer.appendAsync(&appendReq{batch: batch, count: bi.count, pid: bi.pid, seq: bi.seq, cond: expect >= 0, expect: expect, cb: cb, arg: arg})
 	return nil
 }
 
@@ -274,7 +245,7 @@ func (t *topic) markDeleted() {
 	}
 	t.bg.Wait()
 	t.dropPrepared()
-	t.stopIndexes(false)
+	t.index.stop(false)
 	for _, w := range ready {
 		w.fn()
 	}
@@ -326,7 +297,7 @@ func (t *topic) close() error {
 	t.closeGroups(ErrClosed)
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
-	t.quiesce()
+	t.committer.quiesce()
 	t.mu.Lock()
 	var seg *segment
 	if n := len(t.segs); n > 0 {
@@ -347,7 +318,7 @@ func (t *topic) close() error {
 	t.dropPrepared()
 	// Index files are derived data that open rebuilds from the logs: one
 	// that cannot be written (a full disk) is logged, and fails no close.
-	_ = t.stopIndexes(!deleted)
+	_ = t.index.stop(!deleted)
 	if seg == nil || seg.sealed || deleted {
 		return nil
 	}
@@ -355,7 +326,7 @@ func (t *topic) close() error {
 	if seg.logs != nil { // else parked, and fsynced then (FsyncNever: syncfs at Close)
 		errs = append(errs, t.syncFiles(seg.logs))
 	}
-	if err := t.writeIndex(seg); err != nil {
+	if err := t.index.write(seg); err != nil {
 		t.s.opts.Logger.Warn("segment index not written at close; open rebuilds it", "topic", t.name, "segment", seg.base, "err", err)
 	}
 	errs = append(errs, seg.closeLogs(t, seg.logs))

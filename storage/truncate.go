@@ -19,7 +19,7 @@ import (
 func (t *topic) truncate(before int64) error {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
-	t.quiesce()
+	t.committer.quiesce()
 	t.bg.Wait() // no index write may race with the deletion of its segment
 	start, next, segs, err := t.truncateView()
 	if err != nil {
@@ -37,7 +37,7 @@ func (t *topic) truncate(before int64) error {
 		}
 	}
 	t.moveStart(before, segs[k:])
-	t.forgetIndexes(segs[:k])
+	t.index.forget(segs[:k])
 	var paths []string
 	var errs []error
 	for _, sg := range segs[:k] {
