@@ -15,7 +15,7 @@ all: build
 
 # BUILD_NOTE: what build and run say a build costs (measured from a fresh clone with an empty build
 # cache and the modules already downloaded, on 2 cores: README, "On a fresh machine").
-BUILD_NOTE := the first build compiles every dependency: 201 s from a fresh clone on a loaded 2-core machine; later ones take seconds
+BUILD_NOTE := the first build compiles every dependency: 48 s from a fresh clone on a quiet 2-core machine, about 200 s on a loaded one; later ones take seconds
 
 build:
 	@echo "building every package, then $(BIN)/haraqa, $(BIN)/hrqa and $(BIN)/haraqa-bench ($(BUILD_NOTE))..."
