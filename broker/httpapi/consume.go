@@ -140,13 +140,19 @@ func (a *API) consumeParams(r *http.Request, c call) (consumeReq, error) {
 // times a message can carry.
 func parseTime(name, v string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, v)
-	switch {
-	case err != nil:
+	if err != nil {
 		return t, badRequest("%s must be an RFC 3339 time such as 2026-12-01T09:00:00Z, got %q", name, v)
-	case t.Before(minTime) || t.After(maxTime):
-		return t, badRequest("%s %q is out of range: times from %s to %s can be stored", name, v, minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
 	}
-	return t, nil
+	return t, timeInRange(name, v, t)
+}
+
+// timeInRange returns nil if t, the parameter name's value v, is within
+// the times a message can carry.
+func timeInRange(name, v string, t time.Time) error {
+	if t.Before(minTime) || t.After(maxTime) {
+		return badRequest("%s %q is out of range: times from %s to %s can be stored", name, v, minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // commitRead commits the group of q past the messages of a response from

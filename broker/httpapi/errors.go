@@ -30,9 +30,6 @@ var _ service.Coded = (*apiError)(nil)
 var (
 	// ErrBadRequest: a parameter or header is missing or malformed (400).
 	ErrBadRequest error = &apiError{protocol.CodeInvalidArgument, "httpapi: bad request"}
-	// ErrBusy: a bounded shared resource (the filter workers of list
-	// topics' regexes) is fully taken; retry later (429).
-	ErrBusy error = &apiError{protocol.CodeLimitReached, "httpapi: server busy"}
 	// ErrNotReady: the volumes are still being recovered (503).
 	ErrNotReady error = &apiError{protocol.CodeShuttingDown, "httpapi: server is starting: volumes are being recovered"}
 	// ErrTooLarge: a request body is over Config.MaxBodyBytes (413).
@@ -102,7 +99,9 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 		a.cfg.Logger.Error("http request failed", "err", err)
 		msg = "internal error"
 	}
-	msg = strings.TrimPrefix(strings.TrimPrefix(msg, "storage: "), "httpapi: ")
+	for _, prefix := range []string{"storage: ", "httpapi: ", "protocol: "} {
+		msg = strings.TrimPrefix(msg, prefix)
+	}
 	msg = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
 			return '?'

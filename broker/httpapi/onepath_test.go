@@ -42,6 +42,8 @@ func TestOnePathBothPorts(t *testing.T) {
 	}{
 		{"truncate past the end", func() error { _, err := c.Truncate(ctx, "t", 5); return err },
 			http.MethodPatch, "/topics/t?before=5", nil, protocol.CodeOffsetOutOfRange, http.StatusRequestedRangeNotSatisfiable},
+		{"truncate before a negative offset", func() error { _, err := c.Truncate(ctx, "t", -1); return err },
+			http.MethodPatch, "/topics/t?before=-1", nil, protocol.CodeInvalidArgument, http.StatusBadRequest},
 		{"info of a missing topic", func() error { _, err := c.TopicInfo(ctx, "nope"); return err },
 			http.MethodGet, "/topics/nope/info", nil, protocol.CodeTopicNotFound, http.StatusNotFound},
 		{"produce to a missing topic", func() error { _, err := c.Produce(ctx, "nope", []byte("x")); return err },

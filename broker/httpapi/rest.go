@@ -88,14 +88,7 @@ func (a *API) listTopics(w http.ResponseWriter, r *http.Request) {
 	// A regex runs on the service's filter workers: bounded, compiled once.
 	names, err := st.svc.ListTopics(c, q.Get("prefix"), q.Get("regex"))
 	if err != nil {
-		var pe *protocol.Error
-		switch {
-		case errors.Is(err, protocol.ErrInvalidArgument):
-			err = badRequest("%s", strings.TrimPrefix(err.Error(), protocol.ErrInvalidArgument.Error()+": "))
-		case errors.As(err, &pe) && pe.Code == protocol.CodeLimitReached:
-			err = fmt.Errorf("%w: %s", ErrBusy, pe.Message)
-		}
-		a.fail(w, err)
+		a.fail(w, err) // a bad regex is 400, full filter workers 429, by their codes
 		return
 	}
 	// As the original server: CSV unless the client asks for JSON, HTML or
@@ -197,14 +190,10 @@ func (a *API) truncate(w http.ResponseWriter, r *http.Request, c call) {
 	var info service.TopicInfo
 	var err error
 	if off, perr := strconv.ParseInt(before, 10, 64); perr == nil {
-		if off < 0 {
-			a.fail(w, badRequest("before must not be negative"))
-			return
-		}
-		info, err = c.svc.Truncate(c.caller, c.topic, off)
+		info, err = c.svc.Truncate(c.caller, c.topic, off) // the service's bounds: [0, next]
 	} else if t, terr := time.Parse(time.RFC3339Nano, before); terr == nil {
-		if t.Before(minTime) || t.After(maxTime) {
-			a.fail(w, badRequest("before %q is out of range: times from %s to %s can be stored", before, minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339)))
+		if err = timeInRange("before", before, t); err != nil {
+			a.fail(w, err)
 			return
 		}
 		info, err = c.svc.TruncateTime(c.caller, c.topic, t)

@@ -155,6 +155,9 @@ func TestRulesOnBothPorts(t *testing.T) {
 		t.Fatalf("read of the last two: %+v %v", r, err)
 	}
 	r.Release()
+	if _, err := s.Truncate(c, "t", -1); Code(err) != protocol.CodeInvalidArgument {
+		t.Fatalf("truncate before -1: %v", err)
+	}
 	if _, err := s.Truncate(c, "t", 4); Code(err) != protocol.CodeOffsetOutOfRange {
 		t.Fatalf("truncate past the end: %v", err)
 	}

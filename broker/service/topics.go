@@ -66,14 +66,18 @@ func (s *Service) ListTopics(c Caller, prefix, regex string) ([]string, error) {
 
 // Truncate makes topic's offsets before `before` unreadable, deleting the
 // segment files that hold only those (the admin right), and returns the
-// topic's info after it. before must be within [0, next]: past the end it
-// is ErrOffsetOutOfRange on both ports. It may wait on the disk.
+// topic's info after it. before must be within [0, next]: negative is
+// protocol.ErrInvalidArgument, past the end ErrOffsetOutOfRange, on both
+// ports. It may wait on the disk.
 func (s *Service) Truncate(c Caller, topic string, before int64) (TopicInfo, error) {
 	info, err := s.truncateInfo(c, topic)
 	if err != nil {
 		return info, err
 	}
-	if before < 0 || before > info.Next {
+	if before < 0 {
+		return info, fmt.Errorf("%w: truncate before %d: an offset must not be negative", protocol.ErrInvalidArgument, before)
+	}
+	if before > info.Next {
 		return info, fmt.Errorf("%w: truncate before %d: the topic's offsets are [%d, %d]", storage.ErrOffsetOutOfRange, before, info.Oldest, info.Next)
 	}
 	if err := s.store.Truncate(topic, before); err != nil {
