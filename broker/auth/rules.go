@@ -83,6 +83,17 @@ func (g *Grant) Filter(names []string) []string {
 	return kept
 }
 
+// Owner names the token of g for what storage keeps per token (who owns
+// an idempotent producer id or a group): the hex SHA-256 of the token,
+// which the auth file already holds, so it reveals nothing new. A nil
+// Grant's owner is "".
+func (g *Grant) Owner() string {
+	if g == nil {
+		return ""
+	}
+	return hex.EncodeToString(g.hash[:])
+}
+
 // Line is the line of the auth file the grant comes from, which names it
 // in logs without naming its token.
 func (g *Grant) Line() int {

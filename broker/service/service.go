@@ -73,6 +73,11 @@ type Caller struct {
 	grant *auth.Grant
 }
 
+// Owner names c's token for what is kept per token (see auth.Grant.Owner):
+// "" for the zero Caller, and so for every caller of a service that checks
+// no tokens, which trusts them all alike.
+func (c Caller) Owner() string { return c.grant.Owner() }
+
 // The refusals of authentication.
 var (
 	// ErrUnauthenticated: a call from a Caller that presented no valid
