@@ -357,11 +357,13 @@
 // A server without an auth file answers every hello with code 0 and auth
 // 0, whatever the token. A server with one answers code 18
 // (unauthenticated) when the token is empty or not in its rules, and code
-// 15 (limit reached), without checking the token, while the client's host
-// has failed too often (a token bucket: a few failures a second). Until a
-// hello succeeds on a connection, every request but ping and hello is
-// answered with code 18; after it, a request its token does not allow is
-// answered with code 19 (forbidden). Either way the connection stays
+// 15 (limit reached) instead when that token, not in its rules, failed too
+// often from the client's host (a token bucket per host and token: a few
+// failures a second), or is one of too many distinct failing tokens from
+// it. A valid token is always accepted; an empty one counts as no
+// failure. Until a hello succeeds on a connection, every request but ping
+// and hello is answered with code 18; after it, a request its token does
+// not allow is answered with code 19 (forbidden). Either way the connection stays
 // usable: a failed hello can be followed by another. A connection keeps
 // the rights of its last successful hello; a failed one drops them. Ping
 // stays open, so load balancers and liveness checks need no token.

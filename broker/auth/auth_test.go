@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,20 +145,23 @@ func TestLimiter(t *testing.T) {
 	now := time.Unix(0, 0)
 	l := NewLimiter(Limits{Burst: 3, Every: time.Second})
 	l.now = func() time.Time { return now }
+	bad := sha256.Sum256([]byte("bad"))
 	for i := 0; i < 3; i++ {
-		if !l.Allowed("10.0.0.1:1000") {
+		if !l.Fail("10.0.0.1:"+string(rune('1'+i)), bad) { // another port: the same host
 			t.Fatalf("refused after %d failures, want 3 allowed", i)
 		}
-		l.Fail("10.0.0.1:" + string(rune('1'+i))) // another port: the same host
 	}
-	if l.Allowed("10.0.0.1:2000") {
-		t.Fatal("allowed after the burst")
+	if l.Fail("10.0.0.1:2000", bad) {
+		t.Fatal("a fourth failure of the same token allowed")
 	}
-	if !l.Allowed("10.0.0.2:1") {
-		t.Fatal("another host refused")
+	if !l.Fail("10.0.0.2:1", bad) {
+		t.Fatal("the same token from another host refused")
+	}
+	if !l.Fail("10.0.0.1:1", sha256.Sum256([]byte("other"))) {
+		t.Fatal("another token from the host refused for the first one's failures")
 	}
 	now = now.Add(time.Second)
-	if !l.Allowed("10.0.0.1:1") {
+	if !l.Fail("10.0.0.1:1", bad) {
 		t.Fatal("refused after a refill")
 	}
 }
@@ -165,9 +169,76 @@ func TestLimiter(t *testing.T) {
 func TestLimiterPrunes(t *testing.T) {
 	l := NewLimiter(Limits{Burst: 2, Every: time.Hour, MaxAddrs: 8})
 	for i := 0; i < 100; i++ {
-		l.Fail(strings.Repeat("h", i+1))
+		l.Fail(strings.Repeat("h", i+1), sha256.Sum256([]byte{byte(i)}))
+		l.Fail("one", sha256.Sum256([]byte{byte(i)}))
 	}
-	if n := len(l.buckets); n > 8 {
-		t.Fatalf("%d addresses tracked, want at most 8", n)
+	if n, m := len(l.hosts), len(l.pairs); n > 8 || m > 8 {
+		t.Fatalf("%d hosts and %d pairs tracked, want at most 8 each", n, m)
+	}
+}
+
+// TestHostile2Row4RateLimitNotTurnedOnOthers: an attacker at the victim's
+// address (same host, NAT, proxy) sends 4 bad or empty tokens a second,
+// then floods random tokens; the victim's valid token is accepted every
+// time, a missing token costs nothing, and a client retrying a revoked
+// token locks out only that token.
+func TestHostile2Row4RateLimitNotTurnedOnOthers(t *testing.T) {
+	r, err := Parse(strings.NewReader(hashOf("victim")+" consume *\n"), "auth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New(r)
+	now := time.Unix(0, 0)
+	a.limiter.now = func() time.Time { return now }
+	const addr = "192.0.2.7"
+	victim := func(when string) {
+		t.Helper()
+		if g, err := a.Authenticate(addr+":5000", "victim"); err != nil || g == nil {
+			t.Fatalf("%s: the victim's valid token: %v", when, err)
+		}
+	}
+	for i := range 80 { // 20 s at 4 a second
+		tok := ""
+		if i%2 == 1 {
+			tok = fmt.Sprint("guess", i)
+		}
+		if _, err := a.Authenticate(fmt.Sprint(addr, ":", 6000+i), tok); err == nil {
+			t.Fatalf("attacker's token %q accepted", tok)
+		}
+		if i%4 == 0 {
+			victim(fmt.Sprintf("at %d ms of bad tokens", i*250))
+		}
+		now = now.Add(250 * time.Millisecond)
+	}
+	for range 20 {
+		if _, err := a.Authenticate(addr+":1", ""); !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("a missing token: %v, want ErrUnauthenticated (never limited)", err)
+		}
+	}
+	limited := 0
+	for i := range 100 {
+		if _, err := a.Authenticate(addr+":2", fmt.Sprint("flood", i)); errors.Is(err, ErrTooManyFailures) {
+			limited++
+		}
+	}
+	if limited < 90 {
+		t.Fatalf("a flood of 100 random tokens from one address: %d limited, want at least 90", limited)
+	}
+	victim("during a flood of random tokens")
+
+	now = now.Add(time.Minute)
+	for i := range 20 {
+		_, err := a.Authenticate(addr+":3", "revoked")
+		if want := ErrUnauthenticated; i >= 5 {
+			if !errors.Is(err, ErrTooManyFailures) {
+				t.Fatalf("retry %d of a revoked token: %v, want ErrTooManyFailures", i, err)
+			}
+		} else if !errors.Is(err, want) {
+			t.Fatalf("retry %d of a revoked token: %v, want %v", i, err, want)
+		}
+	}
+	victim("after a revoked token's retries")
+	if _, err := a.Authenticate(addr+":4", "another-wrong"); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("another token after the revoked one's retries: %v, want ErrUnauthenticated (not limited)", err)
 	}
 }

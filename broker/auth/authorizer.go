@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // Authorizer holds the rules in force, read from a file and swapped whole
@@ -57,16 +59,21 @@ func (a *Authorizer) Path() string { return a.path }
 
 // Authenticate checks token for the client at remote (an address with or
 // without a port; see Limiter). It returns the token's grant, or
-// ErrTooManyFailures (remote failed too often: token not checked), or
-// ErrUnauthenticated (the failure is counted against remote).
+// ErrUnauthenticated (no token, or one the rules do not hold), or
+// ErrTooManyFailures (a token the rules do not hold, from a host over the
+// Limiter's limits). The token is checked first, whatever the failures
+// from remote, so a valid token is never refused; only a token that
+// failed counts against remote, and a missing token counts nothing.
 func (a *Authorizer) Authenticate(remote, token string) (*Grant, error) {
-	if !a.limiter.Allowed(remote) {
-		return nil, ErrTooManyFailures
-	}
-	g := a.rules.Load().Authenticate(token)
-	if g == nil {
-		a.limiter.Fail(remote)
+	if token == "" {
 		return nil, ErrUnauthenticated
 	}
-	return g, nil
+	sum := protocol.TokenHash(token)
+	if g := a.rules.Load().lookup(sum); g != nil {
+		return g, nil
+	}
+	if !a.limiter.Fail(remote, sum) {
+		return nil, ErrTooManyFailures
+	}
+	return nil, ErrUnauthenticated
 }

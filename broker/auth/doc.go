@@ -40,5 +40,16 @@
 // The rules are compiled once, when the file is read; a Grant is what a
 // connection caches of its token, and Grant.Allow costs a few comparisons.
 //
-// Failed authentications are limited per remote address by a Limiter.
+// Failed authentications are limited by a Limiter, which is consulted only
+// after the token failed: a valid token is never refused, and a missing
+// token is refused (ErrUnauthenticated) without counting as a failure. A
+// token that keeps failing from one host (the address without its port)
+// has Burst failures, then one more every Every (5, then two a second);
+// past that it gets ErrTooManyFailures, and so do the distinct failing
+// tokens of a host past the same rate (a flood of random tokens), without
+// touching any other token from that host. Every token is still checked:
+// the limit bounds what failures cost and tell (the binary port logs no
+// failure over it), not the guesses, which a 256-bit token makes hopeless
+// at any rate. Memory stays bounded: at most MaxAddrs hosts and MaxAddrs
+// (host, token) pairs (65536 each: 17 MiB when both are full).
 package auth

@@ -9,7 +9,8 @@ var (
 	ErrUnauthenticated = errors.New("auth: unauthenticated")
 	// ErrForbidden: the token does not allow the request.
 	ErrForbidden = errors.New("auth: forbidden")
-	// ErrTooManyFailures: the remote address failed to authenticate too
-	// often; it is refused for a while without its token being checked.
+	// ErrTooManyFailures: a token the rules do not hold, which failed too
+	// often from the remote address, or one of too many distinct failing
+	// tokens from it (see Limiter). A valid token never gets it.
 	ErrTooManyFailures = errors.New("auth: too many failed authentications")
 )

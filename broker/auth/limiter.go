@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"crypto/sha256"
 	"net"
 	"sync"
 	"time"
@@ -8,30 +9,44 @@ import (
 
 // Limits configures a Limiter.
 type Limits struct {
-	// Burst is how many failures in a row an address may have (default 5).
+	// Burst is how many failures in a row one token may have from one
+	// address, and how many distinct failing tokens an address may present
+	// in a row (default 5).
 	Burst int
-	// Every is how often an address earns one more failure back (default
-	// 500 ms: two a second); an address that used its burst is refused
-	// until then.
+	// Every is how often each earns one more failure back (default 500 ms:
+	// two a second); past its burst a failure is answered "too many
+	// failures" until then.
 	Every time.Duration
-	// MaxAddrs bounds the addresses tracked (default 65536); past it the
-	// addresses back to a full burst are dropped, and if none is, the
-	// oldest entries go.
+	// MaxAddrs bounds the addresses tracked, and the (address, token)
+	// pairs tracked (default 65536 each); past it the entries back to a
+	// full burst are dropped, and if too few are, arbitrary ones go.
 	MaxAddrs int
 }
 
 // DefaultLimits returns the defaults.
 func DefaultLimits() Limits { return Limits{Burst: 5, Every: 500 * time.Millisecond, MaxAddrs: 65536} }
 
-// Limiter is a token bucket of failed authentications per remote host
-// (the address without its port, so a client cannot dodge it by opening
-// new connections). Safe for concurrent use.
+// Limiter counts failed authentications per (remote host, token hash),
+// the host being the address without its port, so that a client cannot
+// dodge it by opening new connections. It is consulted only once a token
+// has failed, so it never refuses a valid token, nor a token for the
+// failures of others: one token bucket per pair throttles a token that
+// keeps failing (a client with a revoked token locks out only itself), and
+// one per host throttles how many distinct failing tokens the host
+// presents (a flood of random tokens). Safe for concurrent use.
 type Limiter struct {
 	lim Limits
 	now func() time.Time
 
-	mu      sync.Mutex
-	buckets map[string]*bucket // mu must be held
+	mu    sync.Mutex
+	pairs map[pair]*bucket   // mu must be held
+	hosts map[string]*bucket // mu must be held; new failing tokens per host
+}
+
+// pair is a host and the hash of a token that failed from it.
+type pair struct {
+	host string
+	hash [sha256.Size]byte
 }
 
 type bucket struct {
@@ -51,7 +66,7 @@ func NewLimiter(lim Limits) *Limiter {
 	if lim.MaxAddrs <= 0 {
 		lim.MaxAddrs = def.MaxAddrs
 	}
-	return &Limiter{lim: lim, now: time.Now, buckets: make(map[string]*bucket)}
+	return &Limiter{lim: lim, now: time.Now, pairs: make(map[pair]*bucket), hosts: make(map[string]*bucket)}
 }
 
 func host(remote string) string {
@@ -61,35 +76,48 @@ func host(remote string) string {
 	return remote
 }
 
-// Allowed reports whether remote may try to authenticate: it has at least
-// one failure left.
-func (l *Limiter) Allowed(remote string) bool {
-	h := host(remote)
+// Fail counts a failed authentication of the token whose hash is hash,
+// presented from remote, and reports whether it was within the limits:
+// false when that token failed from that host more than Burst times in a
+// row, or when it is a new failing token from a host that presented more
+// than Burst of them in a row. A failure over the limits is not counted
+// (nor remembered).
+func (l *Limiter) Fail(remote string, hash [sha256.Size]byte) bool {
+	k := pair{host(remote), hash}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b, ok := l.buckets[h]
-	if !ok {
-		return true
+	if b, ok := l.pairs[k]; ok {
+		return l.takeLocked(b)
 	}
-	return l.refillLocked(b) >= 1
+	hb, ok := l.hosts[k.host]
+	if !ok {
+		hb = addLocked(l, l.hosts, k.host)
+	}
+	if !l.takeLocked(hb) {
+		return false
+	}
+	l.takeLocked(addLocked(l, l.pairs, k))
+	return true
 }
 
-// Fail counts a failed authentication of remote.
-func (l *Limiter) Fail(remote string) {
-	h := host(remote)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, ok := l.buckets[h]
-	if !ok {
-		if len(l.buckets) >= l.lim.MaxAddrs {
-			l.pruneLocked()
-		}
-		b = &bucket{tokens: float64(l.lim.Burst), at: l.now()}
-		l.buckets[h] = b
+// addLocked adds to m a bucket at a full burst for key k, pruning m first
+// when it is full. mu must be held.
+func addLocked[K comparable](l *Limiter, m map[K]*bucket, k K) *bucket {
+	if len(m) >= l.lim.MaxAddrs {
+		pruneLocked(l, m)
 	}
-	if l.refillLocked(b) >= 1 {
-		b.tokens--
+	b := &bucket{tokens: float64(l.lim.Burst), at: l.now()}
+	m[k] = b
+	return b
+}
+
+// takeLocked takes one failure from b if it has one left. mu must be held.
+func (l *Limiter) takeLocked(b *bucket) bool {
+	if l.refillLocked(b) < 1 {
+		return false
 	}
+	b.tokens--
+	return true
 }
 
 // refillLocked adds what b earned since its last update. mu must be held.
@@ -100,18 +128,18 @@ func (l *Limiter) refillLocked(b *bucket) float64 {
 	return b.tokens
 }
 
-// pruneLocked drops the buckets back to full, or half of all if none is.
-// mu must be held.
-func (l *Limiter) pruneLocked() {
-	for h, b := range l.buckets {
+// pruneLocked drops the buckets of m back to full, then arbitrary ones
+// until at most half of MaxAddrs are left. mu must be held.
+func pruneLocked[K comparable](l *Limiter, m map[K]*bucket) {
+	for k, b := range m {
 		if l.refillLocked(b) >= float64(l.lim.Burst) {
-			delete(l.buckets, h)
+			delete(m, k)
 		}
 	}
-	for h := range l.buckets {
-		if len(l.buckets) < l.lim.MaxAddrs/2 {
+	for k := range m {
+		if len(m) < l.lim.MaxAddrs/2 {
 			break
 		}
-		delete(l.buckets, h)
+		delete(m, k)
 	}
 }

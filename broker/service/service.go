@@ -98,8 +98,11 @@ func (s *Service) ChecksTokens() bool { return s.auth != nil }
 
 // Authenticate returns the Caller of token, presented from the address
 // remote. Without Config.Auth every token, none included, gives the zero
-// Caller. Its errors: ErrBadToken (counted against remote) and
-// ErrAuthLimited.
+// Caller. Its errors: ErrBadToken (no token, or one the rules do not
+// hold) and ErrAuthLimited (a token the rules do not hold that failed too
+// often from remote's host: see auth.Limiter). A valid token is never
+// refused, whatever other tokens did from remote; a missing token counts
+// as no failure.
 func (s *Service) Authenticate(remote, token string) (Caller, error) {
 	if s.auth == nil {
 		return Caller{}, nil

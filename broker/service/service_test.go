@@ -208,3 +208,49 @@ type coded struct{}
 
 func (coded) Error() string           { return "coded" }
 func (coded) WireCode() protocol.Code { return protocol.CodeNoSpace }
+
+// TestHostile2Row4RateLimitNotTurnedOnOthers: from the victim's address,
+// an attacker's bad and empty tokens (4 a second, then a flood) never get
+// the victim's valid token refused; a missing token is unauthenticated
+// but not limited; a client retrying a revoked token locks out only that
+// token.
+func TestHostile2Row4RateLimitNotTurnedOnOthers(t *testing.T) {
+	s := withTokens(t)
+	const addr = "192.0.2.9"
+	deadline := time.Now().Add(2 * time.Second)
+	victimOK, attacks := 0, 0
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		for i := range 4 { // far more than 4 a second: every kind of bad token
+			tok := [...]string{"", "wrong", fmt.Sprint("guess", attacks), ""}[i]
+			if _, err := s.Authenticate(fmt.Sprint(addr, ":", 7000+i), tok); err == nil {
+				t.Fatalf("attacker's token %q accepted", tok)
+			}
+			attacks++
+		}
+		if _, err := s.Authenticate(addr+":5000", "c"); err != nil {
+			t.Fatalf("after %d bad tokens from its address, the victim's valid token: %v (code %v)", attacks, err, Code(err))
+		}
+		victimOK++
+		<-tick.C
+	}
+	if _, err := s.Authenticate(addr+":1", ""); !errors.Is(err, ErrBadToken) {
+		t.Fatalf("a missing token after the attack: %v, want ErrBadToken (never limited)", err)
+	}
+	limited := 0
+	for i := range 20 {
+		if _, err := s.Authenticate(addr+":2", "revoked"); errors.Is(err, ErrAuthLimited) {
+			limited++
+		} else if !errors.Is(err, ErrBadToken) {
+			t.Fatalf("retry %d of a revoked token: %v", i, err)
+		}
+	}
+	if limited < 10 {
+		t.Fatalf("20 retries of a revoked token: %d limited, want it throttled", limited)
+	}
+	if _, err := s.Authenticate(addr+":3", "p"); err != nil {
+		t.Fatalf("another valid token from the address of a revoked one: %v", err)
+	}
+	t.Logf("%d bad tokens from its address, the victim accepted all %d times", attacks, victimOK)
+}
