@@ -47,7 +47,8 @@
 // reader last committed, so a member that lost its lease cannot move the
 // group back. CommitOffset, CommitOffsetIf, FetchOffset, ListGroups and
 // DeleteGroup manage groups directly (hrqa groups uses them); every group
-// request needs the consume right on its topic.
+// request needs the consume right on its topic and a group the token's
+// group patterns allow (ErrForbidden otherwise).
 //
 // # TLS
 //

@@ -371,7 +371,9 @@
 // The right each request needs on its topic:
 //
 //	produce       produce (creating the topic with the create flag too)
-//	consume       consume, offset at
+//	consume       consume, offset at; every group op (below), on the
+//	              groups the token's group patterns allow (code 19 naming
+//	              the group otherwise; list groups returns only those)
 //	admin         create topic, delete topic, truncate, import
 //	any right     topic info; list topics returns only the topics on
 //	              which the token holds some right
@@ -390,7 +392,7 @@
 // as durably as the topic's messages, and at most one member at a time
 // holds a lease on the pair. A member id is 1-255 bytes the client picks
 // (MaxMemberLen), random per reader. Every group op needs the consume
-// right on its topic; a topic that does not exist is code 6; a bad group
+// right on its topic and a group the token may use; a topic that does not exist is code 6; a bad group
 // name or member id is code 14. A new group past the server's limits
 // (1024 per topic, 65536 in all) is code 15, naming the limit.
 //

@@ -98,6 +98,11 @@ func TestParseErrors(t *testing.T) {
 		{h + " produce,,consume t\n", `:1: unknown right ""`},
 		{h + " produce top/ic\n", `:1: topic pattern "top/ic"`},
 		{h + " produce a\n" + h + " consume b\n", ":2: the same hash as line 1"},
+		{h + " consume groups=a.*\n", ":1: no topic pattern"},
+		{h + " consume t groups=\n", ":1: empty group pattern"},
+		{h + " consume t groups=a,,b\n", ":1: empty group pattern"},
+		{h + " consume t groups=a/b\n", `:1: group pattern "a/b": '/' is neither a group name character`},
+		{h + " consume t group=a\n", `:1: topic pattern "group=a"`},
 	} {
 		_, err := Parse(strings.NewReader(tc.file), "f")
 		if !errors.Is(err, ErrParse) || !strings.Contains(err.Error(), tc.want) {
@@ -106,6 +111,67 @@ func TestParseErrors(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), h) {
 			t.Errorf("Parse error quotes a hash: %v", err)
 		}
+	}
+}
+
+// TestGroupsAndMetrics: group patterns bound the groups of a rule, a rule
+// without them allows every group; metrics is a right of its own that
+// admin implies; AllowAll needs the right on "*" and every group.
+func TestGroupsAndMetrics(t *testing.T) {
+	file := hashOf("a") + " consume shared.* groups=a.*,legacy groups=x\n" +
+		hashOf("old") + " consume shared.*\n" +
+		hashOf("m") + " metrics *\n" +
+		hashOf("adm") + " admin *\n" +
+		hashOf("tadm") + " admin t.*\n" +
+		hashOf("gadm") + " admin ** groups=ops.*\n" +
+		hashOf("sadm") + " admin * groups=*\n"
+	r, err := Parse(strings.NewReader(file), "auth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := func(tok string) *Grant {
+		gr := r.Authenticate(tok)
+		if gr == nil {
+			t.Fatalf("%q did not authenticate", tok)
+		}
+		return gr
+	}
+	for _, tc := range []struct {
+		tok, group string
+		want       bool
+	}{
+		{"a", "a.workers", true}, {"a", "legacy", true}, {"a", "x", true},
+		{"a", "b.workers", false}, {"a", "legacy2", false},
+		{"old", "b.workers", true}, {"adm", "anything", true}, {"gadm", "ops.1", true}, {"gadm", "dev", false},
+	} {
+		if got := g(tc.tok).AllowGroup(tc.group); got != tc.want {
+			t.Errorf("%s: AllowGroup(%q) = %v, want %v", tc.tok, tc.group, got, tc.want)
+		}
+	}
+	var none *Grant
+	if none.AllowGroup("g") || none.AllowAll(Admin) || none.Has(Metrics) {
+		t.Error("a nil grant allows something")
+	}
+	if !g("m").Allow(Metrics, "x") || g("m").Allow(Consume, "x") || !g("m").Allow(Any, "x") || !g("m").Has(Metrics) {
+		t.Error("metrics: want the metrics right (and so topic info) only")
+	}
+	if !g("adm").Has(Metrics) || !g("tadm").Has(Metrics) || g("old").Has(Metrics) {
+		t.Error("admin implies metrics; consume does not")
+	}
+	for _, tc := range []struct {
+		tok   string
+		right Right
+		want  bool
+	}{
+		{"adm", Admin, true}, {"adm", Metrics, true}, {"sadm", Admin, true}, {"m", Metrics, true},
+		{"m", Admin, false}, {"tadm", Admin, false}, {"gadm", Admin, false}, {"old", Consume, false}, {"adm", 0, false},
+	} {
+		if got := g(tc.tok).AllowAll(tc.right); got != tc.want {
+			t.Errorf("%s: AllowAll(%s) = %v, want %v", tc.tok, tc.right, got, tc.want)
+		}
+	}
+	if s := (Any).String(); s != "produce,consume,admin,metrics" {
+		t.Errorf("Any is %q", s)
 	}
 }
 

@@ -10,27 +10,43 @@
 // the line; blank lines are skipped. A rule is three or more fields
 // separated by spaces or tabs:
 //
-//	# sha256(token) in hex      rights                 topic patterns
-//	9f86d081884c7d65...         produce,consume        orders.* logs
+//	# sha256(token) in hex      rights                 topic patterns and group patterns
+//	9f86d081884c7d65...         produce,consume        orders.* logs groups=billing.*,audit
 //	60303ae22b998861...         consume                logs
+//	2c26b46b68ffc68f...         metrics                *
 //	e3b0c44298fc1c14...         admin                  *
 //
 // The first field is the SHA-256 of the token, 64 hex digits: the file
 // never holds a token. The second is a comma-separated list of rights,
-// produce, consume and admin; admin implies the other two. The rest are
-// glob patterns on topic names, in which '*' matches any run of characters
-// (none included) and every other character only itself. A hash may appear
-// on one line only.
+// produce, consume, admin and metrics; admin implies the other three. The
+// rest are glob patterns on topic names, in which '*' matches any run of
+// characters (none included) and every other character only itself; at
+// least one is needed. Among them, a field groups=P[,P...] lists glob
+// patterns on consumer group names (the same characters and '*'); it may
+// appear more than once (the lists add up). A hash may appear on one line
+// only.
+//
+// A rule with group patterns may use only the groups they match, on every
+// topic it holds the consume right on; a rule without them may use every
+// group, so auth files written before group patterns keep working. Give
+// every token that shares a topic with another tenant its group patterns:
+// without them it may commit, lease, reset and delete the other tenant's
+// groups of that topic.
 //
 // # What each right allows
 //
 //	produce   append to a topic (creating it if the request asks to)
-//	consume   read a topic
-//	admin     create, delete and truncate a topic, and everything above
-//	any       topic info, and the topic's name in a topic list
+//	consume   read a topic; commit, fetch, lease, list and delete its groups
+//	          that the group patterns allow
+//	admin     create, delete and truncate a topic, and everything above and below
+//	metrics   read /metrics (when the HTTP port asks a token for it), which
+//	          shows only the topics the patterns match and their allowed groups
+//	any       (any of the four) topic info, and the topic's name in a topic list
 //
 // A token's rights are the union of its rule's rights on every pattern
-// the topic matches.
+// the topic matches. Grant.AllowAll(right) asks for right on every topic
+// and every group: a topic pattern of only '*'s and no group patterns (or
+// one of only '*'s); the HTTP port's pprof asks it of admin.
 //
 // # Checking a token
 //

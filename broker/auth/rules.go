@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/haraqa/haraqa/protocol"
@@ -16,15 +18,16 @@ import (
 // Right is a set of rights a token holds on a topic.
 type Right uint8
 
-// Rights. Admin implies Produce and Consume: a rule giving admin holds all
-// three.
+// Rights. Admin implies the other three: a rule giving admin holds all
+// four.
 const (
 	Produce Right = 1 << iota // append to a topic
-	Consume                   // read a topic
+	Consume                   // read a topic and use its groups
 	Admin                     // create, delete, truncate a topic
+	Metrics                   // read /metrics (the topics the patterns match)
 
 	// Any asks for any right at all: topic info and list topics need it.
-	Any = Produce | Consume | Admin
+	Any = Produce | Consume | Admin | Metrics
 )
 
 func (r Right) String() string {
@@ -32,7 +35,7 @@ func (r Right) String() string {
 	for _, n := range [...]struct {
 		r    Right
 		name string
-	}{{Produce, "produce"}, {Consume, "consume"}, {Admin, "admin"}} {
+	}{{Produce, "produce"}, {Consume, "consume"}, {Admin, "admin"}, {Metrics, "metrics"}} {
 		if r&n.r != 0 {
 			names = append(names, n.name)
 		}
@@ -47,14 +50,15 @@ func (r Right) String() string {
 const maxLineLen = 64 << 10
 
 // Grant is what one rule of the auth file gives a token: its rights on
-// the topics its patterns match. A connection keeps the Grant of its token;
-// a Grant never changes, so it is safe for concurrent use. A nil Grant
-// allows nothing.
+// the topics its patterns match, and the consumer groups it may use. A
+// connection keeps the Grant of its token; a Grant never changes, so it is
+// safe for concurrent use. A nil Grant allows nothing.
 type Grant struct {
 	hash     [sha256.Size]byte
 	rights   Right
 	patterns []string
-	line     int // in the file, for logs
+	groups   []string // group patterns; nil: every group
+	line     int      // in the file, for logs
 }
 
 // Allow reports whether g holds right on topic. With Any it reports
@@ -70,6 +74,39 @@ func (g *Grant) Allow(right Right, topic string) bool {
 	}
 	return false
 }
+
+// AllowGroup reports whether g may use the consumer group named group
+// (on the topics it holds the consume right on; Allow checks those): a
+// rule without group patterns allows every group, one with them only the
+// groups they match.
+func (g *Grant) AllowGroup(group string) bool {
+	if g == nil {
+		return false
+	}
+	if g.groups == nil {
+		return true
+	}
+	for _, p := range g.groups {
+		if match(p, group) {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowAll reports whether g holds right on every topic and every group:
+// its rule gives right on the pattern "*" (or "**"...) and has no group
+// pattern or one of only stars. With Admin it is what a page that shows
+// the whole server (pprof) asks.
+func (g *Grant) AllowAll(right Right) bool {
+	if g == nil || right == 0 || g.rights&right != right {
+		return false
+	}
+	return (g.groups == nil || slices.ContainsFunc(g.groups, allStars)) && slices.ContainsFunc(g.patterns, allStars)
+}
+
+// allStars reports whether the pattern p matches every name.
+func allStars(p string) bool { return p != "" && strings.Trim(p, "*") == "" }
 
 // Filter keeps in names, in place, the topics g holds some right on, and
 // returns them.
@@ -183,32 +220,60 @@ func parseRule(fields []string) (*Grant, error) {
 			g.rights |= Produce
 		case "consume":
 			g.rights |= Consume
+		case "metrics":
+			g.rights |= Metrics
 		case "admin":
 			g.rights |= Any
 		default:
-			return nil, fmt.Errorf("unknown right %q: want produce, consume or admin, comma-separated", r)
+			return nil, fmt.Errorf("unknown right %q: want produce, consume, admin or metrics, comma-separated", r)
 		}
 	}
-	for _, p := range fields[2:] {
-		if err := validPattern(p); err != nil {
+	for _, f := range fields[2:] {
+		if list, ok := strings.CutPrefix(f, groupsField); ok {
+			if err := g.addGroups(list); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := validPattern("topic", f); err != nil {
 			return nil, err
 		}
-		g.patterns = append(g.patterns, p)
+		g.patterns = append(g.patterns, f)
+	}
+	if len(g.patterns) == 0 {
+		return nil, errors.New("no topic pattern: want at least one beside " + groupsField + "...")
 	}
 	return g, nil
 }
 
-// validPattern checks that p is a topic name with '*'s: 1 to 255 bytes of
-// [A-Za-z0-9._-*].
-func validPattern(p string) error {
+// groupsField starts the field of a rule that lists its group patterns.
+const groupsField = "groups="
+
+// addGroups adds the comma-separated group patterns of list to g.
+func (g *Grant) addGroups(list string) error {
+	for _, p := range strings.Split(list, ",") {
+		if p == "" {
+			return fmt.Errorf("empty group pattern in %s%s: want patterns separated by single commas", groupsField, list)
+		}
+		if err := validPattern("group", p); err != nil {
+			return err
+		}
+		g.groups = append(g.groups, p)
+	}
+	return nil
+}
+
+// validPattern checks that p is a topic (or group) name with '*'s: 1 to
+// 255 bytes of [A-Za-z0-9._-*]. kind names it in the error.
+func validPattern(kind, p string) error {
 	if len(p) > 255 {
-		return fmt.Errorf("topic pattern of %d bytes: at most 255", len(p))
+		return fmt.Errorf("%s pattern of %d bytes: at most 255", kind, len(p))
 	}
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		if c != '*' && c != '.' && c != '_' && c != '-' &&
 			(c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
-			return fmt.Errorf("topic pattern %q: %q is neither a topic name character nor '*'", p, c)
+			return fmt.Errorf("%s pattern %q: %q is neither a %s name character nor '*'", kind, p, c, kind)
 		}
 	}
 	return nil
@@ -242,9 +307,9 @@ func match(p, name string) bool {
 	return pi == len(p)
 }
 
-// Has reports whether g holds right on at least one pattern: with Admin,
-// whether the token is an administrator of some topics, as the HTTP
-// port's -auth-metrics asks of /metrics and /docs.
+// Has reports whether g holds right on at least one pattern: with
+// Metrics, whether the token may read /metrics (and there see the topics
+// its patterns match), as the HTTP port's -auth-metrics asks.
 func (g *Grant) Has(right Right) bool {
 	return g != nil && g.rights&right == right && len(g.patterns) > 0
 }

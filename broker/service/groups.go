@@ -9,7 +9,9 @@ import (
 )
 
 // This file: the consumer group calls, all of the consume right (a group
-// is a consumer's position). Their state lives in the store: committed
+// is a consumer's position) on the topic and of the token's group patterns
+// on the group (AllowGroup): a token sharing a topic with another tenant
+// cannot touch the other's groups, nor see them in a list. Their state lives in the store: committed
 // offsets on every volume, leases in memory. A commit or a deletion
 // rewrites a file per volume while it holds the topic's group table,
 // which the others take: they may all wait on the disk.
@@ -26,7 +28,7 @@ const NoOffset = storage.NoOffset
 
 // CommitOffset commits cm for group on topic.
 func (s *Service) CommitOffset(c Caller, topic, group string, cm Commit) error {
-	if err := s.Allow(c, protocol.OpCommitOffset, topic); err != nil {
+	if err := s.AllowGroup(c, protocol.OpCommitOffset, topic, group); err != nil {
 		return err
 	}
 	return s.store.CommitOffset(topic, group, cm)
@@ -34,7 +36,7 @@ func (s *Service) CommitOffset(c Caller, topic, group string, cm Commit) error {
 
 // FetchOffset returns group's committed offset on topic and its lease.
 func (s *Service) FetchOffset(c Caller, topic, group string) (GroupOffset, error) {
-	if err := s.Allow(c, protocol.OpFetchOffset, topic); err != nil {
+	if err := s.AllowGroup(c, protocol.OpFetchOffset, topic, group); err != nil {
 		return GroupOffset{}, err
 	}
 	return s.store.FetchOffset(topic, group)
@@ -42,7 +44,7 @@ func (s *Service) FetchOffset(c Caller, topic, group string) (GroupOffset, error
 
 // Lease takes or renews group's lease on topic for member, for ttl.
 func (s *Service) Lease(c Caller, topic, group, member string, ttl time.Duration) (GroupOffset, error) {
-	if err := s.Allow(c, protocol.OpGroupLease, topic); err != nil {
+	if err := s.AllowGroup(c, protocol.OpGroupLease, topic, group); err != nil {
 		return GroupOffset{}, err
 	}
 	return s.store.Lease(topic, group, member, ttl)
@@ -50,13 +52,13 @@ func (s *Service) Lease(c Caller, topic, group, member string, ttl time.Duration
 
 // ReleaseLease gives up member's lease of group on topic.
 func (s *Service) ReleaseLease(c Caller, topic, group, member string) (GroupOffset, error) {
-	if err := s.Allow(c, protocol.OpGroupLease, topic); err != nil {
+	if err := s.AllowGroup(c, protocol.OpGroupLease, topic, group); err != nil {
 		return GroupOffset{}, err
 	}
 	return s.store.ReleaseLease(topic, group, member)
 }
 
-// ListGroups returns topic's info and its groups.
+// ListGroups returns topic's info and its groups, those c may use.
 func (s *Service) ListGroups(c Caller, topic string) (TopicInfo, []GroupOffset, error) {
 	if err := s.Allow(c, protocol.OpListGroups, topic); err != nil {
 		return TopicInfo{}, nil, err
@@ -66,12 +68,18 @@ func (s *Service) ListGroups(c Caller, topic string) (TopicInfo, []GroupOffset, 
 		return info, nil, err
 	}
 	gs, err := s.store.ListGroups(topic)
-	return info, gs, err
+	kept := gs[:0]
+	for _, g := range gs {
+		if s.allowsGroup(c, g.Group) {
+			kept = append(kept, g)
+		}
+	}
+	return info, kept, err
 }
 
 // DeleteGroup deletes group's commit and lease on topic.
 func (s *Service) DeleteGroup(c Caller, topic, group string) error {
-	if err := s.Allow(c, protocol.OpDeleteGroup, topic); err != nil {
+	if err := s.AllowGroup(c, protocol.OpDeleteGroup, topic, group); err != nil {
 		return err
 	}
 	return s.store.DeleteGroup(topic, group)

@@ -2,9 +2,10 @@
 // ports translate their requests into these calls: the binary protocol
 // (package broker, from frames on the event loops) and HTTP (package
 // httpapi, from REST requests). A call names its Caller, whose right on
-// the topic it checks; it validates what it is given, applies the rules
-// (a produce that may create its topic, truncation bounds, a read past the
-// end) and calls storage. Every error it returns maps to one
+// the topic (and, for a group call, on the group: AllowGroup) it checks;
+// it validates what it is given, applies the rules (a produce that may
+// create its topic, truncation bounds, a read past the end) and calls
+// storage. Every error it returns maps to one
 // protocol.Code (Code), which the binary port sends and from which the
 // HTTP port derives its status, so a rule, a right or an error code is
 // written once, here.
@@ -121,9 +122,38 @@ func (s *Service) Authenticate(remote, token string) (Caller, error) {
 // token, or the service checks none.
 func (s *Service) Authenticated(c Caller) bool { return s.auth == nil || c.grant != nil }
 
-// HasRight reports whether c holds r on some topic (an admin page, say).
+// HasRight reports whether c holds r on some topic (auth.Metrics for
+// /metrics, say). Without Config.Auth it is always true.
 func (s *Service) HasRight(c Caller, r auth.Right) bool {
 	return s.auth == nil || (c.grant != nil && c.grant.Has(r))
+}
+
+// HasRightOnAll reports whether c holds r on every topic and every group
+// (auth.Grant.AllowAll: a rule of r on "*" without group patterns), as a
+// page showing the whole server asks (pprof: auth.Admin). Without
+// Config.Auth it is always true.
+func (s *Service) HasRightOnAll(c Caller, r auth.Right) bool {
+	return s.auth == nil || c.grant.AllowAll(r)
+}
+
+// AllowGroup returns nil if c may do op on topic (Allow) and use group
+// there (auth.Grant.AllowGroup: the rule's group patterns match it, or it
+// has none), else ErrUnauthenticated or an error of CodeForbidden naming
+// the group and the topic (client input only). Every group call checks it.
+func (s *Service) AllowGroup(c Caller, op protocol.Op, topic, group string) error {
+	if err := s.Allow(c, op, topic); err != nil || s.auth == nil {
+		return err
+	}
+	if c.grant.AllowGroup(group) {
+		return nil
+	}
+	return &protocol.Error{Code: protocol.CodeForbidden,
+		Message: fmt.Sprintf("%s on group %q of topic %q: the token's group patterns do not match the group", op, group, topic)}
+}
+
+// allowsGroup reports whether c may see group in a list (ListGroups).
+func (s *Service) allowsGroup(c Caller, group string) bool {
+	return s.auth == nil || c.grant.AllowGroup(group)
 }
 
 // Allow returns nil if c may do op on topic, else ErrUnauthenticated (no

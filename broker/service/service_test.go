@@ -254,3 +254,101 @@ func TestHostile2Row4RateLimitNotTurnedOnOthers(t *testing.T) {
 	}
 	t.Logf("%d bad tokens from its address, the victim accepted all %d times", attacks, victimOK)
 }
+
+// TestHostile2RowDGroupRights: tenants A and B both consume a shared
+// topic; group patterns keep each to its own groups: A cannot commit,
+// fetch, lease, release or delete B's group, nor see it in a list; B can;
+// a rule without group patterns keeps every group (old auth files).
+func TestHostile2RowDGroupRights(t *testing.T) {
+	rules, err := auth.Parse(strings.NewReader(
+		hashOf("A")+" consume shared.* groups=a.*\n"+
+			hashOf("B")+" consume shared.* groups=b.*,b-legacy\n"+
+			hashOf("old")+" consume shared.*\n"+
+			hashOf("adm")+" admin *\n"), "auth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, Config{Auth: auth.New(rules)})
+	a, b, old, adm := caller(t, s, "A"), caller(t, s, "B"), caller(t, s, "old"), caller(t, s, "adm")
+	const topic = "shared.jobs"
+	if _, err := s.Produce(adm, topic, Produce{Batch: batch("1", "2", "3"), Expect: -1, Create: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CommitOffset(b, topic, "b.workers", Commit{Offset: 2}); err != nil {
+		t.Fatalf("B commits its group: %v", err)
+	}
+	if _, err := s.Lease(b, topic, "b.workers", "w1", time.Minute); err != nil {
+		t.Fatalf("B leases its group: %v", err)
+	}
+	if err := s.CommitOffset(a, topic, "a.workers", Commit{Offset: 1}); err != nil {
+		t.Fatalf("A commits its group: %v", err)
+	}
+	attacks := map[string]func() error{
+		"commit":  func() error { return s.CommitOffset(a, topic, "b.workers", Commit{Offset: 0}) },
+		"fetch":   func() error { _, err := s.FetchOffset(a, topic, "b.workers"); return err },
+		"unlease": func() error { _, err := s.FetchUnleased(a, topic, "b-legacy"); return err },
+		"lease":   func() error { _, err := s.Lease(a, topic, "b.workers", "evil", time.Minute); return err },
+		"release": func() error { _, err := s.ReleaseLease(a, topic, "b.workers", "w1"); return err },
+		"delete":  func() error { return s.DeleteGroup(a, topic, "b.workers") },
+	}
+	for name, call := range attacks {
+		if err := call(); Code(err) != protocol.CodeForbidden || !strings.Contains(err.Error(), `"b.`) && !strings.Contains(err.Error(), `"b-legacy"`) {
+			t.Errorf("A's %s of B's group: %v (code %v), want forbidden naming the group", name, err, Code(err))
+		}
+	}
+	o, err := s.FetchOffset(b, topic, "b.workers")
+	if err != nil || o.Committed != 2 || o.Member != "w1" {
+		t.Fatalf("B's group after A's attempts: %+v %v, want offset 2 leased by w1", o, err)
+	}
+	if _, err := s.Lease(b, topic, "b.workers", "w1", time.Minute); err != nil {
+		t.Fatalf("B renews its lease: %v", err)
+	}
+	names := func(c Caller) string {
+		t.Helper()
+		_, gs, err := s.ListGroups(c, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ns []string
+		for _, g := range gs {
+			ns = append(ns, g.Group)
+		}
+		return strings.Join(ns, ",")
+	}
+	if got := names(a); got != "a.workers" {
+		t.Errorf("A's list: %q, want only a.workers", got)
+	}
+	if got := names(b); got != "b.workers" {
+		t.Errorf("B's list: %q, want only b.workers", got)
+	}
+	if got := names(old); got != "a.workers,b.workers" {
+		t.Errorf("list of a rule without group patterns: %q, want every group", got)
+	}
+	if _, err := s.FetchOffset(old, topic, "b.workers"); err != nil {
+		t.Errorf("a rule without group patterns fetches any group: %v", err)
+	}
+	if _, err := s.ReleaseLease(b, topic, "b.workers", "w1"); err != nil {
+		t.Fatalf("B releases its lease: %v", err)
+	}
+	if err := s.DeleteGroup(b, topic, "b.workers"); err != nil {
+		t.Fatalf("B deletes its group: %v", err)
+	}
+	if got := names(old); got != "a.workers" {
+		t.Errorf("after B deleted its group: %q", got)
+	}
+}
+
+// TestHasRightOnAll: the right on every topic and group is admin on "*"
+// without group patterns; any token passes without tokens.
+func TestHasRightOnAll(t *testing.T) {
+	s := withTokens(t)
+	if !s.HasRightOnAll(caller(t, s, "a"), auth.Admin) || !s.HasRightOnAll(caller(t, s, "a"), auth.Metrics) {
+		t.Error("admin on * lacks admin or metrics on all")
+	}
+	if s.HasRightOnAll(caller(t, s, "c"), auth.Consume) || s.HasRightOnAll(Caller{}, auth.Admin) {
+		t.Error("consume on orders.* or no token holds a right on all")
+	}
+	if !open(t, Config{}).HasRightOnAll(Caller{}, auth.Admin) {
+		t.Error("without tokens: not every right")
+	}
+}

@@ -18,7 +18,7 @@ const tokenBytes = 32
 
 var tokenNewCmd = &command{
 	name:    "token new",
-	opts:    "[-rights RIGHTS] [-topics PATTERNS]",
+	opts:    "[-rights RIGHTS] [-topics PATTERNS] [-groups PATTERNS]",
 	summary: "print a fresh token and its auth-file line",
 	help: `Prints a fresh random token (32 bytes from the system's secure random source,
 base64url without padding) on the first line, and on the second the line for
@@ -27,23 +27,28 @@ patterns. The server stores only the hash; give the token to the client
 (-token, $HARAQA_TOKEN, client.WithToken) and keep it nowhere else. Nothing
 is sent to a server.
 
-Rights are produce, consume and admin (which implies the other two),
-comma-separated; topic patterns are globs in which * matches any run of
-characters, space-separated.
+Rights are produce, consume, admin (which implies the other three) and
+metrics (read /metrics), comma-separated; topic patterns are globs in which
+* matches any run of characters, space-separated. -groups limits the
+consumer groups the token may use to those its patterns (globs,
+comma-separated) match; without it the token may use every group of the
+topics it consumes, so give it to every token that shares a topic.
 
 Examples:
   hrqa token new
   hrqa token new -rights consume -topics 'orders.* logs'
+  hrqa token new -rights consume -topics 'shared.*' -groups 'team-a.*'
   hrqa token new -rights admin -topics '*' | sed -n 2p >> /etc/haraqa/auth
   kill -HUP $(pidof haraqa)     # the server rereads its auth file`,
 	setup: func(fs *flag.FlagSet) action {
-		rights := fs.String("rights", "produce,consume", "rights of the token: produce, consume, admin, comma-separated")
+		rights := fs.String("rights", "produce,consume", "rights of the token: produce, consume, admin, metrics, comma-separated")
 		topics := fs.String("topics", "*", "topic patterns the rights hold on, space-separated; * matches any run of characters")
+		groups := fs.String("groups", "", "consumer group patterns the token may use, comma-separated (default: every group)")
 		return func(_ context.Context, e *env, args []string) error {
 			if len(args) > 0 {
 				return usagef("unexpected arguments: %s", strings.Join(args, " "))
 			}
-			tok, line, err := newToken(*rights, *topics)
+			tok, line, err := newToken(*rights, *topics, *groups)
 			if err != nil {
 				return usagef("%v", err)
 			}
@@ -54,11 +59,18 @@ Examples:
 }
 
 // newToken returns a fresh token and its auth-file line, once checkRule
-// has checked the rights and topic patterns.
-func newToken(rights, topics string) (token, line string, err error) {
+// has checked the rights and patterns. groups, when not empty, are the
+// comma-separated group patterns.
+func newToken(rights, topics, groups string) (token, line string, err error) {
 	patterns := strings.Fields(topics)
 	if err := checkRule(rights, patterns); err != nil {
 		return "", "", err
+	}
+	if groups != "" {
+		if err := checkGroups(groups); err != nil {
+			return "", "", err
+		}
+		patterns = append(patterns, "groups="+groups)
 	}
 	b := make([]byte, tokenBytes)
 	if _, err := rand.Read(b); err != nil {
@@ -83,24 +95,46 @@ const maxPatternLen = 255
 func checkRule(rights string, patterns []string) error {
 	for _, r := range strings.Split(rights, ",") {
 		switch r {
-		case "produce", "consume", "admin":
+		case "produce", "consume", "admin", "metrics":
 		default:
-			return fmt.Errorf("unknown right %q: want produce, consume or admin, comma-separated", r)
+			return fmt.Errorf("unknown right %q: want produce, consume, admin or metrics, comma-separated", r)
 		}
 	}
 	if len(patterns) == 0 {
 		return errors.New("no topic pattern: want at least one")
 	}
 	for _, p := range patterns {
-		if len(p) > maxPatternLen {
-			return fmt.Errorf("topic pattern of %d bytes: at most %d", len(p), maxPatternLen)
+		if err := checkPattern("topic", p); err != nil {
+			return err
 		}
-		for i := 0; i < len(p); i++ {
-			c := p[i]
-			if c != '*' && c != '.' && c != '_' && c != '-' &&
-				(c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
-				return fmt.Errorf("topic pattern %q: %q is neither a topic name character nor '*'", p, c)
-			}
+	}
+	return nil
+}
+
+// checkGroups checks a -groups list as the server's parser checks a
+// groups= field, with the same messages.
+func checkGroups(list string) error {
+	for _, p := range strings.Split(list, ",") {
+		if p == "" {
+			return fmt.Errorf("empty group pattern in groups=%s: want patterns separated by single commas", list)
+		}
+		if err := checkPattern("group", p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkPattern checks a topic or group pattern (kind names it).
+func checkPattern(kind, p string) error {
+	if len(p) > maxPatternLen {
+		return fmt.Errorf("%s pattern of %d bytes: at most %d", kind, len(p), maxPatternLen)
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c != '*' && c != '.' && c != '_' && c != '-' &&
+			(c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return fmt.Errorf("%s pattern %q: %q is neither a %s name character nor '*'", kind, p, c, kind)
 		}
 	}
 	return nil

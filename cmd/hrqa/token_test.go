@@ -29,7 +29,7 @@ func tokenNew(t *testing.T, args ...string) (string, string) {
 
 func TestTokenNewAndUse(t *testing.T) {
 	admin, adminLine := tokenNew(t, "-rights", "admin")
-	reader, readerLine := tokenNew(t, "-rights", "consume", "-topics", "orders.* logs")
+	reader, readerLine := tokenNew(t, "-rights", "consume", "-topics", "orders.* logs", "-groups", "readers.*")
 	if admin == reader {
 		t.Fatal("two runs printed the same token")
 	}
@@ -59,6 +59,12 @@ func TestTokenNewAndUse(t *testing.T) {
 	t.Setenv("HARAQA_TOKEN", reader)
 	if r := hrqa(t, s.Addr, "", "consume", "orders.eu"); r.code != 0 || r.stdout != "one\n" {
 		t.Fatalf("consume with $HARAQA_TOKEN: %+v", r)
+	}
+	if r := hrqa(t, s.Addr, "", "consume", "orders.eu", "-group", "readers.1"); r.code != 0 || r.stdout != "one\n" {
+		t.Fatalf("consume in a group of -groups: %+v", r)
+	}
+	if r := hrqa(t, s.Addr, "", "consume", "orders.eu", "-group", "writers"); r.code != 1 || !strings.Contains(r.stderr, "may not") {
+		t.Fatalf("consume in a group outside -groups: %+v, want a failure saying the token may not", r)
 	}
 	r := hrqa(t, s.Addr, "two\n", "produce", "orders.eu")
 	if r.code != 1 || !strings.Contains(r.stderr, "may not") {
@@ -104,7 +110,7 @@ func TestCheckRuleAsServer(t *testing.T) {
 	type rule struct{ rights, topics string }
 	cases := []rule{
 		{"produce", "*"}, {"consume", "orders.* logs"}, {"admin", "*"},
-		{"produce,consume,admin", "a b c"}, {"produce,", "*"}, {",consume", "*"},
+		{"produce,consume,admin", "a b c"}, {"metrics", "*"}, {"produce,", "*"}, {",consume", "*"},
 		{"produce,,consume", "*"}, {"write", "*"}, {"Produce", "*"}, {"consume", "a/b"},
 		{"consume", strings.Repeat("x", maxPatternLen)}, {"consume", strings.Repeat("x", maxPatternLen+1)},
 		{"consume", "ok " + strings.Repeat("*", maxPatternLen+1)},
@@ -119,6 +125,12 @@ func TestCheckRuleAsServer(t *testing.T) {
 		got, want := checkRule(tc.rights, strings.Fields(tc.topics)), server(tc.rights, tc.topics)
 		if (got == nil) != (want == nil) || got != nil && got.Error() != want.Error() {
 			t.Errorf("-rights %q -topics %q: hrqa says %v, the server's parser %v", tc.rights, tc.topics, got, want)
+		}
+	}
+	for _, groups := range []string{"a.*", "a.*,b", "a,,b", "a,", "a/b", "*", strings.Repeat("g", maxPatternLen+1)} {
+		got, want := checkGroups(groups), server("consume", "t groups="+groups)
+		if (got == nil) != (want == nil) || got != nil && got.Error() != want.Error() {
+			t.Errorf("-groups %q: hrqa says %v, the server's parser %v", groups, got, want)
 		}
 	}
 	for _, tc := range []rule{{"", "produce *"}, {"produce consume", "*"}, {"produce", "a #b"}, {"produce", "a#"}, {"produce", ""}} {
