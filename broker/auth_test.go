@@ -210,10 +210,17 @@ func TestAuthRateLimit(t *testing.T) {
 	if !limited {
 		t.Fatal("50 failed hellos were never limited")
 	}
-	// Refused without being checked: even a good token, from another
-	// connection of the same host.
+	// Only the failing token is limited: from another connection of the
+	// same host it still is, an empty token is unauthenticated (it counts
+	// as no failure), and a good token is accepted.
 	c2 := dialRaw(t, s.Addr)
-	c2.fail(protocol.AppendHelloRequest(nil, c2.id(), protocol.Version, "test", tokA), protocol.CodeLimitReached)
+	c2.fail(protocol.AppendHelloRequest(nil, c2.id(), protocol.Version, "test", tokWrong), protocol.CodeLimitReached)
+	for range 10 {
+		c2.fail(protocol.AppendHelloRequest(nil, c2.id(), protocol.Version, "test", ""), protocol.CodeUnauthenticated)
+	}
+	if hr := c2.hello(tokA); !hr.Auth {
+		t.Fatal("a good token from a limited host: not authenticated")
+	}
 	c2.ping()
 	if n := s.Broker.Stats().AuthFailures; n < 5 {
 		t.Errorf("AuthFailures = %d, want at least 5", n)
