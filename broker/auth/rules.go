@@ -22,6 +22,7 @@ const (
 	Produce Right = 1 << iota // append to a topic
 	Consume                   // read a topic
 	Admin                     // create, delete, truncate a topic
+	Metrics                   // read /metrics, the series of the topics matched
 
 	// Any asks for any right at all: topic info and list topics need it.
 	Any = Produce | Consume | Admin
@@ -32,7 +33,7 @@ func (r Right) String() string {
 	for _, n := range [...]struct {
 		r    Right
 		name string
-	}{{Produce, "produce"}, {Consume, "consume"}, {Admin, "admin"}} {
+	}{{Produce, "produce"}, {Consume, "consume"}, {Admin, "admin"}, {Metrics, "metrics"}} {
 		if r&n.r != 0 {
 			names = append(names, n.name)
 		}
@@ -180,8 +181,10 @@ func parseRule(fields []string) (*Grant, error) {
 			g.rights |= Consume
 		case "admin":
 			g.rights |= Any
+		case "metrics":
+			g.rights |= Metrics
 		default:
-			return nil, fmt.Errorf("unknown right %q: want produce, consume or admin, comma-separated", r)
+			return nil, fmt.Errorf("unknown right %q: want produce, consume, admin or metrics, comma-separated", r)
 		}
 	}
 	for _, p := range fields[2:] {
