@@ -73,14 +73,15 @@ func (a *API) forbid(w http.ResponseWriter, err error) {
 	a.fail(w, err)
 }
 
-// adminOnly wraps h, which then needs a token with the admin right on
-// some topics (for /metrics and /docs with Config.AuthMetrics, and
-// pprof). These pages are served while the volumes are recovered, before
-// the service exists, so it asks Config.Auth itself.
-func (a *API) adminOnly(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// granted serves r with h if its token's grant g passes need, answering
+// 401, 403 or 429 when not: for /metrics and /docs with
+// Config.AuthMetrics, and pprof. These pages are served while the volumes
+// are recovered, before the service exists, so it asks Config.Auth itself.
+// Without Config.Auth it serves every request, with a nil grant.
+func (a *API) granted(need func(*auth.Grant) bool, h func(http.ResponseWriter, *http.Request, *auth.Grant)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if a.cfg.Auth == nil {
-			h.ServeHTTP(w, r)
+			h(w, r, nil)
 			return
 		}
 		tok := bearer(r)
@@ -91,10 +92,23 @@ func (a *API) adminOnly(h http.Handler) http.Handler {
 			a.fail(w, ErrAuthLimited)
 		case err != nil:
 			a.unauthorized(w, tok)
-		case !g.Has(auth.Admin):
+		case !need(g):
+			w.Header().Set("WWW-Authenticate", `Bearer realm="haraqa", error="insufficient_scope"`)
 			a.fail(w, ErrForbidden)
 		default:
-			h.ServeHTTP(w, r)
+			h(w, r, g)
 		}
-	})
+	}
 }
+
+// Needs of granted.
+var (
+	// anyToken: a valid token, whatever it holds (/docs).
+	anyToken = func(*auth.Grant) bool { return true }
+	// metricsToken: the metrics right on some topics (/metrics, which
+	// then shows those topics alone).
+	metricsToken = func(g *auth.Grant) bool { return g.Has(auth.Metrics) }
+	// adminOnAll: admin on every topic (pprof: profiles show the command
+	// line, memory and every tenant's work).
+	adminOnAll = func(g *auth.Grant) bool { return g.AllowAll(auth.Admin) }
+)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/haraqa/haraqa/broker/brokertest"
+	hserver "github.com/haraqa/haraqa/broker/server"
 )
 
 const (
@@ -18,6 +19,11 @@ const (
 	tokC    = "http-token-consume"
 	tokA    = "http-token-admin"
 	tokLogs = "http-token-logs"
+	// tokTA is a tenant's admin, on orders.* alone; tokM holds the metrics
+	// right on orders.*, tokMAll on every topic.
+	tokTA   = "http-token-tenant-admin"
+	tokM    = "http-token-metrics-orders"
+	tokMAll = "http-token-metrics-all"
 )
 
 func sha(tok string) string {
@@ -29,22 +35,31 @@ func sha(tok string) string {
 // returns the HTTP port's base URL.
 func startAuthHTTP(t *testing.T, authMetrics bool) string {
 	t.Helper()
+	u, _ := startAuthHTTPWith(t, func(c *hserver.Config) { c.HTTP.AuthMetrics = authMetrics })
+	return u
+}
+
+// startAuthHTTPWith is startAuthHTTP with the defaults as adjust leaves
+// them; it returns the server too.
+func startAuthHTTPWith(t *testing.T, adjust func(*hserver.Config)) (string, *brokertest.Server) {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "auth")
 	rules := sha(tokPC) + " produce,consume orders.*\n" + sha(tokC) + " consume orders.*\n" +
-		sha(tokA) + " admin *\n" + sha(tokLogs) + " consume logs\n"
+		sha(tokA) + " admin *\n" + sha(tokLogs) + " consume logs\n" + sha(tokTA) + " admin orders.*\n" +
+		sha(tokM) + " metrics orders.*\n" + sha(tokMAll) + " metrics *\n"
 	if err := os.WriteFile(file, []byte(rules), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg := brokertest.Config(t.TempDir())
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.AuthFile = file
-	cfg.HTTP.AuthMetrics = authMetrics
+	adjust(&cfg)
 	s, err := brokertest.StartConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return "http://" + s.Server.HTTPAddr().String()
+	return "http://" + s.Server.HTTPAddr().String(), s
 }
 
 func doAuth(t *testing.T, method, url, token, body string, hdr ...string) (*http.Response, string) {
@@ -124,8 +139,11 @@ func TestAuthHTTPMetrics(t *testing.T) {
 	}{
 		{"/metrics", "", 401},
 		{"/metrics", tokC, 403},
-		{"/metrics", tokA, 200},
+		{"/metrics", tokA, 200}, // admin holds the metrics right
+		{"/metrics", tokM, 200},
+		{"/metrics", tokMAll, 200},
 		{"/docs/openapi.yaml", "", 401},
+		{"/docs/openapi.yaml", tokC, 200},
 		{"/docs/openapi.yaml", tokA, 200},
 		{"/healthz", "", 200},
 	} {

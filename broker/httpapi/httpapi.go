@@ -14,9 +14,12 @@
 package httpapi
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -35,8 +38,16 @@ type Config struct {
 	// Docs serves the API docs under /docs/ (the -docs flag, default true).
 	Docs bool
 	// CORS sends CORS headers and answers preflight requests (the -cors
-	// flag, default true).
+	// flag, default true): a page of any origin may read (GET, HEAD).
 	CORS bool
+	// CORSOrigins are the origins ("https://app.example.com", or "*" for
+	// any) whose pages may also change or delete (POST, PUT, PATCH,
+	// DELETE; the -cors-origins flag, comma-separated, default none). A
+	// request of any other method that carries an Origin header naming
+	// neither one of these nor the server itself (its Host) is refused
+	// with 403, CORS on or off, so that no page can write through a
+	// browser: a form's simple POST included.
+	CORSOrigins []string
 	// Pprof serves net/http/pprof under /debug/pprof/ (default false).
 	Pprof bool
 	// MaxBodyBytes bounds a produce request's body (default 16 MiB).
@@ -63,11 +74,14 @@ type Config struct {
 	// Auth, when set, makes every route but /healthz and /readyz need an
 	// "Authorization: Bearer TOKEN" header whose token holds the right the
 	// route needs on its topic (401 without one or with a wrong one, 403
-	// when not allowed). /metrics and /docs stay open unless AuthMetrics;
-	// pprof then needs an admin token. Nil (the default): no tokens.
+	// when not allowed). /metrics and /docs are open unless AuthMetrics;
+	// pprof then needs a token with admin on every topic (pattern "*").
+	// Nil (the default): no tokens.
 	Auth *auth.Authorizer
-	// AuthMetrics makes /metrics and /docs need a token with the admin
-	// right (the -auth-metrics flag, default false). Only with Auth.
+	// AuthMetrics, with Auth, makes /metrics need a token with the
+	// metrics right, and show only the per-topic and per-group series of
+	// the topics that right is held on; /docs then needs a valid token
+	// (the -auth-metrics flag, default true).
 	AuthMetrics bool
 	// Peers, when set, is asked where a topic lives that this server does
 	// not have, for the routes on /topics/{topic}: a request for a topic
@@ -79,12 +93,14 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the defaults: everything on but pprof.
+// DefaultConfig returns the defaults: everything on but pprof, and with
+// Auth, /metrics behind the metrics right.
 func DefaultConfig() Config {
 	return Config{
 		Prometheus:      true,
 		Docs:            true,
 		CORS:            true,
+		AuthMetrics:     true,
 		MaxBodyBytes:    protocol.DefaultMaxFrameSize,
 		DefaultLimit:    -1,
 		MaxConsumeBytes: 4 << 20,
@@ -189,18 +205,22 @@ func (a *API) routeOps() {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	a.route("GET /readyz", a.readyz)
-	// open serves h to anyone, or with Auth and AuthMetrics to admins.
-	open := func(h http.Handler) http.Handler {
-		if cfg.Auth != nil && cfg.AuthMetrics {
-			return a.adminOnly(h)
+	// With Auth and AuthMetrics, /metrics needs the metrics right and
+	// shows the topics it is held on; /docs needs a valid token.
+	need := func(f func(*auth.Grant) bool) func(*auth.Grant) bool {
+		if cfg.AuthMetrics {
+			return f
 		}
-		return h
+		return nil
 	}
 	if a.metrics != nil {
-		a.route("GET /metrics", open(a.metrics.handler).ServeHTTP)
+		a.route("GET /metrics", a.open(need(metricsToken), a.serveMetrics))
 	}
 	if cfg.Docs {
-		a.mux.Handle("GET /docs/", open(docs.Handler()))
+		docsH := docs.Handler()
+		a.mux.Handle("GET /docs/", a.open(need(anyToken), func(w http.ResponseWriter, r *http.Request, _ *auth.Grant) {
+			docsH.ServeHTTP(w, r)
+		}))
 	}
 	if cfg.Pprof {
 		a.routePprof()
@@ -224,14 +244,26 @@ func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ready\n"))
 }
 
-// routePprof registers net/http/pprof. Profiles show the command line and
-// memory: admins only once tokens are on.
+// open serves h to anyone when need is nil, else through granted.
+func (a *API) open(need func(*auth.Grant) bool, h func(http.ResponseWriter, *http.Request, *auth.Grant)) http.HandlerFunc {
+	if need == nil || a.cfg.Auth == nil {
+		return func(w http.ResponseWriter, r *http.Request) { h(w, r, nil) }
+	}
+	return a.granted(need, h)
+}
+
+// serveMetrics answers GET /metrics from a snapshot, as much of it as g
+// may see (all of it for a nil g).
+func (a *API) serveMetrics(w http.ResponseWriter, r *http.Request, g *auth.Grant) {
+	a.metrics.snapshot(a.state.Load()).write(w, g)
+}
+
+// routePprof registers net/http/pprof. Profiles show the command line,
+// memory and every tenant's work: once tokens are on, they need admin on
+// every topic (a rule whose pattern is "*").
 func (a *API) routePprof() {
 	prof := func(h http.HandlerFunc) http.Handler {
-		if a.cfg.Auth != nil {
-			return a.adminOnly(h)
-		}
-		return h
+		return a.open(adminOnAll, func(w http.ResponseWriter, r *http.Request, _ *auth.Grant) { h(w, r) })
 	}
 	a.mux.Handle("/debug/pprof/", prof(pprof.Index))
 	a.mux.Handle("/debug/pprof/cmdline", prof(pprof.Cmdline))
@@ -280,17 +312,36 @@ func (a *API) ObserveFsync(took time.Duration) {
 // corsExposed are the response headers a browser script may read.
 const corsExposed = "X-Sizes, X-Errors, X-Id, X-Oldest, X-Committed"
 
+// ErrCrossOrigin answers a request that would change or delete, sent by
+// a page of an origin not in Config.CORSOrigins (403).
+var ErrCrossOrigin error = &apiError{protocol.CodeForbidden,
+	"httpapi: forbidden: a page of another origin may only read (GET, HEAD) unless its origin is in -cors-origins"}
+
 // ServeHTTP serves the routes above.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	origin := r.Header.Get("Origin")
+	asked := r.Header.Get("Access-Control-Request-Method")
+	preflight := a.cfg.CORS && r.Method == http.MethodOptions && asked != ""
+	if !preflight {
+		asked = r.Method
+	}
+	// A browser sends Origin with every request a page makes across
+	// origins, a form's simple POST included, which it sends without a
+	// preflight: such a request is refused here rather than run with its
+	// answer hidden from the page.
+	if origin != "" && !safeMethod(asked) && !a.mayWrite(origin, r.Host) {
+		a.fail(w, ErrCrossOrigin)
+		return
+	}
 	if a.cfg.CORS {
 		h := w.Header()
 		h.Set("Access-Control-Allow-Origin", "*")
 		h.Set("Access-Control-Expose-Headers", corsExposed)
-		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+		if preflight {
 			// Echo what the preflight asks for, as the original server does
-			// (X-Consumer-Group and whatever a client adds); the routes and
-			// tokens still decide.
-			h.Set("Access-Control-Allow-Methods", r.Header.Get("Access-Control-Request-Method"))
+			// (X-Consumer-Group and whatever a client adds): it passed the
+			// origin check above, and the routes and tokens still decide.
+			h.Set("Access-Control-Allow-Methods", asked)
 			allow := "Authorization, Content-Type, X-Sizes, X-Id, X-Limit, X-Consumer-Group, X-Topics"
 			if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
 				allow = req
@@ -303,6 +354,46 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	a.mux.ServeHTTP(&errorWriter{ResponseWriter: w}, r)
 }
+
+// safeMethod reports whether method only reads: a page of any origin may
+// send it.
+func safeMethod(method string) bool {
+	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
+}
+
+// mayWrite reports whether a page of origin may change or delete: origin
+// is in Config.CORSOrigins (or it holds "*"), or it is the server's own,
+// host, as the API docs' pages are.
+func (a *API) mayWrite(origin, host string) bool {
+	for _, o := range a.cfg.CORSOrigins {
+		if o == "*" || strings.EqualFold(o, origin) {
+			return true
+		}
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
+}
+
+// ParseOrigins parses the -cors-origins flag: comma-separated origins,
+// each scheme://host[:port] as a browser sends it in Origin, or "*" for
+// every origin. An error wraps ErrBadOrigin.
+func ParseOrigins(list string) ([]string, error) {
+	var out []string
+	for o := range strings.SplitSeq(list, ",") {
+		if o = strings.TrimSpace(o); o == "" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil) {
+			return nil, fmt.Errorf("%w: %q: want scheme://host[:port], as browsers send it, or *", ErrBadOrigin, o)
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// ErrBadOrigin: an entry of -cors-origins is not an origin.
+var ErrBadOrigin = errors.New("httpapi: bad -cors-origins entry")
 
 // errorWriter gives the mux's own error responses (unknown route, method
 // not allowed) the shape of every API error: the X-Errors header and the

@@ -7,21 +7,20 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
 )
 
 // metrics holds what /metrics serves: latency histograms observed as
-// requests complete, and a collector that turns the broker's and the
-// store's counters into metrics when scraped, so the request paths pay
+// requests complete, and the broker's and the store's counters read when
+// a snapshot is rendered (metricsview.go), so the request paths pay
 // nothing for those.
 type metrics struct {
-	handler  http.Handler
+	reg      *prometheus.Registry
 	requests [256][2]prometheus.Observer // by op (nil: not an op), then waited
 	http     *prometheus.HistogramVec
 	fsync    prometheus.Histogram
+	cache    snapshotCache
 }
 
 // latencyBuckets span 25 us (a page-cache produce) to a minute (the longest
@@ -36,6 +35,7 @@ func newMetrics(a *API) *metrics {
 		Buckets: latencyBuckets,
 	}, []string{"op"})
 	m := &metrics{
+		reg: reg,
 		http: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "haraqa_http_request_duration_seconds",
 			Help:    "HTTP API requests from arrival to the end of the response, by route and status code.",
@@ -55,10 +55,9 @@ func newMetrics(a *API) *metrics {
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collector{api: a},
+		collector{m: m},
 		req, m.http, m.fsync,
 	)
-	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m
 }
 
@@ -96,17 +95,12 @@ func (w *statusWriter) WriteHeader(code int) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// collector reads the broker's and the store's counters when scraped.
-type collector struct{ api *API }
+// collector reads the server-wide counters when a snapshot is rendered;
+// the per-topic and per-group series are written by the snapshot itself
+// (metricsview.go), which the collector's totals come from.
+type collector struct{ m *metrics }
 
 var (
-	descProduced      = prometheus.NewDesc("haraqa_produced_messages_total", "Messages appended, over both protocols.", []string{"topic"}, nil)
-	descProducedBytes = prometheus.NewDesc("haraqa_produced_bytes_total", "Batch bytes appended, over both protocols.", []string{"topic"}, nil)
-	descConsumed      = prometheus.NewDesc("haraqa_consumed_messages_total", "Messages read for consumers, over both protocols.", []string{"topic"}, nil)
-	descConsumedBytes = prometheus.NewDesc("haraqa_consumed_bytes_total", "Batch bytes read for consumers, over both protocols.", []string{"topic"}, nil)
-	descTopicBytes    = prometheus.NewDesc("haraqa_topic_bytes", "Bytes of segment data a topic holds on each volume.", []string{"topic"}, nil)
-	descTopicOldest   = prometheus.NewDesc("haraqa_topic_oldest_offset", "Oldest readable offset of a topic.", []string{"topic"}, nil)
-	descTopicNext     = prometheus.NewDesc("haraqa_topic_next_offset", "Offset the next message of a topic will get.", []string{"topic"}, nil)
 	descVolumeBytes   = prometheus.NewDesc("haraqa_volume_bytes", "Bytes of segment data on a volume.", []string{"volume"}, nil)
 	descVolumeFree    = prometheus.NewDesc("haraqa_volume_free_bytes", "Free bytes on a volume's file system, measured every second; produces are refused under -min-free-bytes.", []string{"volume"}, nil)
 	descVolumeSegs    = prometheus.NewDesc("haraqa_volume_segments", "Segment files on a volume.", []string{"volume"}, nil)
@@ -131,63 +125,42 @@ var (
 	descWriteFiles    = prometheus.NewDesc("haraqa_open_write_files", "Segment files held open for appends (active and next segments).", nil, nil)
 	descMaxOpenFiles  = prometheus.NewDesc("haraqa_max_open_files", "The budget of segment files, read and write (-max-open-files).", nil, nil)
 	descTopics        = prometheus.NewDesc("haraqa_topics", "Topics.", nil, nil)
-	descGroupLag      = prometheus.NewDesc("haraqa_consumer_group_lag_messages", "Messages a consumer group has yet to commit on a topic: the topic's next offset minus where the group reads from (its committed offset, raised to the oldest offset kept).", []string{"group", "topic"}, nil)
-	descGroupOffset   = prometheus.NewDesc("haraqa_consumer_group_committed_offset", "The offset a consumer group committed on a topic: the offset it reads next.", []string{"group", "topic"}, nil)
+	descRenders       = prometheus.NewDesc("haraqa_metrics_renders_total", "Snapshots of /metrics computed; requests within a snapshot's life share it.", nil, nil)
+	descRenderSecs    = prometheus.NewDesc("haraqa_metrics_render_seconds", "How long the previous /metrics snapshot took to compute; a snapshot is served for ten times as long.", nil, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descProduced, descProducedBytes, descConsumed, descConsumedBytes,
-		descTopicBytes, descTopicOldest, descTopicNext, descVolumeBytes, descVolumeFree, descVolumeSegs, descSent, descRequests,
+	for _, d := range []*prometheus.Desc{descVolumeBytes, descVolumeFree, descVolumeSegs, descSent, descRequests,
 		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descBuffered, descBudgetPauses, descIdleClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
-		descUnreadable, descDroppedTails, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics, descGroupLag, descGroupOffset} {
+		descUnreadable, descDroppedTails, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics, descRenders, descRenderSecs} {
 		ch <- d
 	}
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
-	st := c.api.state.Load()
-	if st == nil {
-		return // still recovering: nothing to report yet
-	}
 	metric := func(d *prometheus.Desc, t prometheus.ValueType, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, t, float64(v), labels...)
 	}
 	counter := func(d *prometheus.Desc, v int64, labels ...string) { metric(d, prometheus.CounterValue, v, labels...) }
 	gauge := func(d *prometheus.Desc, v int64, labels ...string) { metric(d, prometheus.GaugeValue, v, labels...) }
-
-	topics := st.svc.TopicStats()
-	var bytes, segs int64
-	for _, t := range topics {
-		counter(descProduced, t.ProducedMessages, t.Name)
-		counter(descProducedBytes, t.ProducedBytes, t.Name)
-		counter(descConsumed, t.ConsumedMessages, t.Name)
-		counter(descConsumedBytes, t.ConsumedBytes, t.Name)
-		gauge(descTopicBytes, t.Bytes, t.Name)
-		gauge(descTopicOldest, t.Oldest, t.Name)
-		gauge(descTopicNext, t.Next, t.Name)
-		bytes += t.Bytes
-		segs += int64(t.Segments)
+	counter(descRenders, c.m.cache.renders.Load())
+	ch <- prometheus.MustNewConstMetric(descRenderSecs, prometheus.GaugeValue, time.Duration(c.m.cache.took.Load()).Seconds())
+	tot := c.m.cache.totals.Load()
+	if tot == nil || tot.st == nil {
+		return // still recovering: nothing to report yet
 	}
+	st := tot.st
 	// Every write goes to every volume, or the topic turns read-only:
 	// the volumes hold the same segments.
 	free := st.svc.VolumeFree()
 	for i, v := range st.svc.Volumes() {
-		gauge(descVolumeBytes, bytes, v)
-		gauge(descVolumeSegs, segs, v)
+		gauge(descVolumeBytes, tot.bytes, v)
+		gauge(descVolumeSegs, tot.segs, v)
 		if free[i] >= 0 {
 			gauge(descVolumeFree, free[i], v)
 		}
 	}
-	gauge(descTopics, int64(len(topics)))
-	for topic, groups := range st.svc.GroupStats() {
-		for _, g := range groups {
-			if g.Committed == service.NoOffset {
-				continue // a lease only: nothing committed to measure from
-			}
-			gauge(descGroupLag, g.Next-g.Start, g.Group, topic)
-			gauge(descGroupOffset, g.Committed, g.Group, topic)
-		}
-	}
+	gauge(descTopics, tot.topics)
 
 	b, s := st.broker.Stats(), st.svc.StoreStats()
 	counter(descSent, b.ZeroCopyBytes, "zero_copy")

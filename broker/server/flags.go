@@ -9,6 +9,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/haraqa/haraqa/broker/httpapi"
 )
 
 // ParseFlags maps the haraqa binary's command line (the original haraqa's
@@ -43,7 +45,8 @@ func newFlagSet(c *Config, f *cliFlags, stderr io.Writer) *flag.FlagSet {
 	fs.UintVar(&f.tcpPort, "tcp", 14353, "binary protocol port")
 	fs.StringVar(&f.listen, "listen", "0.0.0.0", "address to listen on")
 	fs.BoolVar(&c.Storage.Cache, "cache", true, "keep segment files open between reads")
-	fs.BoolVar(&c.HTTP.CORS, "cors", true, "send CORS headers on the HTTP port")
+	fs.BoolVar(&c.HTTP.CORS, "cors", true, "send CORS headers on the HTTP port: pages of any origin may read (GET, HEAD)")
+	fs.Func("cors-origins", "comma-separated origins (scheme://host[:port], or *) whose pages may also POST, PUT, PATCH and DELETE on the HTTP port; others are refused 403 (default none)", func(v string) (err error) { c.HTTP.CORSOrigins, err = httpapi.ParseOrigins(v); return err })
 	fs.BoolVar(&c.HTTP.Docs, "docs", true, "serve the API docs on the HTTP port")
 	fs.BoolVar(&c.HTTP.Prometheus, "prometheus", true, "serve Prometheus metrics on the HTTP port")
 	fs.BoolVar(&c.HTTP.Pprof, "pprof", false, "serve Go runtime profiles at /debug/pprof/ on the HTTP port")
@@ -67,7 +70,7 @@ func newFlagSet(c *Config, f *cliFlags, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.Storage.MaxProducers, "max-producers", c.Storage.MaxProducers, "most idempotent producers a topic remembers; past it the one idle longest is forgotten")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.AuthFile, "auth-file", "", "file of token hashes and their rights (see docs/security.md); every request on both ports then needs a token; reread on SIGHUP")
-	fs.BoolVar(&c.HTTP.AuthMetrics, "auth-metrics", false, "with -auth-file: /metrics and /docs need an admin token too")
+	fs.BoolVar(&c.HTTP.AuthMetrics, "auth-metrics", c.HTTP.AuthMetrics, "with -auth-file: /metrics needs a token with the metrics right and shows only the topics it is held on, /docs a valid token; -auth-metrics=false opens both")
 	fs.StringVar(&c.TLSCertFile, "tls-cert", "", "PEM certificate (chain) file: both ports speak TLS only; reloaded on SIGHUP and when the file changes")
 	fs.StringVar(&c.TLSKeyFile, "tls-key", "", "PEM private key file of -tls-cert")
 	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca", "", "PEM file of the CAs whose client certificates both ports then require (mutual TLS)")
