@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"syscall"
 	"time"
@@ -22,6 +23,12 @@ import (
 // the binary port for good while the process lived on. Here an accept
 // error backs off and retries, as net/http does, and the connection limit
 // is enforced before a connection reaches an event loop.
+//
+// Connection limits: MaxConns counts the descriptors the connections hold
+// (one for a TCP connection, TLSDescriptors for a TLS one), so that the
+// limit is reached, and told to the client, before accept or a socket
+// pair fails for want of descriptors; MaxConnsPerAddr bounds one client
+// address's connections, so that one host cannot take every slot.
 
 // Accept back-off bounds, as net/http's Server.Serve uses.
 const (
@@ -37,16 +44,88 @@ const acceptLogEvery = 10 * time.Second
 // limit: a client that does not read it is closed anyway.
 const limitWriteTimeout = 100 * time.Millisecond
 
+// DescriptorReserve is the part of the descriptor limit no default budget
+// takes: listeners, event loops, volume directories, logs.
+const DescriptorReserve = 64
+
 // DefaultMaxConns derives the default connection limit from the process's
-// descriptor limit: half of it, less headroom for volumes, segment files
-// and the HTTP port, and at most 65536.
+// descriptor limit: three eighths of what DescriptorReserve leaves, at
+// most 65536. The rest is shared by the segment files (half: storage's
+// DefaultMaxOpenFiles) and the HTTP port (an eighth: the server's
+// DefaultMaxHTTPConns), so that together with the reserve they fit the
+// limit. The limit counts descriptors: a TLS connection takes
+// TLSDescriptors of it.
 func DefaultMaxConns() int {
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
 		return 65536
 	}
-	n := (int(rl.Cur) - 64) / 2
+	n := (int(rl.Cur) - DescriptorReserve) * 3 / 8
 	return max(1, min(n, 65536))
+}
+
+// DefaultMaxConnsPerAddr is Config.MaxConnsPerAddr's default: more than a
+// benchmark or a cluster's clients open from one host, a fraction of what
+// one address needs to take every slot.
+const DefaultMaxConnsPerAddr = 128
+
+// TLSDescriptors is what a TLS connection holds, and takes of MaxConns:
+// its TCP socket and both ends of its socket pair (tls.go). A plaintext
+// connection holds one.
+const TLSDescriptors = 3
+
+// slots counts what the binary port's connections hold: descriptors in
+// Broker.conns, connections per client address here.
+type slots struct {
+	mu     sync.Mutex
+	byAddr map[netip.Addr]int
+}
+
+// addrKey is the address a connection is counted under: the client's IP.
+func addrKey(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(ta.IP); ok {
+			return ip.Unmap()
+		}
+	}
+	return netip.Addr{} // not TCP: counted together
+}
+
+// admit counts a new connection from addr, of cost descriptors, against
+// MaxConns and MaxConnsPerAddr. It returns the refusal to send when a
+// limit is reached, "" when the connection is admitted.
+func (b *Broker) admit(addr net.Addr, cost int) string {
+	key := addrKey(addr)
+	b.slots.mu.Lock()
+	defer b.slots.mu.Unlock()
+	if lim := b.cfg.MaxConnsPerAddr; lim > 0 && b.slots.byAddr[key] >= lim {
+		return fmt.Sprintf("too many connections from %s: the server's per-address connection limit (-max-conns-per-addr) of %d is reached", key, lim)
+	}
+	if int(b.conns.Add(int64(cost))) > b.cfg.MaxConns {
+		b.conns.Add(-int64(cost))
+		msg := fmt.Sprintf("too many connections: the server's connection limit (-max-conns) of %d descriptors is reached", b.cfg.MaxConns)
+		if cost > 1 {
+			msg += fmt.Sprintf(" (a TLS connection holds %d)", cost)
+		}
+		return msg
+	}
+	if b.slots.byAddr == nil {
+		b.slots.byAddr = make(map[netip.Addr]int)
+	}
+	b.slots.byAddr[key]++
+	return ""
+}
+
+// releaseConn gives back a connection's count under addr and n of its
+// descriptors (admit counted them).
+func (b *Broker) releaseConn(addr net.Addr, n int) {
+	b.conns.Add(-int64(n))
+	key := addrKey(addr)
+	b.slots.mu.Lock()
+	if b.slots.byAddr[key]--; b.slots.byAddr[key] <= 0 {
+		delete(b.slots.byAddr, key)
+	}
+	b.slots.mu.Unlock()
 }
 
 // accept accepts connections on ln until it is closed, handing each to the
@@ -59,13 +138,16 @@ func (b *Broker) accept(ln net.Listener) {
 	for {
 		nc, err := ln.Accept()
 		if err == nil {
-			if int(b.conns.Add(1)) > b.cfg.MaxConns {
-				b.conns.Add(-1)
+			cost := 1
+			if b.cfg.TLS != nil {
+				cost = TLSDescriptors
+			}
+			if msg := b.admit(nc.RemoteAddr(), cost); msg != "" {
 				b.stats.refusedConns.Add(1)
 				if n, ok := refusals.due(); ok {
-					b.cfg.Logger.Warn("connection refused: the connection limit is reached", "max_conns", b.cfg.MaxConns, "refused", n)
+					b.cfg.Logger.Warn("connection refused: a connection limit is reached", "reason", msg, "refused", n)
 				}
-				go b.refuse(nc)
+				go b.refuse(nc, msg)
 				continue
 			}
 			if b.cfg.TLS != nil {
@@ -98,6 +180,8 @@ func (b *Broker) accept(ln net.Listener) {
 // enroll hands nc to an event loop. gnet duplicates its descriptor and
 // closes nc; the duplicate may fail as accept does (EMFILE). p is the
 // client behind a TLS connection's socket pair, nil for a TCP connection.
+// On failure it releases the connection's address and one descriptor; a
+// TLS connection's other two are its caller's.
 // Calls are serialized: gnet's Register picks the loop with a round-robin
 // counter it does not guard, and TLS connections enroll from their own
 // goroutines.
@@ -133,18 +217,22 @@ func (b *Broker) enroll(nc net.Conn, p *peer) error {
 		}
 	}
 	if err != nil {
-		b.conns.Add(-1)
+		addr := nc.RemoteAddr()
+		if p != nil {
+			addr = p.remote
+		}
+		b.releaseConn(addr, 1)
 		nc.Close()
 		return fmt.Errorf("register with an event loop: %w", err)
 	}
 	return nil
 }
 
-// refuse answers a connection over the limit with one error frame (op 0,
-// correlation id 0, CodeLimitReached naming the limit) and closes it.
-func (b *Broker) refuse(nc net.Conn) {
+// refuse answers a connection over a limit with one error frame (op 0,
+// correlation id 0, CodeLimitReached with msg, which names the limit) and
+// closes it.
+func (b *Broker) refuse(nc net.Conn, msg string) {
 	defer nc.Close()
-	msg := fmt.Sprintf("too many connections: the server's connection limit (-max-conns) of %d is reached", b.cfg.MaxConns)
 	_ = nc.SetWriteDeadline(time.Now().Add(limitWriteTimeout))
 	_, _ = nc.Write(protocol.AppendErrorResponse(nil, 0, 0, protocol.CodeLimitReached, msg))
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/broker"
+	"github.com/haraqa/haraqa/broker/auth"
 	"github.com/haraqa/haraqa/broker/brokertest"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
@@ -50,4 +51,44 @@ func TestMaxConns(t *testing.T) {
 	waitFor(t, "the closed connection to be counted", func() bool { return s.Broker.Stats().Connections == 2 })
 	c := dialRaw(t, s.Addr)
 	c.ok(protocol.AppendPingRequest(nil, c.id()))
+}
+
+// TestHostile2Row10PerAddrCap: a client without a token holds every
+// connection slot from one address (127.0.0.2) and pings, which needs no
+// hello. With the default per-address cap (128) and room for 130
+// connections, it gets 128 of them and the rest are refused with a frame
+// naming -max-conns-per-addr; a client from 127.0.0.1 still connects and
+// says hello with its token. Before the cap it got "limit reached".
+func TestHostile2Row10PerAddrCap(t *testing.T) {
+	const slots = 130 // the default cap, 128, and two more
+	a := auth.New(authRules(t))
+	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) { c.MaxConns, c.Auth = slots, a })
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: ioTimeout}
+	served, refused := 0, 0
+	for range slots {
+		nc, err := d.Dial("tcp", s.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		c := &rawConn{tb: t, conn: nc}
+		c.write(protocol.AppendPingRequest(nil, c.id()))
+		r := c.read()
+		switch {
+		case r.Code == protocol.CodeOK:
+			served++
+		case r.Code == protocol.CodeLimitReached && strings.Contains(r.errMsg(), "-max-conns-per-addr") && strings.Contains(r.errMsg(), "127.0.0.2"):
+			refused++
+		default:
+			t.Fatalf("attacker's connection: code %v %q", r.Code, r.errMsg())
+		}
+	}
+	if served != broker.DefaultMaxConnsPerAddr || refused != slots-broker.DefaultMaxConnsPerAddr {
+		t.Fatalf("from one address: %d served, %d refused; want %d and %d", served, refused, broker.DefaultMaxConnsPerAddr, slots-broker.DefaultMaxConnsPerAddr)
+	}
+	victim := dialRaw(t, s.Addr)
+	if hr := victim.hello(tokPC); !hr.Auth {
+		t.Fatalf("victim's hello: %+v", hr)
+	}
+	victim.produce("orders.a", protocol.ProduceCreateTopic, "after the attack")
 }

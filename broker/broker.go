@@ -34,7 +34,8 @@ type Broker struct {
 	ready      chan struct{} // closed when an event loop opened the probe (Start)
 	addr       net.Addr
 	acceptDone chan struct{} // closed when accept returns
-	conns      atomic.Int64  // connections accepted and not yet closed
+	conns      atomic.Int64  // descriptors held by connections accepted and not yet closed (accept.go)
+	slots      slots         // connections per client address (accept.go)
 	started    chan struct{}
 	runErr     chan error
 	dead       chan struct{} // closed when the engine has stopped

@@ -39,12 +39,18 @@ type Config struct {
 	// MaxPending bounds the requests of one connection waiting for their
 	// turn to be answered (default 4096); past it, reading stops too.
 	MaxPending int
-	// MaxConns bounds the open connections of the binary port (default
-	// DefaultMaxConns(): half the process's descriptor limit less 64, at
-	// most 65536, so that segment files and the HTTP port keep descriptors).
-	// A connection over it is sent one CodeLimitReached frame naming the
-	// limit and closed.
+	// MaxConns bounds the descriptors the binary port's connections hold
+	// (default DefaultMaxConns(): three eighths of the process's
+	// descriptor limit less 64, at most 65536, so that segment files and
+	// the HTTP port keep theirs): a TCP connection holds one, a TLS
+	// connection TLSDescriptors (3). A connection over it is sent one
+	// CodeLimitReached frame naming the limit and closed.
 	MaxConns int
+	// MaxConnsPerAddr bounds the binary port's connections from one client
+	// IP address (default DefaultMaxConnsPerAddr, 128; 0: no bound), so
+	// that one host cannot take all MaxConns slots. A connection over it
+	// is sent one CodeLimitReached frame naming the limit and closed.
+	MaxConnsPerAddr int
 	// MaxBufferedBytes bounds what the broker buffers for all connections
 	// together (default DefaultMaxBufferedBytes(): a quarter of physical
 	// memory, at most 1 GiB; 0: no bound): unread input, unsent output,
@@ -102,6 +108,7 @@ func DefaultConfig() Config {
 		MaxOutboundBytes: 16 << 20,
 		MaxPending:       4096,
 		MaxConns:         DefaultMaxConns(),
+		MaxConnsPerAddr:  DefaultMaxConnsPerAddr,
 		StallTimeout:     time.Minute,
 		MaxBufferedBytes: DefaultMaxBufferedBytes(),
 		IdleTimeout:      DefaultIdleTimeout,
@@ -132,6 +139,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: stall timeout %s: want more than 0", ErrInvalidConfig, c.StallTimeout)
 	case c.MaxConns < 1:
 		return fmt.Errorf("%w: max conns %d: want 1 or more", ErrInvalidConfig, c.MaxConns)
+	case c.MaxConnsPerAddr < 0:
+		return fmt.Errorf("%w: max conns per address %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxConnsPerAddr)
 	case c.MaxBufferedBytes < 0:
 		return fmt.Errorf("%w: max buffered bytes %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxBufferedBytes)
 	case c.IdleTimeout < 0:

@@ -90,7 +90,7 @@ func (e *events) OnClose(c gnet.Conn, err error) gnet.Action {
 		return gnet.None
 	}
 	b.stats.connections.Add(-1)
-	b.conns.Add(-1)
+	b.releaseConn(remoteAddr(c), 1) // accept.go; a TLS connection's pump releases the rest
 	cs, _ := c.Context().(*conn)
 	if cs == nil {
 		return gnet.None

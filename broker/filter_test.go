@@ -19,7 +19,7 @@ import (
 // connection are answered meanwhile.
 func TestFilterWorkersBounded(t *testing.T) {
 	const conns = 200
-	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) { c.FilterWorkers = 1 })
+	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) { c.FilterWorkers, c.MaxConnsPerAddr = 1, conns+1 })
 	admin := dialRaw(t, s.Addr)
 	for i := range 2 {
 		admin.ok(protocol.AppendCreateTopicRequest(nil, admin.id(), string(rune('b'+i))+strings.Repeat("a", 20)))

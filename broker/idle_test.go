@@ -92,7 +92,7 @@ func BenchmarkIdleConnections(b *testing.B) {
 	const conns = 9000
 	for _, idle := range []time.Duration{broker.DefaultIdleTimeout, 0} {
 		b.Run("idle-timeout="+idle.String(), func(b *testing.B) {
-			s := brokertest.Start(b, 1, withIdleTimeout(idle), func(_ *storage.Options, c *broker.Config) { c.MaxConns = conns + 10 })
+			s := brokertest.Start(b, 1, withIdleTimeout(idle), func(_ *storage.Options, c *broker.Config) { c.MaxConns, c.MaxConnsPerAddr = conns+10, 0 })
 			for range conns {
 				c := dialRaw(b, s.Addr)
 				c.ping()

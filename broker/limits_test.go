@@ -150,7 +150,7 @@ func TestManyConnections(t *testing.T) {
 			t.Skipf("cannot raise the open file limit to %d (hard limit %d): %v", need, rl.Max, err)
 		}
 	}
-	s := brokertest.Start(t, 1)
+	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) { c.MaxConnsPerAddr = 0 }) // all from 127.0.0.1
 
 	conns := make([]net.Conn, n)
 	errs := make(chan error, n)

@@ -65,8 +65,10 @@ func remoteAddr(c gnet.Conn) net.Addr {
 	return c.RemoteAddr()
 }
 
-// serveTLS handshakes nc, a connection counted in b.conns, and hands it to
-// an event loop through a socket pair. Runs on its own goroutine.
+// serveTLS handshakes nc, a connection counted in b.conns for
+// TLSDescriptors (admit), and hands it to an event loop through a socket
+// pair. The event loop's close releases the address and one descriptor,
+// pumpOut's end the other two. Runs on its own goroutine.
 func (b *Broker) serveTLS(nc net.Conn) {
 	defer b.tlsWG.Done()
 	bc := &batchConn{Conn: nc}
@@ -75,7 +77,7 @@ func (b *Broker) serveTLS(nc net.Conn) {
 	err := tc.HandshakeContext(ctx)
 	cancel()
 	if err != nil {
-		b.conns.Add(-1)
+		defer b.releaseConn(nc.RemoteAddr(), TLSDescriptors)
 		b.stats.tlsErrors.Add(1)
 		var rhe tls.RecordHeaderError
 		if errors.As(err, &rhe) && rhe.Conn != nil {
@@ -93,7 +95,7 @@ func (b *Broker) serveTLS(nc net.Conn) {
 	inner, outer, err := socketPair()
 	if err != nil {
 		tc.Close()
-		b.conns.Add(-1)
+		b.releaseConn(nc.RemoteAddr(), TLSDescriptors)
 		b.cfg.Logger.Error("TLS connection: socket pair", "remote", nc.RemoteAddr(), "err", err)
 		return
 	}
@@ -101,6 +103,7 @@ func (b *Broker) serveTLS(nc net.Conn) {
 	if err := b.enroll(inner, &peer{remote: nc.RemoteAddr(), out: out}); err != nil {
 		tc.Close()
 		outer.Close()
+		b.conns.Add(1 - TLSDescriptors) // enroll released the first
 		b.cfg.Logger.Error("TLS connection", "remote", nc.RemoteAddr(), "err", err)
 		return
 	}
@@ -226,7 +229,7 @@ func (b *Broker) pumpIn(tc *tls.Conn, outer *net.UnixConn) {
 // connection, with close_notify, and the pair, which ends pumpIn too. It
 // holds a buffer only while bytes wait: an idle connection costs none here.
 func (b *Broker) pumpOut(tc *tls.Conn, bc *batchConn, outer *net.UnixConn, out *tlsOut) {
-	defer b.tlsWG.Done()
+	defer func() { b.conns.Add(1 - TLSDescriptors); b.tlsWG.Done() }() // the TCP socket and outer, closed (OnClose releases the rest)
 	defer outer.Close()
 	defer tc.Close()
 	defer out.close()

@@ -26,7 +26,7 @@ const (
 // same limit.
 func runEMFILE(ctx context.Context, e *env) (string, error) {
 	spec := serverSpec{bin: e.bin, volumes: e.volumes("emfile", 2), nofile: emfileLimit,
-		args: []string{"-max-conns", "1000", "-ballast", "0"}}
+		args: []string{"-max-conns", "1000", "-max-conns-per-addr", "0", "-ballast", "0"}} // every connection from 127.0.0.1
 	s, err := start(spec)
 	if err != nil {
 		return "", err

@@ -73,6 +73,13 @@ type Config struct {
 	// HTTPIdleTimeout closes a keep-alive HTTP connection idle this long
 	// (default 2 minutes).
 	HTTPIdleTimeout time.Duration
+	// MaxHTTPConns bounds the HTTP port's open connections, keep-alives
+	// included (default DefaultMaxHTTPConns(): an eighth of the descriptor
+	// limit less 64, at most 65536; 0 means that default too), so that
+	// they cannot take the descriptors of the binary port and the segment
+	// files. A connection past it is answered 503 Service Unavailable,
+	// naming the limit, and closed (httpconns.go).
+	MaxHTTPConns int
 	// HTTPMaxHeaderBytes bounds a request's headers (default 64 KiB).
 	HTTPMaxHeaderBytes int
 	// TLSCertFile and TLSKeyFile, when set, make both ports speak TLS
@@ -142,6 +149,7 @@ func DefaultConfig(volumes ...string) Config {
 		HTTPReadTimeout:       time.Minute,
 		HTTPIdleTimeout:       2 * time.Minute,
 		HTTPMaxHeaderBytes:    64 << 10,
+		MaxHTTPConns:          DefaultMaxHTTPConns(),
 	}
 }
 
@@ -193,6 +201,12 @@ func (c *Config) Validate() error {
 	}
 	if c.HTTPMaxHeaderBytes <= 0 {
 		c.HTTPMaxHeaderBytes = 64 << 10
+	}
+	switch {
+	case c.MaxHTTPConns < 0:
+		return fmt.Errorf("%w: max HTTP conns %d: want 0 (the default) or more", ErrInvalidConfig, c.MaxHTTPConns)
+	case c.MaxHTTPConns == 0:
+		c.MaxHTTPConns = DefaultMaxHTTPConns()
 	}
 	if err := c.Storage.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -466,11 +480,11 @@ func (s *Server) listenHTTP() error {
 		ErrorLog:          log.New(httpErrorLog{s.log}, "", 0),
 	}
 	s.httpDone = make(chan error, 1)
-	served := hl
+	var served net.Listener = newLimitListener(hl, s.cfg.MaxHTTPConns, s.tls, s.log)
 	if s.tls != nil {
 		// Handshakes run in each connection's goroutine, bounded by the
 		// read timeouts; no ALPN: HTTP/1.1, as on a plaintext port.
-		served = tls.NewListener(hl, s.tls)
+		served = tls.NewListener(served, s.tls)
 	}
 	go func() {
 		err := s.hs.Serve(served)

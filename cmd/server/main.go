@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -46,27 +47,60 @@ func run(args []string, stderr io.Writer) int {
 	return 0
 }
 
+// signals receives the signals the server handles from the process's
+// first instant (package init), so that one arriving while the server is
+// still being built or started waits here for handleSignals instead of
+// ending the process, as a signal nobody asked for does (SIGHUP's
+// default). Buffered: the signal package drops what a full channel cannot
+// take.
+var signals = make(chan os.Signal, 8)
+
+func init() {
+	signal.Notify(signals, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
+}
+
+// holdStartEnv names the environment variable that, set, holds the start
+// before the server is built until stdin reaches its end, after a line
+// saying so: for a test to send a signal then.
+const holdStartEnv = "HARAQA_TEST_HOLD_START"
+
 // serve runs the server until SIGINT or SIGTERM; a second signal exits at
 // once. SIGHUP rereads the auth and TLS files. With -peers, the HTTP port
 // redirects requests for the other servers' topics (server.Config.Peers).
 func serve(cfg server.Config) error {
+	if os.Getenv(holdStartEnv) != "" {
+		cfg.Logger.Info("holding start until stdin closes", "env", holdStartEnv)
+		_, _ = io.Copy(io.Discard, os.Stdin)
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv.ReloadOnHangup(ctx)
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		sig := <-sigs
-		cfg.Logger.Info("shutting down", "signal", sig.String())
-		cancel()
-		<-sigs
-		cfg.Logger.Warn("second signal: exiting at once")
-		os.Exit(1)
-	}()
+	go handleSignals(srv, cfg.Logger, cancel)
 	return srv.Run(ctx, shutdownTimeout)
+}
+
+// handleSignals handles the signals of the process's life, those received
+// before the server was built first: SIGHUP rereads the auth and TLS files
+// (server.Reload, which waits for a start under way and logs what it
+// reread), the first SIGINT or SIGTERM shuts the server down (cancel), a
+// second one exits at once.
+func handleSignals(srv *server.Server, log *slog.Logger, cancel context.CancelFunc) {
+	stopping := false
+	for sig := range signals {
+		switch {
+		case sig == syscall.SIGHUP:
+			log.Info("SIGHUP: rereading the auth and TLS files")
+			_ = srv.Reload()
+		case !stopping:
+			log.Info("shutting down", "signal", sig.String())
+			stopping = true
+			cancel()
+		default:
+			log.Warn("second signal: exiting at once")
+			os.Exit(1)
+		}
+	}
 }

@@ -109,9 +109,22 @@ func (s *process) output() string {
 // startProcess starts bin with args; it does not wait for it to serve.
 func startProcess(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
+	s := newProcess(t, bin, args...)
+	s.start()
+	return s
+}
+
+// newProcess prepares bin with args, for start.
+func newProcess(t *testing.T, bin string, args ...string) *process {
 	// -http 0: every test server gets its own free HTTP port.
 	args = append([]string{"-http", "0"}, args...)
-	s := &process{t: t, cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	return &process{t: t, cmd: exec.Command(bin, args...), done: make(chan struct{})}
+}
+
+// start starts the process; it does not wait for it to serve.
+func (s *process) start() {
+	t := s.t
+	t.Helper()
 	pr, pw := io.Pipe()
 	s.cmd.Stderr = pw
 	ready := make(chan string, 1)
@@ -155,20 +168,27 @@ func startProcess(t *testing.T, bin string, args ...string) *process {
 		case <-s.done:
 		}
 	}()
-	return s
 }
 
 // startServer starts bin and waits until it serves.
 func startServer(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
 	s := startProcess(t, bin, args...)
+	s.waitServing()
+	return s
+}
+
+// waitServing waits until the process serves.
+func (s *process) waitServing() {
+	t := s.t
+	t.Helper()
 	deadline := time.Now().Add(ioTimeout)
 	for {
 		s.mu.Lock()
 		addr := s.addr
 		s.mu.Unlock()
 		if addr != "" {
-			return s
+			return
 		}
 		select {
 		case <-s.done:
