@@ -222,10 +222,13 @@ func (b *Broker) produceJob(h protocol.RequestHeader, payload []byte) (*job, err
 		expect = req.Expect
 	}
 	j := &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic), flags: req.Flags, expect: expect, raw: req.Batch}
-	// Only the header is read here. A batch it cannot parse is refused by
-	// storage before anything is decoded, wherever it runs.
-	if bt, _, err := protocol.ParseBatch(req.Batch); err == nil && bt.Codec != protocol.CodecNone {
-		j.decode, j.rawSize = true, bt.RawSize
+	// Only the header is read here, and for an uncompressed batch one
+	// byte. A batch it cannot parse is refused by storage before anything
+	// is decoded, wherever it runs.
+	if protocol.BatchCodec(req.Batch) != protocol.CodecNone {
+		if bt, _, err := protocol.ParseBatch(req.Batch); err == nil && bt.Codec != protocol.CodecNone {
+			j.decode, j.rawSize = true, bt.RawSize
+		}
 	}
 	return j, nil
 }
