@@ -255,6 +255,11 @@ func (cs *conn) backedUp() bool {
 	if cs.w.held.Load() > int64(b.cfg.MaxOutboundBytes) {
 		return true
 	}
+	// Compressed produces waiting to be checked on the connection's
+	// goroutine (worker.go): checking one wakes the connection.
+	if cs.w.decodes.Load() >= maxConnDecodes {
+		return true
+	}
 	// Produces copied for the connection's goroutine count too: their
 	// completion wakes the connection.
 	return cs.w.queued.Load() > int64(b.cfg.MaxOutboundBytes)

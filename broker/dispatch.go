@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/valyala/bytebufferpool"
 
 	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
 )
 
 // This file: request dispatch. A whole frame is parsed into a job and run
@@ -80,6 +82,9 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 	if err == nil && h.Op != protocol.OpListTopics {
 		err = b.svc.Allow(cs.caller, h.Op, jb.topic) // refused at once; the service checks again when it runs
 	}
+	if err == nil && jb.decode {
+		err = b.decodeFits(jb)
+	}
 	if err != nil {
 		cs.respondError(h.Op, h.CorrID, err)
 		return h.Op, false
@@ -88,7 +93,7 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 	switch {
 	case cs.w.busy():
 		// Behind the storage requests the connection's goroutine runs.
-	case h.Op == protocol.OpProduce && b.fsync:
+	case h.Op == protocol.OpProduce && b.fsync && !jb.decode:
 		cs.produceAsync(jb)
 		return h.Op, true
 	case cs.w.inStore.Load() > 0:
@@ -107,10 +112,12 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 // offLoop reports whether j may wait on the disk or spend CPU and so runs
 // on the connection's goroutine: create, delete and truncate (directory
 // syncs, file removals), the group ops (a commit rewrites a file per
-// volume under the lock the others take), produce when appends fsync, and
-// a list filtered by
-// a regex. Info, a plain list and produce without fsync are memory and
-// page-cache work.
+// volume under the lock the others take), produce when appends fsync or
+// its batch is compressed (storage decodes it to check it, waiting for a
+// decode worker), and a list filtered by a regex. Info, a plain list and
+// an uncompressed produce without fsync are memory and page-cache work:
+// the walk over an uncompressed batch's messages (at most
+// protocol.MaxBatchMessages) costs less than writing its bytes.
 func (b *Broker) offLoop(j *job) bool {
 	switch j.op {
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpOffsetAt, protocol.OpImport:
@@ -122,9 +129,22 @@ func (b *Broker) offLoop(j *job) bool {
 	case protocol.OpListTopics:
 		return j.regex != "" // compiling and matching: CPU no event loop may spend
 	case protocol.OpProduce:
-		return b.fsync
+		return b.fsync || j.decode
 	}
 	return false
+}
+
+// decodeFits refuses at once, on the loop, a compressed batch that
+// declares more decoded bytes than the memory budget
+// (Config.MaxBufferedBytes) holds: its decode could never fit it. Storage
+// bounds the declared size by the largest batch and its decode budget
+// before it decodes anything (storage.Options.MaxDecodeBytes).
+func (b *Broker) decodeFits(j *job) error {
+	if budget := b.cfg.MaxBufferedBytes; budget > 0 && int64(j.rawSize) > budget {
+		return fmt.Errorf("%w: topic %q: %w: body declares %d bytes decoded, over the server's memory budget of %d (-max-buffered-bytes)",
+			storage.ErrInvalidBatch, j.topic, protocol.ErrBadBody, j.rawSize, budget)
+	}
+	return nil
 }
 
 var errShuttingDown = &protocol.Error{Code: protocol.CodeShuttingDown, Message: "server is shutting down"}
@@ -137,10 +157,12 @@ type job struct {
 	topic  string
 	caller service.Caller // the connection's when it was parsed
 	// produce
-	flags  protocol.ProduceFlags
-	expect int64                      // with protocol.ProduceExpectOffset, the next offset required; else -1
-	batch  *bytebufferpool.ByteBuffer // pooled copy; nil when run on the loop
-	raw    []byte                     // the batch bytes
+	flags   protocol.ProduceFlags
+	expect  int64                      // with protocol.ProduceExpectOffset, the next offset required; else -1
+	batch   *bytebufferpool.ByteBuffer // pooled copy; nil when run on the loop
+	raw     []byte                     // the batch bytes
+	decode  bool                       // the batch is compressed: storage decodes it, never on the loop
+	rawSize int                        // with decode, the decoded size its header declares
 	// list
 	prefix string
 	regex  string // list: the filter, compiled where the job runs
@@ -199,7 +221,16 @@ func (b *Broker) produceJob(h protocol.RequestHeader, payload []byte) (*job, err
 	if req.Flags&protocol.ProduceExpectOffset != 0 {
 		expect = req.Expect
 	}
-	return &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic), flags: req.Flags, expect: expect, raw: req.Batch}, nil
+	j := &job{op: h.Op, corrID: h.CorrID, topic: string(req.Topic), flags: req.Flags, expect: expect, raw: req.Batch}
+	// Only the header is read here, and for an uncompressed batch one
+	// byte. A batch it cannot parse is refused by storage before anything
+	// is decoded, wherever it runs.
+	if protocol.BatchCodec(req.Batch) != protocol.CodecNone {
+		if bt, _, err := protocol.ParseBatch(req.Batch); err == nil && bt.Codec != protocol.CodecNone {
+			j.decode, j.rawSize = true, bt.RawSize
+		}
+	}
+	return j, nil
 }
 
 func (b *Broker) importJob(h protocol.RequestHeader, payload []byte) (*job, error) {

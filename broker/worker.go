@@ -29,6 +29,7 @@ type worker struct {
 	queued  atomic.Int64 // bytes of produce batches copied and not yet stored
 	held    atomic.Int64 // bytes of ready responses waiting in slots behind an earlier one
 	woken   atomic.Bool  // a Wake is on its way to the loop (cleared by OnTraffic)
+	decodes atomic.Int32 // compressed produces handed to the goroutine and not yet checked (maxConnDecodes)
 
 	// appending counts the produces handed to storage and not yet
 	// acknowledged. Added to by the loop while the goroutine does not run,
@@ -41,6 +42,14 @@ type worker struct {
 // to storage at once.
 const maxGroupBytes = 16 << 20
 
+// maxConnDecodes bounds the compressed produces of one connection waiting
+// to be checked: storage decodes each (on the connection's goroutine, one
+// at a time, waiting for one of its decode workers), and past this many
+// the loop stops reading the connection until one is checked (backedUp),
+// so its later frames wait unread, in order, and never hold the loop. Two:
+// the next batch is queued while one decodes.
+const maxConnDecodes = 2
+
 // take copies j's batch, which borrows from the frame, into a pooled buffer
 // and gives j a slot in the connection's queue. Runs on the loop.
 func (cs *conn) take(j *job) {
@@ -51,9 +60,21 @@ func (cs *conn) take(j *job) {
 		j.raw = j.batch.B
 		cs.w.queued.Add(int64(len(j.raw)))
 	}
+	if j.decode {
+		cs.w.decodes.Add(1)
+	}
 	j.slot = &slot{async: true}
 	cs.slots = append(cs.slots, j.slot)
 	b.stats.pending.Add(1)
+}
+
+// decoded counts the compressed produce j, taken (take), as checked: it
+// was handed to storage, which decoded it, or was answered without. The
+// loop stopped reading at maxConnDecodes is woken to read on.
+func (w *worker) decoded(j *job) {
+	if j.decode && w.decodes.Add(-1) == maxConnDecodes-1 {
+		w.wake()
+	}
 }
 
 // produceAsync hands j, a produce that nothing queued on the connection
@@ -151,6 +172,7 @@ func (cs *conn) queueJob(j *job) {
 			cs.w.held.Add(int64(len(j.slot.resp)))
 			b.observe(j.op, false, j.start)
 			b.release(&cs.w, j)
+			cs.w.decoded(j)
 			return
 		}
 		b.inflight.Add(1)
@@ -199,7 +221,8 @@ func (b *Broker) work(w *worker) {
 func (b *Broker) runQueued(w *worker, jobs []*job) {
 	for len(jobs) > 0 {
 		if jobs[0].op == protocol.OpProduce && b.fsync {
-			b.appendAsync(w, jobs[0], true)
+			b.appendAsync(w, jobs[0], true) // a compressed batch is decoded here, on the goroutine
+			w.decoded(jobs[0])
 			jobs = jobs[1:]
 			continue
 		}
@@ -215,6 +238,7 @@ func (b *Broker) runQueued(w *worker, jobs []*job) {
 		jobs = jobs[n:]
 		resps := b.runJobsEach(group)
 		for i, j := range group {
+			w.decoded(j)
 			b.complete(w, j, resps[i])
 		}
 	}

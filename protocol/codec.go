@@ -26,6 +26,17 @@ var (
 	})
 )
 
+// BatchCodec returns the codec field of the batch whose header starts b,
+// without parsing or checking anything else (ParseBatch does): CodecNone
+// when b is shorter than a header. A server uses it to learn, for the cost
+// of one byte, whether checking a batch means decoding it.
+func BatchCodec(b []byte) Codec {
+	if len(b) < MinBatchHeaderSize {
+		return CodecNone
+	}
+	return Codec(b[batchCodecOff])
+}
+
 // AppendBatchCodec appends one batch of msgs, its body compressed with
 // codec, to dst. CodecNone is AppendBatch.
 func AppendBatchCodec(dst []byte, codec Codec, msgs ...[]byte) []byte {

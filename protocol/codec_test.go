@@ -65,3 +65,17 @@ func TestDecodeBodyRejectsBadBodies(t *testing.T) {
 		t.Fatalf("unknown codec: err = %v", err)
 	}
 }
+
+// TestBatchCodec: BatchCodec reads the codec field of a batch header, and
+// says CodecNone for bytes too short to be one.
+func TestBatchCodec(t *testing.T) {
+	for _, c := range []Codec{CodecNone, CodecS2, CodecZstd} {
+		b := AppendBatchCodec(nil, c, []byte("m"))
+		if got := BatchCodec(b); got != c {
+			t.Errorf("BatchCodec of a %v batch: %v", c, got)
+		}
+		if got := BatchCodec(b[:MinBatchHeaderSize-1]); got != CodecNone {
+			t.Errorf("BatchCodec of a short %v header: %v", c, got)
+		}
+	}
+}

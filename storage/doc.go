@@ -151,11 +151,17 @@
 //
 // Append validates the batch (header, CRC, and the message count: for a
 // compressed body after decoding it, into at most MaxBatchBytes), then
-// queues it. The validations of all appends in flight decode into at most
+// queues it. A compressed batch that declares more decoded bytes than
+// MaxBatchBytes or MaxDecodeBytes is refused before anything is decoded.
+// The validations of all appends in flight decode at most DecodeWorkers
+// batches at once (default GOMAXPROCS less one, at least 1) into at most
 // MaxDecodeBytes together (default MaxBatchBytes): a compressed append
-// waits until the decoded size its batch declares fits (Stats.DecodeWaits
-// counts those that waited), so the memory many producers' compressed
-// batches take to check does not grow with their number. One appender at a time leads: it commits
+// waits, first come, first served, until a worker is free and the decoded
+// size its batch declares fits (Stats.DecodeWaits counts those that
+// waited), so the CPU and memory many producers' compressed batches take
+// to check do not grow with their number. Such an append may wait: a
+// caller serving many clients on an event loop hands compressed batches
+// to a goroutine (the broker does). One appender at a time leads: it commits
 // everything queued (one pwritev(2) per volume in volume order), makes the
 // batches visible to readers, wakes the appenders whose batches it
 // committed and hands the lead to the first appender queued meanwhile, so
@@ -179,7 +185,8 @@
 // written behind it, and so does a failed fsync after a cut back (below).
 // An AppendCallback must not delete, truncate, import into or close its
 // topic: with FsyncAlways those wait for the commit telling it.
-// AppendAsync queues a batch without waiting: a goroutine leads its commit
+// AppendAsync queues a batch without waiting for its commit (a compressed
+// batch may still wait for a decode worker to be checked): a goroutine leads its commit
 // and an AppendCallback hears the outcome, so one caller (a connection
 // pipelining produces) can have many batches in one commit. Appends to
 // different topics run in parallel. A batch is acknowledged only once

@@ -87,9 +87,17 @@ type Options struct {
 	// MaxBatchBytes, so one batch of the largest declared size, or many
 	// smaller ones, at a time). An append of a compressed batch waits
 	// until the decoded size its batch declares fits; one declaring more
-	// than the whole bound waits for all of it. It does not count
-	// uncompressed batches, which are checked in place.
+	// than the whole bound (or than MaxBatchBytes) is refused before
+	// anything is decoded. It does not count uncompressed batches, which
+	// are checked in place.
 	MaxDecodeBytes int64
+	// DecodeWorkers bounds the compressed batches decoded at once to be
+	// checked, over every append in flight (default DefaultDecodeWorkers():
+	// GOMAXPROCS less one, at least 1; 0 means that default too), so that
+	// a core stays for the event loops. Further appends of compressed
+	// batches wait for one, first come, first served: an event loop must
+	// not append one itself.
+	DecodeWorkers int
 	// Cache keeps segment files open for reads between requests (default
 	// true). Without it every read opens and closes its files.
 	Cache bool
@@ -155,6 +163,7 @@ func DefaultOptions(volumes ...string) Options {
 		MinFreeBytes:   -1,
 		ProducerIdle:   DefaultProducerIdle,
 		MaxProducers:   DefaultMaxProducers,
+		DecodeWorkers:  DefaultDecodeWorkers(),
 	}
 }
 
@@ -162,7 +171,7 @@ func DefaultOptions(volumes ...string) Options {
 const maxSegmentBytes = 1<<32 - 1
 
 // Validate checks the options and fills in the defaults left zero (Logger,
-// FS, Now, ProducerIdle, MaxProducers).
+// FS, Now, ProducerIdle, MaxProducers, MaxDecodeBytes, DecodeWorkers).
 func (o *Options) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
@@ -184,6 +193,8 @@ func (o *Options) Validate() error {
 		return bad("fsync interval must be positive, got %s", o.FsyncInterval)
 	case o.MaxDecodeBytes < 0:
 		return bad("max decode bytes must be 0 (MaxBatchBytes) or more, got %d", o.MaxDecodeBytes)
+	case o.DecodeWorkers < 0:
+		return bad("decode workers must be 0 (the default) or more, got %d", o.DecodeWorkers)
 	case o.MinFreeBytes < -1:
 		return bad("min free bytes must be -1 (automatic), 0 (none) or more, got %d", o.MinFreeBytes)
 	case o.RetentionAge < 0 || o.RetentionBytes < 0:
@@ -211,6 +222,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxDecodeBytes == 0 {
 		o.MaxDecodeBytes = int64(o.MaxBatchBytes)
+	}
+	if o.DecodeWorkers == 0 {
+		o.DecodeWorkers = DefaultDecodeWorkers()
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -31,8 +31,9 @@ type Stats struct {
 	WriteFiles int
 	// MaxOpenFiles is the budget both share (Options.MaxOpenFiles).
 	MaxOpenFiles int
-	// DecodeWaits counts appends of compressed batches that waited for
-	// Options.MaxDecodeBytes before their batch was checked.
+	// DecodeWaits counts appends of compressed batches that waited for a
+	// decode worker (Options.DecodeWorkers) or for Options.MaxDecodeBytes
+	// before their batch was checked.
 	DecodeWaits int64
 }
 

@@ -46,7 +46,7 @@ type Store struct {
 
 	groupCount atomic.Int64 // groups of all topics, within MaxGroups
 
-	decode      *decodeBudget // bytes validation decodes into at once (decode.go)
+	decode      *decodeBudget // validations of compressed batches at once, and the bytes they decode into (decode.go)
 	space       space         // free space against Options.MinFreeBytes
 	resourceLog everyFew      // appends refused for space or descriptors
 }
@@ -87,7 +87,7 @@ func Open(opts Options) (*Store, error) {
 		stop:   make(chan struct{}),
 	}
 	s.files = newFileBudget(opts.MaxOpenFiles)
-	s.decode = newDecodeBudget(opts.MaxDecodeBytes)
+	s.decode = newDecodeBudget(opts.MaxDecodeBytes, opts.DecodeWorkers)
 	s.cache = newFileCache(s.fs, opts.Cache, opts.MaxOpenFiles, s.files)
 	if err := s.lockVolumes(); err != nil {
 		s.unlockVolumes()
@@ -571,7 +571,9 @@ type batchInfo struct {
 }
 
 // validate checks that batch is exactly one valid batch and returns its
-// message count and producer.
+// message count and producer. For a compressed batch it decodes the body
+// (validateBody), which may wait for a decode worker: event loops hand
+// compressed batches to a goroutine rather than call it.
 func (s *Store) validate(name string, batch []byte) (batchInfo, error) {
 	if err := s.spaceErr(); err != nil {
 		return batchInfo{}, fmt.Errorf("topic %q: %w", name, err)
@@ -586,25 +588,42 @@ func (s *Store) validate(name string, batch []byte) (batchInfo, error) {
 	if bt.Codec == protocol.CodecNone {
 		err = bt.Validate()
 	} else {
-		// A compressed batch is decoded once and its messages counted, so
-		// that a body that does not hold what its header claims is refused
-		// here rather than failing every consumer. It may decode to at most
-		// MaxBatchBytes, what an uncompressed batch may hold.
-		// Validations decode into at most MaxDecodeBytes together: each
-		// waits for the size its batch declares.
-		held := s.decode.acquire(int64(bt.RawSize))
-		p := decodeScratch.Get().(*[]byte)
-		*p, err = bt.ValidateBody(s.opts.MaxBatchBytes, *p)
-		if cap(*p) > maxKeptScratch {
-			*p = nil
-		}
-		decodeScratch.Put(p)
-		s.decode.release(held)
+		err = s.validateBody(&bt)
 	}
 	if err != nil {
 		return batchInfo{}, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
 	}
 	return batchInfo{count: bt.Count, pid: bt.ProducerID, seq: bt.Sequence}, nil
+}
+
+// validateBody checks the compressed batch bt: its CRC, then the decoded
+// size it declares, at most MaxBatchBytes (what an uncompressed batch may
+// hold) and MaxDecodeBytes (what every decode in flight takes together),
+// both before anything is decoded; then it decodes the body once and
+// counts its messages, so that a body that does not hold what its header
+// claims is refused here rather than failing every consumer. The decode
+// waits for one of DecodeWorkers and for the bytes its batch declares
+// (decode.go).
+func (s *Store) validateBody(bt *protocol.Batch) error {
+	if err := bt.Verify(); err != nil {
+		return err
+	}
+	if limit := min(int64(s.opts.MaxBatchBytes), s.decode.max); int64(bt.RawSize) > limit {
+		return fmt.Errorf("%w: body declares %d bytes decoded, over the limit of %d (the largest batch and the decode budget)", protocol.ErrBadBody, bt.RawSize, limit)
+	}
+	held := s.decode.acquire(int64(bt.RawSize))
+	defer s.decode.release(held)
+	p := decodeScratch.Get().(*[]byte)
+	raw, err := bt.DecodeBodyInto(*p)
+	if err == nil {
+		err = bt.ValidateMessages(raw)
+		*p = raw[:0]
+	}
+	if cap(*p) > maxKeptScratch {
+		*p = nil
+	}
+	decodeScratch.Put(p)
+	return err
 }
 
 // decodeScratch holds buffers that validate decodes compressed batches

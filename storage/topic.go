@@ -168,6 +168,8 @@ type AppendCallback interface {
 // AppendAsync is Append without the wait, for a caller that has more to
 // send before the answer comes back (a connection pipelining produces): it
 // validates batch and queues it for the topic's next commit, and returns.
+// Validating a compressed batch may wait for a decode worker
+// (Options.DecodeWorkers): an event loop hands those to a goroutine.
 // Batches queued by one goroutine get offsets in the order queued, and
 // share commits (one write and fsync per volume) with each other and with
 // every other append to the topic.

@@ -64,6 +64,7 @@ func newFlagSet(c *Config, f *cliFlags, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.MaxHTTPConns, "max-http-conns", c.MaxHTTPConns, "most open HTTP connections, keep-alives included; one more is answered 503; the default is an eighth of the descriptor limit less 64, at most 65536")
 	fs.IntVar(&c.Storage.MaxOpenFiles, "max-open-files", c.Storage.MaxOpenFiles, "most segment files held open, read and write together; idle ones are closed past it; the default is half the descriptor limit less 64")
 	fs.Int64Var(&c.Broker.MaxBufferedBytes, "max-buffered-bytes", c.Broker.MaxBufferedBytes, "bytes buffered for all binary protocol connections together before those holding output are not read; the default is a quarter of physical memory, at most 1 GiB; 0: no bound")
+	fs.IntVar(&c.Storage.DecodeWorkers, "decode-workers", c.Storage.DecodeWorkers, "most compressed batches decoded at once to check them, off the event loops; the default is GOMAXPROCS less one, at least 1")
 	fs.DurationVar(&c.Broker.IdleTimeout, "idle-timeout", c.Broker.IdleTimeout, "close binary protocol connections that hold nothing and received nothing this long (0: never)")
 	fs.DurationVar(&c.Storage.RetentionAge, "retention-age", 0, "delete segments older than this (0: keep)")
 	fs.Int64Var(&c.Storage.RetentionBytes, "retention-bytes", 0, "keep at most about this many bytes per topic (0: no limit)")
