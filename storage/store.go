@@ -46,6 +46,8 @@ type Store struct {
 
 	groupCount atomic.Int64 // groups of all topics, within MaxGroups
 
+	groupOwners groupQuota // groups per token, within MaxGroupsPerToken (groupsquota.go)
+
 	decode      *decodeBudget // bytes validation decodes into at once (decode.go)
 	space       space         // free space against Options.MinFreeBytes
 	resourceLog everyFew      // appends refused for space or descriptors
