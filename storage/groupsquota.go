@@ -62,7 +62,7 @@ func (s *Store) countGroup(owner string, delta int) {
 	}
 }
 
-// ownerGroups returns the groups owner holds (tests, metrics).
+// ownerGroups returns the groups owner holds (for tests).
 func (s *Store) ownerGroups(owner string) int {
 	q := &s.groupOwners
 	q.mu.Lock()
