@@ -102,39 +102,77 @@
 //
 // # Groups file (groups)
 //
-// The committed offsets of the topic's consumer groups, the whole table:
+// The committed offsets of the topic's consumer groups, as a log of
+// records that a commit or a group deletion appends to:
 //
 //	offset size field
-//	0      4    "HRQG"
-//	4      4    uint32 little-endian: count, at most MaxGroupsPerTopic (1024)
-//	8      -    count entries, by ascending group name, each:
-//	              2  uint16 little-endian: name length, 1-255
-//	              n  group name, the topic name rules
-//	              8  int64 little-endian: committed offset, >= 0
-//	-      4    uint32 little-endian: CRC32C (Castagnoli) of every byte before it
+//	0      4    "HRQL"
+//	4      4    uint32 little-endian: format version, 1
+//	8      -    records, each:
+//	              4  uint32 little-endian: payload length n, 3-521
+//	              n  payload: kind (1 byte), then
+//	                   1  name length, 1-255
+//	                   -  group name, the topic name rules
+//	                 kind 1, a commit, then also:
+//	                   8  int64 little-endian: committed offset, >= 0
+//	                   1  owner length, 0-255
+//	                   -  owner: the hash of the token that created the group ("" without auth)
+//	                 kind 2, a deletion: nothing more
+//	              4  uint32 little-endian: CRC32C (Castagnoli) of the length and the payload
 //
-// A commit (CommitOffset) or a group deletion rewrites the file on every
-// volume in volume order and returns once the last has it: a temporary
-// file (groups.tmp) renamed over the old one, so a crash of the process at
-// any moment leaves each volume with the old table or the new one, never a
-// torn file, and kill -9 loses no acknowledged commit. The fsync policy
-// applies as to data: with FsyncAlways the temporary file is fsynced
-// before the rename and the directory after it, before the commit is
+// Replaying the records in order gives the table: a commit sets its
+// group's offset (the first one creates it, at most MaxGroupsPerTopic),
+// a deletion forgets it. A commit (CommitOffset) or a deletion appends one
+// record (at most 529 bytes) to the file on every volume in volume order,
+// at the same position, and returns once the last has it; with
+// FsyncAlways each volume's file is fsynced before the commit is
 // acknowledged; with FsyncInterval the file and the directory are fsynced
 // by the next interval's sync; with FsyncNever the kernel decides (and
-// Close's syncfs). A file of at most 272 KiB is rewritten per commit,
-// which is why groups are bounded: MaxGroupsPerTopic per topic, MaxGroups
-// (65536) over all topics, a new group past either refused with
-// ErrTooManyGroups naming the limit. Group names never become paths.
+// Close's syncfs). A write is in the page cache when it returns, so kill
+// -9 loses no acknowledged commit; a power loss or crash that tears a
+// record leaves a record whose CRC fails, which was never acknowledged.
+//
+// Once the file would grow past twice its live size (one commit record
+// per group) plus 64 KiB, it is compacted: written whole, one commit
+// record per group by name (so equal tables give equal bytes on every
+// volume), as a temporary file (groups.tmp) renamed over the old one,
+// with FsyncAlways fsynced before the rename and the directory after it.
+// So is the first write of a topic, the first write after a failed one
+// (some volumes may hold part of its record), and the first write after
+// an open that found the format before the log (below). A commit writes
+// its record, under 2 records a volume on average with compactions,
+// whatever the number of groups: with 1024 groups of 255-byte names and 3 volumes, 1.4 KB a
+// commit (the whole table, 795 KiB, before the log). The file is at most
+// 1.1 MiB.
+//
+// The format before the log, still read (its groups have no owner): "HRQG", a uint32 count, count
+// entries by ascending name (uint16 name length, name, int64 offset), and
+// one CRC32C of everything before it. Its first write after an open
+// rewrites it as a log.
+//
+// Every group holds one of MaxGroups (65536) over all topics and, when it
+// was created by a token, one of that token's Options.MaxGroupsPerToken
+// (-max-groups-per-token, default 1024); a new group past MaxGroupsPerTopic,
+// MaxGroups or its token's quota is refused with ErrTooManyGroups naming
+// the limit. The owner is kept in the commit record, so a restart does not
+// reset a token's quota. A group that holds only a lease, never
+// committed, is forgotten once its lease expires and frees its slots: at
+// once when its topic is listed, and over all topics by a sweep that a
+// group refused for a full MaxGroups or quota runs before it is refused
+// (one walk of every group; at most one per 10 ms, and only once some
+// such lease may have expired). Group names never become paths.
 //
 // At open, as for a batch, the reference copy is the one of the last
-// volume, in reverse volume order, whose file is valid (length, magic,
-// count, names, order, CRC): a commit reaches the last volume last, so
-// that volume never holds a commit the others lack. Every volume whose
-// copy is missing, damaged or different gets the reference, written
-// durably, and the repair is logged and counted. When no volume holds a
-// valid copy, the topic opens without groups: logged as an error and
-// counted as unreadable, never guessed.
+// volume, in reverse volume order, whose file is wholly valid (header,
+// every record's length, CRC, name and offset): a change reaches the last
+// volume last, so that volume never holds a commit the others lack. Every
+// volume whose copy is missing, damaged or different gets the reference,
+// written durably, and the repair is logged and counted. When no copy is
+// wholly valid (a record torn on every volume), the last one whose header
+// is valid is replayed up to its first bad record, compacted and written
+// to every volume. When no volume holds a file with a valid header, the
+// topic opens without groups: logged as an error and counted as
+// unreadable, never guessed.
 //
 // A committed offset is not moved by a truncation: a group whose offset
 // the oldest offset passed reads from the oldest (GroupOffset.Start).

@@ -15,17 +15,21 @@ import (
 
 // Consumer groups: per (group, topic) a committed offset, kept in the
 // topic's groups file on every volume (see doc.go, "Groups file"), and a
-// lease in memory that at most one member holds at a time.
+// lease in memory that at most one member holds at a time. Every group
+// holds a slot of MaxGroups and of its owner's quota (groupsquota.go).
 
 // Group limits and lease bounds.
 const (
 	// MaxGroupsPerTopic bounds the groups a topic keeps (committed or
 	// leased); one more is refused with ErrTooManyGroups. It bounds the
-	// groups file, rewritten whole on every commit, to 272 KiB.
+	// live size of the groups file to 530 KiB.
 	MaxGroupsPerTopic = 1024
 	// MaxGroups bounds the groups of all topics together, so that the
 	// tables held in memory stay under about 20 MiB.
 	MaxGroups = 65536
+	// DefaultMaxGroupsPerToken is Options.MaxGroupsPerToken's default:
+	// the groups one token holds over all topics.
+	DefaultMaxGroupsPerToken = 1024
 	// DefaultLease is the lease a member gets when it asks for none.
 	DefaultLease = protocol.DefaultLeaseMs * time.Millisecond
 	// MinLease is the shortest lease granted: shorter requests get it.
@@ -65,12 +69,17 @@ type Commit struct {
 	// Member is the committing lease holder; empty for none. A commit is
 	// refused with ErrGroupBusy while another member holds a live lease.
 	Member string
+	// Owner names the caller's token (its hash; "" without auth): a group
+	// the commit creates is its owner's, counted in its quota
+	// (Options.MaxGroupsPerToken).
+	Owner string
 }
 
 // groupEntry is one group of a topic. Committed is NoOffset for a group
 // that only holds a lease, which is not written to the groups file.
 type groupEntry struct {
 	committed int64
+	owner     string    // the token that created the group; "" without auth
 	member    string    // lease holder; "" for none
 	until     time.Time // lease expiry
 }
@@ -89,6 +98,12 @@ type groupTable struct {
 	m     map[string]*groupEntry
 	gone  error // set when the topic is deleted or closed: no more writes
 	dirty bool  // FsyncInterval: the groups file was written since the last sync
+	// The groups file on every volume (groupslog.go): its size, the size
+	// it would have compacted, and whether it is the same log on every
+	// volume, which the next write may append to; if not (none yet, the
+	// old format, or a write failed), that write rewrites it whole.
+	logSize, live int64
+	appendable    bool
 }
 
 func validGroup(name string) error {
@@ -99,7 +114,8 @@ func validGroup(name string) error {
 }
 
 // groupOp looks up topic name, checks the group name and runs fn with the
-// topic's group table locked.
+// topic's group table locked. A group refused for a full MaxGroups or
+// quota is tried once more after a sweep of expired leases made room.
 func (s *Store) groupOp(name, group string, fn func(t *topic, g *groupTable) error) error {
 	t, err := s.lookup(name)
 	if err != nil {
@@ -108,13 +124,20 @@ func (s *Store) groupOp(name, group string, fn func(t *topic, g *groupTable) err
 	if err := validGroup(group); err != nil {
 		return err
 	}
-	g := &t.groups
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.gone != nil {
-		return g.gone
+	run := func() error {
+		g := &t.groups
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.gone != nil {
+			return g.gone
+		}
+		return fn(t, g)
 	}
-	return fn(t, g)
+	err = run()
+	if err != nil && s.retryAfterSweep(err) {
+		err = run()
+	}
+	return err
 }
 
 // view returns the state of group, whose entry e may be nil. g.mu must
@@ -153,6 +176,9 @@ func (s *Store) CommitOffset(name, group string, c Commit) error {
 	if c.Offset < 0 || c.Compare && c.Expect < NoOffset {
 		return fmt.Errorf("%w: topic %q, group %q: commit offset %d, expected %d", ErrOffsetOutOfRange, name, group, c.Offset, c.Expect)
 	}
+	if err := validOwner(c.Owner); err != nil {
+		return err
+	}
 	return s.groupOp(name, group, func(t *topic, g *groupTable) error {
 		now := time.Now()
 		e := g.m[group]
@@ -175,15 +201,20 @@ func (s *Store) CommitOffset(name, group string, c Commit) error {
 			return fmt.Errorf("%w: topic %q, group %q: commit offset %d is past the next offset %d", ErrOffsetOutOfRange, name, group, c.Offset, next)
 		}
 		if e == nil {
-			if err := s.reserveGroup(t, g, name, group); err != nil {
+			if err := s.reserveGroup(t, g, name, group, c.Owner); err != nil {
 				return err
 			}
-			e = &groupEntry{committed: NoOffset}
+			e = &groupEntry{committed: NoOffset, owner: c.Owner}
 			g.m[group] = e
 		}
 		prev := e.committed
 		e.committed = c.Offset
-		if err := t.writeGroupsLocked(g); err != nil {
+		var live int64
+		if prev == NoOffset {
+			live = groupRecordSize(group, e.owner)
+		}
+		rec := appendGroupRecord(nil, group, false, c.Offset, e.owner)
+		if err := t.writeGroupLocked(g, rec, live); err != nil {
 			if e.committed = prev; prev == NoOffset && e.member == "" {
 				s.dropGroupLocked(g, group)
 			}
@@ -197,10 +228,21 @@ func (s *Store) CommitOffset(name, group string, c Commit) error {
 // (group, topic name) for ttl (0: DefaultLease; within [MinLease,
 // MaxLease]), and returns the group's state. Another member's live lease
 // is ErrGroupBusy: the caller decides whether to wait and ask again. A
-// lease lives in memory only; a restart frees every lease.
+// lease lives in memory only; a restart frees every lease. A group the
+// lease creates has no owner: LeaseFor names one.
 func (s *Store) Lease(name, group, member string, ttl time.Duration) (GroupOffset, error) {
+	return s.LeaseFor("", name, group, member, ttl)
+}
+
+// LeaseFor is Lease for the token owner ("" without auth): a group the
+// lease creates is owner's, in its quota (Options.MaxGroupsPerToken),
+// until it is committed and deleted, or holds only a lease that expires.
+func (s *Store) LeaseFor(owner, name, group, member string, ttl time.Duration) (GroupOffset, error) {
 	if member == "" || len(member) > protocol.MaxMemberLen {
 		return GroupOffset{}, fmt.Errorf("%w: member id must be 1 to %d bytes", ErrInvalidGroup, protocol.MaxMemberLen)
+	}
+	if err := validOwner(owner); err != nil {
+		return GroupOffset{}, err
 	}
 	if ttl == 0 {
 		ttl = DefaultLease
@@ -215,11 +257,12 @@ func (s *Store) Lease(name, group, member string, ttl time.Duration) (GroupOffse
 				return busyErr(name, group, e.until.Sub(now))
 			}
 		} else {
-			if err := s.reserveGroup(t, g, name, group); err != nil {
+			if err := s.reserveGroup(t, g, name, group, owner); err != nil {
 				return err
 			}
-			e = &groupEntry{committed: NoOffset}
+			e = &groupEntry{committed: NoOffset, owner: owner}
 			g.m[group] = e
+			s.noteLeaseOnly(now.Add(ttl))
 		}
 		e.member, e.until = member, now.Add(ttl)
 		o = t.viewLocked(group, e, now)
@@ -265,10 +308,12 @@ func (s *Store) DeleteGroup(name, group string) error {
 		if e.committed == NoOffset {
 			return nil
 		}
-		if err := t.writeGroupsLocked(g); err != nil {
-			if s.reserveGroup(t, g, name, group) == nil {
-				g.m[group] = e // not deleted: the file may still hold it
-			}
+		rec := appendGroupRecord(nil, group, true, 0, "")
+		if err := t.writeGroupLocked(g, rec, -groupRecordSize(group, e.owner)); err != nil {
+			// Not deleted: the file may still hold it. Its slots are
+			// taken back past any bound, as they were held before.
+			g.m[group] = e
+			s.countGroup(e.owner, 1)
 			return err
 		}
 		return nil
@@ -289,13 +334,14 @@ func (t *topic) listGroups() []GroupOffset {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := time.Now()
+	if g.gone == nil {
+		t.s.dropExpiredLocked(g, now) // expired leases of groups never committed
+	}
 	out := make([]GroupOffset, 0, len(g.m))
 	for name, e := range g.m {
-		o := t.viewLocked(name, e, now)
-		if o.Committed == NoOffset && o.Member == "" {
-			continue // an expired lease of a group never committed
+		if o := t.viewLocked(name, e, now); o.Committed != NoOffset || o.Member != "" {
+			out = append(out, o)
 		}
-		out = append(out, o)
 	}
 	slices.SortFunc(out, func(a, b GroupOffset) int { return strings.Compare(a.Group, b.Group) })
 	return out
@@ -317,36 +363,35 @@ func busyErr(name, group string, left time.Duration) error {
 	return fmt.Errorf("%w: topic %q, group %q: another member holds the lease for %s more", ErrGroupBusy, name, group, left.Round(time.Millisecond))
 }
 
-// reserveGroup makes room for one more group in g, within the limits;
-// expired leases of groups never committed are dropped first. g.mu must
-// be held.
-func (s *Store) reserveGroup(t *topic, g *groupTable, name, group string) error {
+// reserveGroup makes room for one more group of owner in g, within the
+// limits; expired leases of groups never committed are dropped first.
+// g.mu must be held.
+func (s *Store) reserveGroup(t *topic, g *groupTable, name, group, owner string) error {
 	if g.m == nil {
 		g.m = make(map[string]*groupEntry)
 	}
 	if len(g.m) >= MaxGroupsPerTopic {
-		now := time.Now()
-		for n, e := range g.m {
-			if e.committed == NoOffset && e.leasedBy(now) == "" {
-				s.dropGroupLocked(g, n)
-			}
-		}
+		s.dropExpiredLocked(g, time.Now())
 		if len(g.m) >= MaxGroupsPerTopic {
 			return fmt.Errorf("%w: topic %q has %d groups, the limit (MaxGroupsPerTopic); group %q is refused: delete unused groups", ErrTooManyGroups, name, MaxGroupsPerTopic, group)
 		}
 	}
-	if s.groupCount.Add(1) > MaxGroups {
-		s.groupCount.Add(-1)
-		return fmt.Errorf("%w: the server holds %d groups over all topics, the limit (MaxGroups); group %q on topic %q is refused", ErrTooManyGroups, MaxGroups, group, name)
+	return s.reserveSlot(owner, name, group)
+}
+
+// validOwner checks that owner fits the groups file's owner field.
+func validOwner(owner string) error {
+	if len(owner) > 255 {
+		return fmt.Errorf("%w: owner must be at most 255 bytes", ErrInvalidGroup)
 	}
 	return nil
 }
 
 // dropGroupLocked removes group from g. g.mu must be held.
 func (s *Store) dropGroupLocked(g *groupTable, group string) {
-	if _, ok := g.m[group]; ok {
+	if e, ok := g.m[group]; ok {
 		delete(g.m, group)
-		s.groupCount.Add(-1)
+		s.countGroup(e.owner, -1)
 	}
 }
 
@@ -359,37 +404,10 @@ func (t *topic) closeGroups(err error) {
 	defer g.mu.Unlock()
 	if g.gone == nil {
 		g.gone = err
-		t.s.groupCount.Add(-int64(len(g.m)))
-	}
-}
-
-// writeGroupsLocked writes the groups file of t from g to every volume, in
-// volume order: with FsyncAlways each copy durably (temporary file, fsync,
-// rename, fsync of the directory); otherwise a temporary file renamed into
-// place, which a crash of the process cannot tear, fsynced with the
-// directory by the next sync under FsyncInterval. g.mu must be held.
-func (t *topic) writeGroupsLocked(g *groupTable) error {
-	data := encodeGroups(g.m)
-	for v := range t.s.opts.Volumes {
-		path := filepath.Join(t.s.topicDir(v, t.name), groupsName)
-		var err error
-		if t.s.opts.Fsync == FsyncAlways {
-			err = t.s.writeFileDurable(path, data)
-		} else {
-			err = t.s.writeFile(path, data)
-		}
-		if err != nil {
-			t.s.opts.Logger.Error("writing the groups file failed", "topic", t.name, "volume", t.s.opts.Volumes[v], "err", err)
-			if noSpaceErr(err) {
-				return fmt.Errorf("%w: topic %q: the groups file could not be written", ErrNoSpace, t.name)
-			}
-			return &groupWriteError{topic: t.name, cause: err}
+		for _, e := range g.m {
+			t.s.countGroup(e.owner, -1)
 		}
 	}
-	if t.s.opts.Fsync == FsyncInterval {
-		g.dirty = true
-	}
-	return nil
 }
 
 // groupWriteError is a failed write of a groups file, as a client is told

@@ -142,6 +142,12 @@ type Options struct {
 	// (default 1000, DefaultMaxProducers); past it the one idle longest is
 	// forgotten.
 	MaxProducers int
+	// MaxGroupsPerToken bounds the consumer groups, over all topics, that
+	// one token (Commit.Owner, LeaseFor's owner) creates and holds
+	// (default 1024, DefaultMaxGroupsPerToken); past it a new group is
+	// refused with ErrTooManyGroups. Groups without an owner count
+	// against MaxGroups only.
+	MaxGroupsPerToken int
 	// OnFsync, when set, is told the duration of every fsync of a segment
 	// file (for metrics). It is called from appending goroutines and must
 	// be quick.
@@ -164,6 +170,8 @@ func DefaultOptions(volumes ...string) Options {
 		ProducerIdle:   DefaultProducerIdle,
 		MaxProducers:   DefaultMaxProducers,
 		DecodeWorkers:  DefaultDecodeWorkers(),
+
+		MaxGroupsPerToken: DefaultMaxGroupsPerToken,
 	}
 }
 
@@ -171,7 +179,8 @@ func DefaultOptions(volumes ...string) Options {
 const maxSegmentBytes = 1<<32 - 1
 
 // Validate checks the options and fills in the defaults left zero (Logger,
-// FS, Now, ProducerIdle, MaxProducers, MaxDecodeBytes, DecodeWorkers).
+// FS, Now, ProducerIdle, MaxProducers, MaxDecodeBytes, DecodeWorkers,
+// MaxGroupsPerToken).
 func (o *Options) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
@@ -203,6 +212,11 @@ func (o *Options) Validate() error {
 		return bad("retention check interval must be positive, got %s", o.RetentionCheck)
 	case o.ProducerIdle < 0 || o.MaxProducers < 0:
 		return bad("producer idle time and max producers must not be negative")
+	case o.MaxGroupsPerToken < 0:
+		return bad("max groups per token must not be negative, got %d", o.MaxGroupsPerToken)
+	}
+	if o.MaxGroupsPerToken == 0 {
+		o.MaxGroupsPerToken = DefaultMaxGroupsPerToken
 	}
 	if o.ProducerIdle == 0 {
 		o.ProducerIdle = DefaultProducerIdle

@@ -121,56 +121,6 @@ func (r *recovery) topic(name string) (*topic, error) {
 	return t, nil
 }
 
-// groups reads the topic's groups file from every volume and takes as the
-// reference the copy of the last volume, in reverse volume order, that
-// holds a valid one, as for a batch: commits are written in volume order,
-// so the last volume never holds a commit the others lack. Every other
-// volume whose copy is missing, damaged or different gets the reference.
-// When no volume holds a valid copy but some hold a file, the groups are
-// lost: that is logged and counted as unreadable.
-func (r *recovery) groups(t *topic, dirs []string) error {
-	have := make([][]byte, len(dirs))
-	ref := -1
-	var offsets map[string]int64
-	for v := len(dirs) - 1; v >= 0; v-- {
-		b, err := r.readSmall(filepath.Join(dirs[v], groupsName), maxGroupsFileSize)
-		if err != nil {
-			return err
-		}
-		have[v] = b
-		if ref < 0 {
-			if m, ok := decodeGroups(b); ok {
-				ref, offsets = v, m
-			}
-		}
-	}
-	if ref < 0 {
-		for v, b := range have {
-			if b != nil {
-				r.s.stats.unreadable.Add(1)
-				r.logger().Error("groups file unreadable on every volume: the topic's committed offsets are lost", "topic", r.name, "volume", r.s.opts.Volumes[v])
-				break
-			}
-		}
-		return nil
-	}
-	want := have[ref]
-	for v, dir := range dirs {
-		if v != ref && !bytes.Equal(have[v], want) {
-			if err := r.s.writeFileDurable(filepath.Join(dir, groupsName), want); err != nil {
-				return fmt.Errorf("storage: topic %q: %w", r.name, err)
-			}
-			r.repaired(v, "groups file", int64(len(want)))
-		}
-	}
-	t.groups.m = make(map[string]*groupEntry, len(offsets))
-	for name, off := range offsets {
-		t.groups.m[name] = &groupEntry{committed: off}
-	}
-	r.s.groupCount.Add(int64(len(offsets)))
-	return nil
-}
-
 // bases fills dirs with the topic's directory on each volume and returns
 // the base offsets of the segments found on any of them, sorted (segment
 // recreates one that some volumes lack from the others).

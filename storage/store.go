@@ -46,6 +46,8 @@ type Store struct {
 
 	groupCount atomic.Int64 // groups of all topics, within MaxGroups
 
+	groupOwners groupQuota // groups per token, within MaxGroupsPerToken (groupsquota.go)
+
 	decode      *decodeBudget // validations of compressed batches at once, and the bytes they decode into (decode.go)
 	space       space         // free space against Options.MinFreeBytes
 	resourceLog everyFew      // appends refused for space or descriptors

@@ -71,6 +71,7 @@ func newFlagSet(c *Config, f *cliFlags, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.Storage.RetentionCheck, "retention-check", time.Minute, "how often retention runs")
 	fs.DurationVar(&c.Storage.ProducerIdle, "producer-idle", c.Storage.ProducerIdle, "how long a topic remembers an idempotent producer after its last batch, to answer a batch sent again with its first offset")
 	fs.IntVar(&c.Storage.MaxProducers, "max-producers", c.Storage.MaxProducers, "most idempotent producers a topic remembers; past it the one idle longest is forgotten")
+	fs.IntVar(&c.Storage.MaxGroupsPerToken, "max-groups-per-token", c.Storage.MaxGroupsPerToken, "most consumer groups one token creates and holds over all topics (committed, or a live lease); past it a new group is refused with limit reached")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.AuthFile, "auth-file", "", "file of token hashes and their rights (see docs/security.md); every request on both ports then needs a token; reread on SIGHUP")
 	fs.BoolVar(&c.HTTP.AuthMetrics, "auth-metrics", c.HTTP.AuthMetrics, "with -auth-file: /metrics needs a token with the metrics right and shows only the topics it is held on, /docs a valid token; -auth-metrics=false opens both")

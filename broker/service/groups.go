@@ -11,10 +11,12 @@ import (
 // This file: the consumer group calls, all of the consume right (a group
 // is a consumer's position) on the topic and of the token's group patterns
 // on the group (AllowGroup): a token sharing a topic with another tenant
-// cannot touch the other's groups, nor see them in a list. Their state lives in the store: committed
-// offsets on every volume, leases in memory. A commit or a deletion
-// rewrites a file per volume while it holds the topic's group table,
-// which the others take: they may all wait on the disk.
+// cannot touch the other's groups, nor see them in a list. Their state
+// lives in the store: committed offsets on every volume, leases in memory;
+// a group a commit or lease creates counts against its caller's token's
+// quota (-max-groups-per-token). A commit or a deletion appends a record to
+// a file per volume while it holds the topic's group table, which the
+// others take: they may all wait on the disk.
 
 type (
 	// Commit is a group commit's offset and its conditions (storage's).
@@ -31,6 +33,7 @@ func (s *Service) CommitOffset(c Caller, topic, group string, cm Commit) error {
 	if err := s.AllowGroup(c, protocol.OpCommitOffset, topic, group); err != nil {
 		return err
 	}
+	cm.Owner = c.Owner()
 	return s.store.CommitOffset(topic, group, cm)
 }
 
@@ -47,7 +50,7 @@ func (s *Service) Lease(c Caller, topic, group, member string, ttl time.Duration
 	if err := s.AllowGroup(c, protocol.OpGroupLease, topic, group); err != nil {
 		return GroupOffset{}, err
 	}
-	return s.store.Lease(topic, group, member, ttl)
+	return s.store.LeaseFor(c.Owner(), topic, group, member, ttl)
 }
 
 // ReleaseLease gives up member's lease of group on topic.
