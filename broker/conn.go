@@ -259,6 +259,13 @@ func (cs *conn) gatherBig() bool {
 		if err != nil {
 			return false
 		}
+		if len(cs.big.B)+n > cap(cs.big.B) {
+			// Double, up to the frame's size: append's growth by a
+			// quarter would leave four times the frame in garbage.
+			grown := make([]byte, len(cs.big.B), min(cs.bigSize, max(len(cs.big.B)+n, 2*cap(cs.big.B))))
+			copy(grown, cs.big.B)
+			cs.big.B = grown
+		}
 		cs.big.B = append(cs.big.B, chunk...)
 	}
 	return len(cs.big.B) == cs.bigSize
