@@ -56,6 +56,9 @@ type Broker struct {
 	live      map[gnet.Conn]*conn // open connections, for the idle sweep (idle.go)
 	nextSweep time.Time           // of the idle sweep; tick goroutine only
 
+	shed   shedState  // connections gathering large unfinished frames (budget.go)
+	hellos helloState // connections that have not said hello (hello.go)
+
 	stats counters
 }
 
@@ -277,6 +280,7 @@ func (e *events) OnTick() (time.Duration, gnet.Action) {
 	}
 	b.wakeDraining()
 	b.sweepIdle(now)
+	b.sweepHellos(now)
 	switch {
 	case young:
 		return stallTickFast, gnet.None

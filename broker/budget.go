@@ -1,11 +1,18 @@
 package broker
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // This file: the memory budget shared by every connection
@@ -183,17 +190,191 @@ func (cs *conn) pause() {
 
 // settle counts c's share at the end of a callback, and remembers c for a
 // wake while the server is over its budget if gnet still holds output for
-// it (which gnet may write out without telling). Runs on the loop.
-func (cs *conn) settle() {
+// it (which gnet may write out without telling). It reports whether c must
+// close: the server is over its budget and c is among the connections
+// gathering the largest unfinished frames (shedFrames). Runs on the loop.
+func (cs *conn) settle() bool {
 	b, c := cs.b, cs.c
 	if b.cfg.MaxBufferedBytes <= 0 {
-		return
+		return false
 	}
-	cs.account()
+	total := cs.account()
+	cs.trackFrame()
 	if c.OutboundBuffered() > 0 && !cs.draining.Swap(true) {
 		b.stalledMu.Lock()
 		b.draining[c] = cs
 		b.stalledMu.Unlock()
+	}
+	return total > b.cfg.MaxBufferedBytes && cs.shedFrames(total)
+}
+
+// Unfinished frames. gnet reads every socket whatever the broker does, so
+// pausing a connection does not stop a frame from growing: a client that
+// announces large frames and never finishes them would hold memory for as
+// long as it sends. Over the budget, the connections gathering the largest
+// unfinished frames (of shedFloor bytes or more) are closed, largest
+// first, until what they hold covers the excess.
+
+// shedFloor is the least unfinished frame closed for the budget: smaller
+// ones are a client's request on its way, bounded by the connection count
+// (and, with tokens, by MaxPreHelloFrame and HelloTimeout before a hello).
+const shedFloor = 64 << 10
+
+// shedState holds the connections gathering an unfinished frame of
+// shedFloor bytes or more.
+type shedState struct {
+	mu        sync.Mutex
+	gathering map[*conn]struct{}
+	marked    atomic.Int64 // bytes of the connections marked to close and not closed yet
+	log       rateLog      // of the connections closed
+}
+
+// unfinished is what c holds of the frame it waits the rest of: what it
+// gathered of a large one, or what gnet buffered of a small one; 0 when
+// readFrames stopped for another reason (backpressure, the budget), which
+// the stall rules bound. Runs on the loop.
+func (cs *conn) unfinished() int64 {
+	if !cs.waitingFrame {
+		return 0
+	}
+	n := int64(cs.c.InboundBuffered())
+	if cs.big != nil {
+		n += int64(len(cs.big.B))
+	}
+	return n
+}
+
+// trackFrame records the size of c's unfinished frame, and c in
+// shedState.gathering while it is shedFloor or more. Runs on the loop.
+func (cs *conn) trackFrame() {
+	n := cs.unfinished()
+	cs.frameBytes.Store(n)
+	if in := n >= shedFloor; in != cs.gathering {
+		sh := &cs.b.shed
+		sh.mu.Lock()
+		if in {
+			if sh.gathering == nil {
+				sh.gathering = make(map[*conn]struct{})
+			}
+			sh.gathering[cs] = struct{}{}
+		} else {
+			delete(sh.gathering, cs)
+		}
+		sh.mu.Unlock()
+		cs.gathering = in
+	}
+}
+
+// shedFrames marks to close, the total being over the budget, the
+// connections gathering the largest unfinished frames until they cover the
+// excess (less what connections marked before still hold), and wakes them
+// to close on their loops. It reports whether c itself is one of them.
+// Runs on the loop.
+func (cs *conn) shedFrames(total int64) bool {
+	b := cs.b
+	sh := &b.shed
+	excess := total - b.cfg.MaxBufferedBytes - sh.marked.Load()
+	if excess <= 0 {
+		return false
+	}
+	sh.mu.Lock()
+	cands := make([]*conn, 0, len(sh.gathering))
+	for o := range sh.gathering {
+		if !o.shed.Load() {
+			cands = append(cands, o)
+		}
+	}
+	slices.SortFunc(cands, func(x, y *conn) int { return cmp.Compare(y.frameBytes.Load(), x.frameBytes.Load()) })
+	var victims []*conn
+	for _, o := range cands {
+		if excess <= 0 {
+			break
+		}
+		o.shedBytes = o.frameBytes.Load()
+		o.shed.Store(true)
+		sh.marked.Add(o.shedBytes)
+		excess -= o.shedBytes
+		victims = append(victims, o)
+	}
+	sh.mu.Unlock()
+	self := false
+	for _, o := range victims {
+		if o == cs {
+			self = true
+		} else {
+			_ = o.c.Wake(nil)
+		}
+	}
+	return self
+}
+
+// closeShed sends c, marked by shedFrames, one CodeLimitReached frame (op 0,
+// correlation id 0) and closes it. Runs on the loop.
+func (cs *conn) closeShed() gnet.Action {
+	b, c := cs.b, cs.c
+	b.stats.budgetClosed.Add(1)
+	n := cs.frameBytes.Load()
+	if k, ok := b.shed.log.due(); ok {
+		b.cfg.Logger.Warn("closing connections gathering the largest unfinished frames: over the memory budget",
+			"max_buffered_bytes", b.cfg.MaxBufferedBytes, "remote", remoteAddr(c), "frame_bytes", n, "closed", k)
+	}
+	msg := fmt.Sprintf("over the server's memory budget (-max-buffered-bytes %d): the connection was gathering one of the largest unfinished frames (%d bytes so far) and is closed; that frame was not read", b.cfg.MaxBufferedBytes, n)
+	_, _ = c.Write(protocol.AppendErrorResponse(nil, 0, 0, protocol.CodeLimitReached, msg))
+	return gnet.Close
+}
+
+// forgetFrame takes a closing connection out of shedState. Runs on the
+// loop, from OnClose.
+func (cs *conn) forgetFrame() {
+	if !cs.gathering && !cs.shed.Load() {
+		return
+	}
+	sh := &cs.b.shed
+	sh.mu.Lock()
+	delete(sh.gathering, cs)
+	if cs.shed.Load() {
+		sh.marked.Add(-cs.shedBytes)
+		cs.shedBytes = 0
+	}
+	sh.mu.Unlock()
+	cs.gathering = false
+}
+
+// ErrOverBudget: Reserve would take what the server buffers past
+// Config.MaxBufferedBytes.
+var ErrOverBudget = errors.New("broker: over the memory budget")
+
+// Reserve counts n bytes that the caller is about to buffer outside the
+// binary port's connections (the HTTP port's request bodies and the
+// responses it builds) in the total Config.MaxBufferedBytes bounds, so
+// that one bound holds for both ports, and returns nil if they fit. If
+// they do not, it counts nothing and returns an error wrapping
+// ErrOverBudget that names -max-buffered-bytes. Each Reserve that returned
+// nil is undone by Release(n) once the bytes are freed. Without a budget
+// it counts nothing and returns nil.
+func (b *Broker) Reserve(n int64) error {
+	budget := b.cfg.MaxBufferedBytes
+	if budget <= 0 || n <= 0 {
+		return nil
+	}
+	for {
+		cur := b.stats.buffered.Load()
+		if cur+n > budget {
+			if n > budget {
+				return fmt.Errorf("%w: %d bytes are more than the whole budget of %d bytes (-max-buffered-bytes)", ErrOverBudget, n, budget)
+			}
+			return fmt.Errorf("%w: %d bytes more would pass the budget of %d bytes (-max-buffered-bytes), %d in use: retry later", ErrOverBudget, n, budget, cur)
+		}
+		if b.stats.buffered.CompareAndSwap(cur, cur+n) {
+			return nil
+		}
+	}
+}
+
+// Release gives back n bytes of a Reserve that returned nil.
+func (b *Broker) Release(n int64) {
+	if b.cfg.MaxBufferedBytes > 0 && n > 0 {
+		b.stats.buffered.Add(-n)
 	}
 }
 

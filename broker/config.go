@@ -55,10 +55,13 @@ type Config struct {
 	// together (default DefaultMaxBufferedBytes(): a quarter of physical
 	// memory, at most 1 GiB; 0: no bound): unread input, unsent output,
 	// answers held behind an earlier one, produce batches copied for
-	// storage and large frames being gathered. Over it, connections that
-	// hold output of their own are not read until the total is under it
-	// again; a connection holding no output is still served (see
-	// docs/broker.md, "Memory budget").
+	// storage and large frames being gathered, with what the HTTP port
+	// reserves for its request bodies and responses (Reserve). Over it,
+	// connections that hold output of their own are not read until the
+	// total is under it again; a connection holding no output is still
+	// served; the connections gathering the largest unfinished frames are
+	// closed until the excess is covered; and the HTTP port refuses
+	// requests with 429 (see docs/broker.md, "Memory budget").
 	MaxBufferedBytes int64
 	// IdleTimeout closes a connection that holds nothing (no request in
 	// flight, no parked consume, nothing buffered either way) and has
@@ -68,6 +71,22 @@ type Config struct {
 	// read. Checked every IdleTimeout/4, so a connection is closed between
 	// IdleTimeout and 1.25 IdleTimeout after its last bytes.
 	IdleTimeout time.Duration
+	// MaxPreHelloFrame bounds, with Auth, the frames of a connection that
+	// has not presented a valid token with a hello (default
+	// DefaultMaxPreHelloFrame, 64 KiB; 0 means that default too): a larger
+	// announced frame is answered with CodeFrameTooLarge, whose message
+	// names the limit and says that the hello comes first, and the
+	// connection is closed before any of the frame is buffered. A hello (at
+	// most about 1.3 KB) is far under it; each frame is checked when it is
+	// reached, so large requests pipelined behind a hello are served.
+	MaxPreHelloFrame int
+	// HelloTimeout closes, with Auth, a connection that has not presented
+	// a valid token with a hello this long after it opened (default
+	// DefaultHelloTimeout, 10 s; 0: never), pings or not. It is sent one
+	// CodeUnauthenticated frame first, op 0 and correlation id 0. Checked
+	// every HelloTimeout/4, so it is closed between HelloTimeout and 1.25
+	// HelloTimeout after it opened.
+	HelloTimeout time.Duration
 	// Auth, when set, makes every request but ping need a token presented
 	// with a hello (protocol op 9), and checks each request's right on its
 	// topic (see package auth). Nil (the default): no tokens, everything
@@ -112,6 +131,8 @@ func DefaultConfig() Config {
 		StallTimeout:     time.Minute,
 		MaxBufferedBytes: DefaultMaxBufferedBytes(),
 		IdleTimeout:      DefaultIdleTimeout,
+		MaxPreHelloFrame: DefaultMaxPreHelloFrame,
+		HelloTimeout:     DefaultHelloTimeout,
 		FilterWorkers:    DefaultFilterWorkers(),
 	}
 }
@@ -145,6 +166,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: max buffered bytes %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxBufferedBytes)
 	case c.IdleTimeout < 0:
 		return fmt.Errorf("%w: idle timeout %s: want 0 (never) or more", ErrInvalidConfig, c.IdleTimeout)
+	case c.MaxPreHelloFrame != 0 && c.MaxPreHelloFrame < minPreHelloFrame:
+		return fmt.Errorf("%w: max pre-hello frame %d: want %d or more, so that a hello fits (0: the default)", ErrInvalidConfig, c.MaxPreHelloFrame, minPreHelloFrame)
+	case c.HelloTimeout < 0:
+		return fmt.Errorf("%w: hello timeout %s: want 0 (never) or more", ErrInvalidConfig, c.HelloTimeout)
 	case c.FilterWorkers < 0:
 		return fmt.Errorf("%w: filter workers %d: want 1 or more (0: the default)", ErrInvalidConfig, c.FilterWorkers)
 	case c.EventLoops < 0:
@@ -152,6 +177,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FilterWorkers == 0 {
 		c.FilterWorkers = DefaultFilterWorkers()
+	}
+	if c.MaxPreHelloFrame == 0 {
+		c.MaxPreHelloFrame = DefaultMaxPreHelloFrame
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

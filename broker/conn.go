@@ -32,8 +32,13 @@ type conn struct {
 	out   []byte  // responses gathered during one callback
 	fatal error   // the connection must close
 
-	big     *bytebufferpool.ByteBuffer // a large frame being gathered
-	bigSize int                        // its size
+	big          *bytebufferpool.ByteBuffer // a large frame being gathered
+	bigSize      int                        // its size
+	waitingFrame bool                       // readFrames last stopped for the rest of a frame
+	gathering    bool                       // in shedState.gathering (budget.go)
+	frameBytes   atomic.Int64               // the unfinished frame's bytes at the last count (budget.go)
+	shed         atomic.Bool                // marked to close for the budget (shedFrames)
+	shedBytes    int64                      // frameBytes when marked; shedState.mu
 
 	stalledSince time.Time // when its output became backed up; zero once it drains
 	pausedSince  time.Time // when it was last paused for the memory budget; zero while served
@@ -48,6 +53,9 @@ type conn struct {
 	caller service.Caller // the rights of its last successful hello (Config.Auth); loop-owned
 	remote net.Addr       // a TLS client's TCP address (tls.go); nil: c.RemoteAddr()
 	tls    *tlsOut        // a TLS connection's consumes, sent by its pump (tlsout.go); nil: plaintext
+
+	helloDue bool      // no hello succeeded yet, with a deadline (hello.go); loop-owned
+	opened   time.Time // when it opened, with helloDue
 
 	w worker // shared with the connection's goroutine
 }
@@ -71,6 +79,7 @@ func (e *events) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	c.SetContext(cs)
 	b.stats.connections.Add(1)
 	cs.track()
+	cs.awaitHello()
 	return nil, gnet.None
 }
 
@@ -104,10 +113,9 @@ func (e *events) OnClose(c gnet.Conn, err error) gnet.Action {
 		}
 	}
 	cs.slots = nil
-	if cs.big != nil {
-		bytebufferpool.Put(cs.big)
-		cs.big = nil
-	}
+	cs.big = nil // unfinished: left to the collector, a client may have made it large
+	cs.forgetFrame()
+	cs.helloDone()
 	b.stats.buffered.Add(-cs.accounted)
 	cs.accounted = 0
 	b.stalledMu.Lock()
@@ -124,11 +132,14 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 	b := e.b
 	cs := c.Context().(*conn)
 	cs.w.woken.Store(false) // answers filed from here on wake the loop again
+	if cs.shed.Load() {
+		return cs.closeShed() // marked by another connection's shedFrames
+	}
 	if b.cfg.IdleTimeout > 0 {
 		if in := c.InboundBuffered(); in > cs.inboundLeft {
 			cs.lastRecv.Store(time.Now().UnixNano())
-		} else if in == 0 && cs.idle() {
-			return b.closeIdle(c)
+		} else if (in == 0 || cs.waitingFrame) && cs.idle() {
+			return b.closeIdle(c, cs.waitingFrame)
 		}
 	}
 	if !cs.stalledSince.IsZero() && cs.outbound() <= b.cfg.MaxOutboundBytes {
@@ -146,15 +157,22 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 	if cs.fatal != nil {
 		return gnet.Close
 	}
-	cs.settle()
+	if cs.helloLate() {
+		return cs.closeHelloLate()
+	}
+	if cs.settle() {
+		return cs.closeShed()
+	}
 	cs.inboundLeft = c.InboundBuffered()
 	return action
 }
 
 // readFrames handles every whole frame buffered, stopping when the output is
 // backed up (backpressure: the client must read before it may send more).
+// It records whether it stopped for the rest of a frame (waitingFrame).
 func (cs *conn) readFrames() gnet.Action {
 	b, c := cs.b, cs.c
+	cs.waitingFrame = false
 	for cs.fatal == nil {
 		if cs.backedUp() || cs.overBudget() {
 			if in := c.InboundBuffered(); in > b.cfg.MaxFrameSize+b.cfg.MaxOutboundBytes || in > budgetUnread && b.overCeiling() {
@@ -167,6 +185,7 @@ func (cs *conn) readFrames() gnet.Action {
 		if cs.big != nil {
 			// A large frame arriving in pieces: gather it in one buffer.
 			if !cs.gatherBig() {
+				cs.waitingFrame = true
 				return gnet.None
 			}
 			cs.handle(cs.big.B)
@@ -175,21 +194,16 @@ func (cs *conn) readFrames() gnet.Action {
 			continue
 		}
 		if c.InboundBuffered() < protocol.FrameLengthSize {
+			cs.waitingFrame = c.InboundBuffered() > 0
 			return gnet.None
 		}
 		hdr, _ := c.Peek(protocol.FrameLengthSize)
 		size, err := protocol.PeekFrame(hdr, b.cfg.MaxFrameSize)
 		if err != nil && !errors.Is(err, protocol.ErrShortFrame) {
-			// Too large or malformed: answer, then close, since the stream
-			// cannot be trusted. Nothing of the frame is buffered here.
-			b.stats.badFrame.Add(1)
-			h, _, _ := protocol.ParseRequestHeader(peekUpTo(c, protocol.HeaderSize))
-			if errors.Is(err, protocol.ErrFrameTooLarge) {
-				err = fmt.Errorf("%w: a frame of %d bytes, the server's limit is %d (-max-frame): send smaller batches (hrqa produce -batch N, client.WithMaxBatchBytes) or raise the server's -max-frame",
-					err, size, b.cfg.MaxFrameSize)
-			}
-			cs.respondError(h.Op, h.CorrID, err)
-			return gnet.Close
+			return cs.refuseFrame(size, err)
+		}
+		if err := cs.frameBeforeHello(size); err != nil {
+			return cs.refuseFrame(size, err)
 		}
 		if c.InboundBuffered() < size {
 			if size >= bigFrame {
@@ -199,6 +213,7 @@ func (cs *conn) readFrames() gnet.Action {
 				cs.big.B = cs.big.B[:0]
 				cs.gatherBig()
 			}
+			cs.waitingFrame = true
 			return gnet.None // wait for the rest of the frame
 		}
 		frame, err := c.Peek(size)
@@ -211,6 +226,21 @@ func (cs *conn) readFrames() gnet.Action {
 		_, _ = c.Discard(size)
 	}
 	return gnet.None
+}
+
+// refuseFrame answers a frame that is too large or malformed, then closes
+// the connection, since the stream cannot be trusted past it. Nothing of
+// the frame is buffered.
+func (cs *conn) refuseFrame(size int, err error) gnet.Action {
+	b, c := cs.b, cs.c
+	b.stats.badFrame.Add(1)
+	h, _, _ := protocol.ParseRequestHeader(peekUpTo(c, protocol.HeaderSize))
+	if errors.Is(err, protocol.ErrFrameTooLarge) && size > b.cfg.MaxFrameSize {
+		err = fmt.Errorf("%w: a frame of %d bytes, the server's limit is %d (-max-frame): send smaller batches (hrqa produce -batch N, client.WithMaxBatchBytes) or raise the server's -max-frame",
+			err, size, b.cfg.MaxFrameSize)
+	}
+	cs.respondError(h.Op, h.CorrID, err)
+	return gnet.Close
 }
 
 // bigFrame is the size from which a frame that arrives in pieces is
@@ -228,6 +258,13 @@ func (cs *conn) gatherBig() bool {
 		chunk, err := c.Next(n)
 		if err != nil {
 			return false
+		}
+		if len(cs.big.B)+n > cap(cs.big.B) {
+			// Double, up to the frame's size: append's growth by a
+			// quarter would leave four times the frame in garbage.
+			grown := make([]byte, len(cs.big.B), min(cs.bigSize, max(len(cs.big.B)+n, 2*cap(cs.big.B))))
+			copy(grown, cs.big.B)
+			cs.big.B = grown
 		}
 		cs.big.B = append(cs.big.B, chunk...)
 	}

@@ -16,7 +16,7 @@ import (
 // store per callback that brought some), and the stall tick sweeps the
 // connections every IdleTimeout/4, waking only those that received nothing
 // for IdleTimeout. On its loop, a woken connection closes itself if it
-// holds nothing either (idle).
+// holds nothing either, or only a frame that stopped coming (idle).
 
 // DefaultIdleTimeout is the default Config.IdleTimeout: Kafka's
 // connections.max.idle.ms. The Go client drops its own connections after 9
@@ -66,26 +66,33 @@ func (b *Broker) sweepIdle(now time.Time) {
 	}
 }
 
-// idle reports whether a connection whose input is empty has received
-// nothing for IdleTimeout and holds nothing: no request waiting for its
-// answer (a parked consume included), no answer unsent, no produce being
-// stored. Runs on the loop.
+// idle reports whether a connection whose input is empty, or only part of
+// a frame, has received nothing for IdleTimeout and holds nothing else: no
+// request waiting for its answer (a parked consume included), no answer
+// unsent, no produce being stored. A frame begun and not continued for
+// that long is a client stuck or trickling nothing (a slowloris), and is
+// not read. Runs on the loop.
 func (cs *conn) idle() bool {
 	b := cs.b
 	if time.Since(time.Unix(0, cs.lastRecv.Load())) < b.cfg.IdleTimeout {
 		return false
 	}
-	return len(cs.slots) == 0 && cs.big == nil && cs.outbound() == 0 &&
+	return len(cs.slots) == 0 && (cs.big == nil || cs.waitingFrame) && cs.outbound() == 0 &&
 		cs.w.held.Load() == 0 && cs.w.queued.Load() == 0 && cs.w.inStore.Load() == 0 && !cs.w.busy()
 }
 
 // closeIdle sends c one CodeIdleTimeout frame (op 0, correlation id 0) and
 // closes it. Every request c sent was answered, so its client knows that
-// whatever it sent after those answers was not read: it may send it again
-// on a new connection, produces included. Runs on the loop.
-func (b *Broker) closeIdle(c gnet.Conn) gnet.Action {
+// whatever it sent after those answers was not read (partial: part of a
+// frame was): it may send it again on a new connection, produces
+// included. Runs on the loop.
+func (b *Broker) closeIdle(c gnet.Conn, partial bool) gnet.Action {
 	b.stats.idleClosed.Add(1)
-	msg := fmt.Sprintf("idle timeout: the connection received nothing for %s (-idle-timeout) and was closed; nothing sent on it after its last answer was read", b.cfg.IdleTimeout)
+	what := "the connection received nothing"
+	if partial {
+		what = "a frame begun on the connection received no more bytes"
+	}
+	msg := fmt.Sprintf("idle timeout: %s for %s (-idle-timeout) and it was closed; nothing sent on it after its last answer was read", what, b.cfg.IdleTimeout)
 	_, _ = c.Write(protocol.AppendErrorResponse(nil, 0, 0, protocol.CodeIdleTimeout, msg))
 	return gnet.Close
 }

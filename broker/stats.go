@@ -25,6 +25,8 @@ type Stats struct {
 	BufferedBytes   int64 // bytes buffered for all connections now (Config.MaxBufferedBytes)
 	BudgetPauses    int64 // times a connection stopped being read for the memory budget
 	IdleClosed      int64 // connections closed for idleness (Config.IdleTimeout)
+	BudgetClosed    int64 // connections closed over the memory budget for the largest unfinished frames
+	HelloTimeouts   int64 // connections closed for no hello in time (Config.HelloTimeout)
 	AuthFailures    int64 // hellos refused: unknown token, or too many failures (Config.Auth)
 	TLSErrors       int64 // TLS handshakes that failed (Config.TLS)
 }
@@ -35,7 +37,7 @@ type counters struct {
 	zeroCopyBytes, copiedBytes, parked, badFrame atomic.Int64
 	acceptErrors, refusedConns, stallClosed      atomic.Int64
 	buffered, budgetPauses, idleClosed           atomic.Int64
-	authFailures                                 atomic.Int64
+	authFailures, budgetClosed, helloTimeouts    atomic.Int64
 	pending                                      atomic.Int64 // responses owed
 	tlsErrors                                    atomic.Int64
 }
@@ -60,6 +62,8 @@ func (b *Broker) Stats() Stats {
 		BufferedBytes:   s.buffered.Load(),
 		BudgetPauses:    s.budgetPauses.Load(),
 		IdleClosed:      s.idleClosed.Load(),
+		BudgetClosed:    s.budgetClosed.Load(),
+		HelloTimeouts:   s.helloTimeouts.Load(),
 		AuthFailures:    s.authFailures.Load(),
 		TLSErrors:       s.tlsErrors.Load(),
 	}

@@ -167,6 +167,7 @@
 //	                          once space is freed
 //	17   idle timeout         sent with op 0 and correlation id 0 before the
 //	                          server closes a connection that held nothing
+//	                          (or only part of a frame that stopped coming)
 //	                          and received nothing for its idle timeout
 //	                          (-idle-timeout): every request it had read was
 //	                          answered before this frame, and nothing sent

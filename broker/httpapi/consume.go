@@ -66,9 +66,13 @@ func (a *API) consume(w http.ResponseWriter, r *http.Request, c call) {
 		noContent(w, res.Offset)
 		return
 	}
+	// The batches read, the decoded bodies and the response count against
+	// the memory budget until the response is written.
+	held := reservation{b: c.budget}
+	defer held.release()
 	out := bytebufferpool.Get()
 	defer bytebufferpool.Put(out)
-	sizes, err := a.messages(out, res, q.limit)
+	sizes, err := a.messages(out, res, q.limit, &held)
 	if err == nil && q.grouped {
 		err = a.commitRead(w, c, q, res.Offset, sizes)
 	}
@@ -214,15 +218,22 @@ func (a *API) read(r *http.Request, c call, q consumeReq) (*service.ReadResult, 
 const maxDecodedBatch = 64 << 20
 
 // messages appends the messages [res.Offset, res.Offset+limit) of res to out
-// and returns their X-Sizes.
-func (a *API) messages(out *bytebufferpool.ByteBuffer, res *service.ReadResult, limit int) (string, error) {
+// and returns their X-Sizes. What it buffers is reserved in held first:
+// the batches read, then for each batch its decoded size (RawSize), once
+// for the decoded body (kept for the next batch) and once for the messages
+// it adds to out.
+func (a *API) messages(out *bytebufferpool.ByteBuffer, res *service.ReadResult, limit int, held *reservation) (string, error) {
 	raw, dec := bytebufferpool.Get(), bytebufferpool.Get()
 	defer bytebufferpool.Put(raw)
 	defer bytebufferpool.Put(dec)
+	if err := held.grow(res.Bytes); err != nil {
+		return "", err
+	}
 	var err error
 	if raw.B, err = res.AppendTo(raw.B[:0]); err != nil {
 		return "", err
 	}
+	decHeld := 0 // the decoded body's size reserved
 	from, to := res.Offset, res.Offset+int64(limit)
 	var sizes []byte
 	for b := raw.B; len(b) > 0; {
@@ -232,6 +243,15 @@ func (a *API) messages(out *bytebufferpool.ByteBuffer, res *service.ReadResult, 
 		}
 		if err == nil && bt.RawSize > maxDecodedBatch {
 			err = fmt.Errorf("decoded size %d is over %d bytes", bt.RawSize, maxDecodedBatch)
+		}
+		if err == nil {
+			need := bt.RawSize // what it adds to out, at most
+			if bt.Codec != protocol.CodecNone && bt.RawSize > decHeld {
+				need, decHeld = need+bt.RawSize-decHeld, bt.RawSize
+			}
+			if gerr := held.grow(int64(need)); gerr != nil {
+				return "", gerr
+			}
 		}
 		var body []byte
 		if err == nil {

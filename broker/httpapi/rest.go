@@ -8,12 +8,14 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/valyala/bytebufferpool"
 
+	"github.com/haraqa/haraqa/broker"
 	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
 )
@@ -25,11 +27,47 @@ import (
 // headers, bodies and statuses.
 
 // call is a request on /topics/{topic}, once it may be served: the
-// service, the request's Caller and the topic.
+// service, the request's Caller, the topic and the broker whose memory
+// budget its body and response count against.
 type call struct {
 	svc    *service.Service
 	caller service.Caller
 	topic  string
+	budget *broker.Broker
+}
+
+// errOverBudget refuses a request whose body or response would take what
+// the server buffers past -max-buffered-bytes (429).
+var errOverBudget error = &apiError{protocol.CodeLimitReached, "httpapi: server busy"}
+
+// reservation is what one request counts against the broker's memory
+// budget (broker.Broker.Reserve), the bound the binary port's buffers
+// share: its body as it is read, the batch built from it, a consume's
+// batches and decoded messages.
+type reservation struct {
+	b    *broker.Broker // nil: nothing counted
+	held int64
+}
+
+// grow reserves n bytes more, or returns an error of CodeLimitReached that
+// names -max-buffered-bytes.
+func (r *reservation) grow(n int64) error {
+	if r.b == nil || n <= 0 {
+		return nil
+	}
+	if err := r.b.Reserve(n); err != nil {
+		return fmt.Errorf("%w: %w", errOverBudget, err)
+	}
+	r.held += n
+	return nil
+}
+
+// release gives back all that r holds.
+func (r *reservation) release() {
+	if r.b != nil {
+		r.b.Release(r.held)
+	}
+	r.held = 0
 }
 
 // topicHandler serves a route on /topics/{topic}.
@@ -55,7 +93,7 @@ func (a *API) onTopic(op protocol.Op, h topicHandler) http.HandlerFunc {
 		if !ok || a.elsewhere(w, r, st.svc, name) {
 			return
 		}
-		h(w, r, call{svc: st.svc, caller: caller, topic: name})
+		h(w, r, call{svc: st.svc, caller: caller, topic: name, budget: st.broker})
 	}
 }
 
@@ -245,11 +283,15 @@ func parseSizes(h string, total int) ([]int, error) {
 	return sizes, nil
 }
 
-// POST /topics/{topic}, X-Sizes: 3:5:1
+// POST /topics/{topic}, X-Sizes: 3:5:1. The body, and the batch built
+// from it, count against the memory budget while the request is served:
+// its declared length before it is read.
 func (a *API) produce(w http.ResponseWriter, r *http.Request, c call) {
+	res := reservation{b: c.budget}
+	defer res.release()
 	body := bytebufferpool.Get()
 	defer bytebufferpool.Put(body)
-	if err := a.readBody(w, r, body); err != nil {
+	if err := a.readBody(w, r, body, &res); err != nil {
 		a.fail(w, err)
 		return
 	}
@@ -262,6 +304,10 @@ func (a *API) produce(w http.ResponseWriter, r *http.Request, c call) {
 	rest := body.B
 	for i, n := range sizes {
 		msgs[i], rest = rest[:n:n], rest[n:]
+	}
+	if err := res.grow(int64(protocol.MinBatchHeaderSize + protocol.MessagesSize(msgs...))); err != nil {
+		a.fail(w, err)
+		return
 	}
 	batch := bytebufferpool.Get()
 	defer bytebufferpool.Put(batch)
@@ -281,16 +327,55 @@ func (a *API) produce(w http.ResponseWriter, r *http.Request, c call) {
 	}{base, len(sizes)})
 }
 
-// readBody reads r's body into body, within Config.MaxBodyBytes.
-func (a *API) readBody(w http.ResponseWriter, r *http.Request, body *bytebufferpool.ByteBuffer) error {
+// readBody reads r's body into body, within Config.MaxBodyBytes, counting
+// it in res: a declared length is reserved before anything is read, a
+// body of unknown length as its buffer grows.
+func (a *API) readBody(w http.ResponseWriter, r *http.Request, body *bytebufferpool.ByteBuffer, res *reservation) error {
 	if r.ContentLength > a.cfg.MaxBodyBytes {
 		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, r.ContentLength, a.cfg.MaxBodyBytes)
 	}
-	if _, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes)); err != nil {
-		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			return fmt.Errorf("%w: the limit is %d bytes", ErrTooLarge, mbe.Limit)
+	rd := http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes)
+	var err error
+	if r.ContentLength >= 0 {
+		if err = res.grow(r.ContentLength); err != nil {
+			return err
 		}
+		body.B = slices.Grow(body.B[:0], int(r.ContentLength))[:r.ContentLength]
+		_, err = io.ReadFull(rd, body.B)
+	} else {
+		err = readUnsized(rd, body, res)
+	}
+	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+		return fmt.Errorf("%w: the limit is %d bytes", ErrTooLarge, mbe.Limit)
+	}
+	if err != nil && !errors.Is(err, errOverBudget) {
 		return badRequest("reading the body: %v", err)
 	}
-	return nil
+	return err
+}
+
+// minBodyGrowth is the least a body of unknown length grows by.
+const minBodyGrowth = 64 << 10
+
+// readUnsized reads a body of unknown length (chunked) into body,
+// reserving each growth of its buffer in res first.
+func readUnsized(rd io.Reader, body *bytebufferpool.ByteBuffer, res *reservation) error {
+	body.B = body.B[:0]
+	for {
+		if len(body.B) == cap(body.B) {
+			n := max(len(body.B), minBodyGrowth)
+			if err := res.grow(int64(n)); err != nil {
+				return err
+			}
+			body.B = slices.Grow(body.B, n)
+		}
+		n, err := rd.Read(body.B[len(body.B):cap(body.B)])
+		body.B = body.B[:len(body.B)+n]
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
