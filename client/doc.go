@@ -151,13 +151,14 @@
 // goroutines producing to one topic on one Client while its connection
 // breaks), which fails with ErrOutOfOrderSequence rather than being
 // stored twice. With tokens, a producer id is bound on each topic to the
-// token whose batch first used it: a batch under another token's id fails
-// with ErrProducerFenced. A server that forgot the producer to make room
-// for others (not for being idle) refuses its batches other than its
-// first with ErrUnknownProducer: a Produce sent for the first time is
-// then sent again under a fresh producer id, one that may have been
-// stored before fails (and the Client takes a fresh id for the next); a
-// Producer's batches fail with it, and a new Producer is needed to go on.
+// token whose batch first used it: a batch under another token's id is
+// refused with ErrProducerFenced. A server that forgot the producer to
+// make room for others (not for being idle) refuses its batches other
+// than its first with ErrUnknownProducer. On either, a Produce sent for
+// the first time is sent again under a fresh producer id, and one that
+// may have been stored before fails (the Client takes a fresh id for the
+// next); a Producer's batches fail with them, and a new Producer is
+// needed to go on.
 // HTTP produces are never idempotent. WithIdempotence(false)
 // turns all of this off: batches are then version 1, and a produce that
 // may have reached the server is never sent again.

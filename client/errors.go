@@ -44,7 +44,8 @@ var (
 	ErrOutOfOrderSequence = errors.New("client: out of order sequence: the server cannot tell whether the batch was stored")
 	// ErrProducerFenced: the producer id of an idempotent batch is bound,
 	// on that topic, to another token than the connection's (code 25);
-	// nothing was stored.
+	// nothing was stored. A Client's batch sent for the first time is sent
+	// again under a fresh producer id instead of failing.
 	ErrProducerFenced = errors.New("client: producer fenced: its id belongs to another token")
 	// ErrUnknownProducer: the server forgot the producer to make room for
 	// others, and the batch was sent again (code 26): it may have been

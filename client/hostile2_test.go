@@ -63,3 +63,47 @@ func TestHostile2Row3ClientUnknownProducer(t *testing.T) {
 		}
 	}
 }
+
+// Another token took the Client's producer id on a topic (after the
+// server forgot it): the Client's first send there is refused (code 25)
+// and sent again under a fresh producer id, stored once.
+func TestHostile2Row3ClientFenced(t *testing.T) {
+	t.Parallel()
+	srv := startWithTokens(t)
+	c := dial(t, srv.Addr, client.WithToken("writer"))
+	ctx := testCtx(t)
+	if _, err := c.Produce(ctx, "orders.a", []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	// Read the Client's producer id, as anyone who consumes can.
+	rr, err := srv.Store.Read("orders.a", 0, 1, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := rr.AppendTo(nil)
+	rr.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt, _, err := protocol.ParseBatch(raw)
+	if err != nil || bt.ProducerID == 0 {
+		t.Fatalf("batch: producer %#x, %v", bt.ProducerID, err)
+	}
+	pid := bt.ProducerID
+	if err := c.CreateTopic(ctx, "orders.b"); err == nil {
+		t.Fatal("the writer token created a topic")
+	}
+	if err := srv.Store.CreateTopic("orders.b"); err != nil {
+		t.Fatal(err)
+	}
+	taken := protocol.AppendBatchMeta(nil, protocol.BatchMeta{ProducerID: pid}, []byte("taken"))
+	if _, errs := srv.Store.AppendManyOwner("orders.b", hashHex("admin"), [][]byte{taken}, nil); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if _, err := c.Produce(ctx, "orders.b", []byte("b")); err != nil {
+		t.Fatalf("produce under a taken id: %v", err)
+	}
+	if got := readAll(t, c, "orders.b"); len(got) != 2 || got[0] != "taken" || got[1] != "b" {
+		t.Fatalf("stored %q, want [taken b]", got)
+	}
+}

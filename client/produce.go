@@ -169,14 +169,16 @@ func toProtocolHeaders(dst []protocol.Header, hs []Header) []protocol.Header {
 // the first attempt was sent.
 //
 // A batch refused because the server forgot the producer to make room for
-// others (ErrUnknownProducer) is sent once more under a fresh producer id
-// when it was built only once, so never sent before: the server stored
-// nothing of it. Otherwise the error is returned, for the batch may have
-// been stored by an earlier attempt; the Client takes a fresh producer id
-// either way, so that its next batches are not refused.
+// others (ErrUnknownProducer), or because another token holds its id on
+// the topic (ErrProducerFenced: taken after the server forgot it), is sent
+// once more under a fresh producer id when it was built only once, so
+// never sent before: the server stored nothing of it. Otherwise the error
+// is returned, for the batch may have been stored by an earlier attempt;
+// the Client takes a fresh producer id either way, so that its next
+// batches are not refused.
 func (c *Client) produce(ctx context.Context, topic string, count, size int, headers bool, expect int64, appendBatch func(dst []byte, meta protocol.BatchMeta) []byte) (int64, error) {
 	base, pid, builds, err := c.produceOnce(ctx, topic, count, size, headers, expect, appendBatch)
-	if err != nil && pid != 0 && errors.Is(err, ErrUnknownProducer) {
+	if err != nil && pid != 0 && (errors.Is(err, ErrUnknownProducer) || errors.Is(err, ErrProducerFenced)) {
 		c.producer.renew(pid)
 		if builds == 1 {
 			base, _, _, err = c.produceOnce(ctx, topic, count, size, headers, expect, appendBatch)
