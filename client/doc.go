@@ -86,7 +86,8 @@
 // that matches the package's sentinels with errors.Is: ErrTopicNotFound,
 // ErrTopicExists, ErrInvalidTopic, ErrOffsetOutOfRange, ErrFrameTooLarge,
 // ErrBadBatch, ErrUnreadable, ErrReadOnly, ErrShuttingDown,
-// ErrInvalidArgument, ErrLimitReached, ErrOutOfOrderSequence; its Code is one of the package's
+// ErrInvalidArgument, ErrLimitReached, ErrOutOfOrderSequence,
+// ErrProducerFenced, ErrUnknownProducer; its Code is one of the package's
 // Code constants (CodeTopicNotFound, ...), so ordinary use needs no import
 // of the wire package, protocol (nor does compression: CompressionS2,
 // CompressionZstd). ErrConnection wraps network failures, ErrClosed
@@ -145,13 +146,21 @@
 // after an error (a new sequence); the same messages sent by another
 // Client or Producer, or by a new process (a new producer id); a resend
 // that reaches a server which forgot the producer, because it had been
-// idle longer than the server's -producer-idle (1h), or the topic had more
-// than -max-producers (1000) producers since, or its original batch was
-// truncated away before a restart; and a resend whose sequence fell below
+// idle longer than the server's -producer-idle (1h), or its original
+// batch was truncated away before a restart; and a resend whose sequence fell below
 // the 32 latest the server keeps for the producer on that topic (many
 // goroutines producing to one topic on one Client while its connection
 // breaks), which fails with ErrOutOfOrderSequence rather than being
-// stored twice. HTTP produces are never idempotent. WithIdempotence(false)
+// stored twice. With tokens, a producer id is bound on each topic to the
+// token whose batch first used it: a batch under another token's id is
+// refused with ErrProducerFenced. A server that forgot the producer to
+// make room for others (not for being idle) refuses its batches other
+// than its first with ErrUnknownProducer. On either, a Produce sent for
+// the first time is sent again under a fresh producer id, and one that
+// may have been stored before fails (the Client takes a fresh id for the
+// next); a Producer's batches fail with them, and a new Producer is
+// needed to go on.
+// HTTP produces are never idempotent. WithIdempotence(false)
 // turns all of this off: batches are then version 1, and a produce that
 // may have reached the server is never sent again.
 //

@@ -42,6 +42,17 @@ var (
 	// for the server to tell whether it stored it (code 22): its sequence
 	// is below the latest the server remembers for the producer.
 	ErrOutOfOrderSequence = errors.New("client: out of order sequence: the server cannot tell whether the batch was stored")
+	// ErrProducerFenced: the producer id of an idempotent batch is bound,
+	// on that topic, to another token than the connection's (code 25);
+	// nothing was stored. A Client's batch sent for the first time is sent
+	// again under a fresh producer id instead of failing.
+	ErrProducerFenced = errors.New("client: producer fenced: its id belongs to another token")
+	// ErrUnknownProducer: the server forgot the producer to make room for
+	// others, and the batch was sent again (code 26): it may have been
+	// stored by an earlier attempt, so the server refused it rather than
+	// maybe storing it twice. A Client's batch sent for the first time is
+	// sent again under a fresh producer id instead of failing.
+	ErrUnknownProducer = errors.New("client: unknown producer: the server forgot the producer; the batch may or may not have been stored")
 	// ErrOffsetMismatch: ProduceExpect found the topic's next offset was
 	// not the one expected (code 23); nothing was stored.
 	ErrOffsetMismatch = errors.New("client: the topic's next offset is not the expected one")
@@ -94,6 +105,8 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeOutOfOrderSequence: ErrOutOfOrderSequence,
 	protocol.CodeOffsetMismatch:     ErrOffsetMismatch,
 	protocol.CodeImportRefused:      ErrImportRefused,
+	protocol.CodeProducerFenced:     ErrProducerFenced,
+	protocol.CodeUnknownProducer:    ErrUnknownProducer,
 }
 
 // Error is an error answered by the server: the operation, the protocol's
@@ -162,4 +175,6 @@ const (
 	CodeForbidden          = protocol.CodeForbidden
 	CodeOutOfOrderSequence = protocol.CodeOutOfOrderSequence
 	CodeOffsetMismatch     = protocol.CodeOffsetMismatch
+	CodeProducerFenced     = protocol.CodeProducerFenced
+	CodeUnknownProducer    = protocol.CodeUnknownProducer
 )

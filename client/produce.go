@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/haraqa/haraqa/protocol"
 )
@@ -127,11 +128,13 @@ func (c *Client) batchHeaderSize(headers bool) int {
 	return protocol.BatchMeta{ProducerID: c.producerID(), Headers: headers}.HeaderSize()
 }
 
+// producerID is a stand-in for the Client's producer id, which only its
+// being 0 or not matters to: the header's size.
 func (c *Client) producerID() uint64 {
 	if c.producer == nil {
 		return 0
 	}
-	return c.producer.id
+	return 1
 }
 
 // checkHeaders checks hs against the protocol's limits.
@@ -164,7 +167,31 @@ func toProtocolHeaders(dst []protocol.Header, hs []Header) []protocol.Header {
 // carries a topic's batches in sequence order however many goroutines
 // produce; a retry sends the same sequence, and is made whether or not
 // the first attempt was sent.
+//
+// A batch refused because the server forgot the producer to make room for
+// others (ErrUnknownProducer), or because another token holds its id on
+// the topic (ErrProducerFenced: taken after the server forgot it), is sent
+// once more under a fresh producer id when it was built only once, so
+// never sent before: the server stored nothing of it. Otherwise the error
+// is returned, for the batch may have been stored by an earlier attempt;
+// the Client takes a fresh producer id either way, so that its next
+// batches are not refused.
 func (c *Client) produce(ctx context.Context, topic string, count, size int, headers bool, expect int64, appendBatch func(dst []byte, meta protocol.BatchMeta) []byte) (int64, error) {
+	base, pid, builds, err := c.produceOnce(ctx, topic, count, size, headers, expect, appendBatch)
+	if err != nil && pid != 0 && (errors.Is(err, ErrUnknownProducer) || errors.Is(err, ErrProducerFenced)) {
+		c.producer.renew(pid)
+		if builds == 1 {
+			base, _, _, err = c.produceOnce(ctx, topic, count, size, headers, expect, appendBatch)
+		}
+	}
+	return base, err
+}
+
+// produceOnce is one produce of produce: its outcome, the producer id the
+// batch was sent under and how many times its frame was built.
+func (c *Client) produceOnce(ctx context.Context, topic string, count, size int, headers bool, expect int64, appendBatch func(dst []byte, meta protocol.BatchMeta) []byte) (base int64, pid uint64, builds int32, err error) {
+	var built atomic.Int32
+	defer func() { builds = built.Load() }()
 	meta := protocol.BatchMeta{Headers: headers}
 	assigned := c.producer == nil
 	var flags protocol.ProduceFlags
@@ -179,8 +206,10 @@ func (c *Client) produce(ctx context.Context, topic string, count, size int, hea
 	c.stats.inFlight.Add(1)
 	defer c.stats.inFlight.Add(-1)
 	p, err := c.do(ctx, protocol.OpProduce, 0, c.producer != nil, func(dst []byte, id uint32) []byte {
+		built.Add(1)
 		if !assigned {
-			meta.ProducerID, meta.Sequence = c.producer.id, c.producer.next(topic)
+			meta.ProducerID, meta.Sequence = c.producer.next(topic)
+			pid = meta.ProducerID
 			assigned = true
 		}
 		dst = slices.Grow(dst, protocol.HeaderSize+16+len(topic)+size)
@@ -188,18 +217,18 @@ func (c *Client) produce(ctx context.Context, topic string, count, size int, hea
 		return appendBatch(dst, meta)
 	})
 	if err != nil {
-		return 0, err
+		return 0, pid, 0, err
 	}
 	r, err := protocol.ParseProduceResponse(p)
 	if err != nil {
-		return 0, err
+		return 0, pid, 0, err
 	}
 	if int(r.Count) != count {
-		return 0, errors.New("client: the server acknowledged another message count")
+		return 0, pid, 0, errors.New("client: the server acknowledged another message count")
 	}
 	c.stats.msgsAcked.Add(int64(count))
 	c.stats.bytesAcked.Add(int64(size))
-	return r.BaseOffset, nil
+	return r.BaseOffset, pid, 0, nil
 }
 
 // producerSeq is an idempotent producer: a random id and the next sequence
@@ -212,20 +241,36 @@ type producerSeq struct {
 
 // newProducerSeq returns a producer with a fresh random non-zero id.
 func newProducerSeq() *producerSeq {
+	return &producerSeq{id: randomProducerID(), seqs: make(map[string]uint64)}
+}
+
+func randomProducerID() uint64 {
 	var b [8]byte
 	var id uint64
 	for id == 0 {
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 		id = binary.LittleEndian.Uint64(b[:])
 	}
-	return &producerSeq{id: id, seqs: make(map[string]uint64)}
+	return id
 }
 
-// next returns the sequence of the producer's next batch to topic.
-func (p *producerSeq) next(topic string) uint64 {
+// next returns the producer's id and the sequence of its next batch to
+// topic.
+func (p *producerSeq) next(topic string) (id, seq uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.seqs[topic]
 	p.seqs[topic] = s + 1
-	return s
+	return p.id, s
+}
+
+// renew gives the producer a fresh id, its sequences starting again at 0
+// on every topic, unless its id is no longer old (renewed already).
+func (p *producerSeq) renew(old uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.id == old {
+		p.id = randomProducerID()
+		clear(p.seqs)
+	}
 }

@@ -36,8 +36,10 @@ const (
 	CodeOutOfOrderSequence Code = 22 // an idempotent batch's sequence is below those the server remembers, or reused with another count
 	CodeOffsetMismatch     Code = 23 // produce with an expected offset, or import: the topic's next offset is another
 	CodeImportRefused      Code = 24 // import: the topic holds messages that were not imported
+	CodeProducerFenced     Code = 25 // an idempotent batch's producer id is bound to another token
+	CodeUnknownProducer    Code = 26 // an idempotent batch's producer was forgotten and the batch is not its first
 
-	codeMax = CodeImportRefused
+	codeMax = CodeUnknownProducer
 )
 
 var codeNames = [...]string{
@@ -66,6 +68,8 @@ var codeNames = [...]string{
 	CodeOutOfOrderSequence: "out of order sequence",
 	CodeOffsetMismatch:     "offset mismatch",
 	CodeImportRefused:      "import refused",
+	CodeProducerFenced:     "producer fenced",
+	CodeUnknownProducer:    "unknown producer",
 }
 
 func (c Code) String() string {

@@ -182,7 +182,8 @@
 //	22   out of order         produce: an idempotent producer's batch (batch
 //	     sequence             flag bit 0) whose sequence is below the 32 the
 //	                          server remembers for that producer and topic,
-//	                          so it cannot tell whether it was stored, or a
+//	                          so it cannot tell whether it was stored, or
+//	                          more than 2^32 above the highest stored, or a
 //	                          remembered sequence with another count;
 //	                          nothing was written
 //	23   offset mismatch      produce with flag bit 1, or import: the
@@ -191,6 +192,17 @@
 //	24   import refused       import: the topic holds messages produced
 //	                          the ordinary way (it is neither empty nor
 //	                          being imported); nothing was written
+//	25   producer fenced      produce: with tokens (-auth-file), an
+//	                          idempotent batch whose producer id is bound to
+//	                          another token on that topic (the token whose
+//	                          batch first used it); nothing was written
+//	26   unknown producer     produce: an idempotent batch of a producer the
+//	                          server forgot to make room for others, whose
+//	                          sequence is not 0: it may be the retry of a
+//	                          batch stored before, so it is refused rather
+//	                          than maybe stored twice; nothing was written.
+//	                          A batch never sent before may be sent again
+//	                          under a new producer id
 //
 // # Operations
 //

@@ -372,7 +372,10 @@ func (c *committer) newFlight(reqs []*appendReq, pipelined bool) *flight {
 // least one, as one part of fl, and returns where the next part begins.
 // Each is answered without being written (decide), or stamped with its
 // offset and append time now (an imported batch keeps its own), indexed
-// in fl.ents, its producer's sequence recorded. A write that fails is
+// in fl.ents, its producer's sequence recorded (and a new binding of a
+// producer to its owner written to the producers file first). A request
+// whose messages would pass MaxOffset fails with ErrOffsetLimit. A write
+// that fails is
 // undone: after one that failed for space and was cut back (rollback),
 // the rest of the requests fail with ErrNoSpace and it returns
 // len(fl.reqs); after any other, it returns i and the error that turned
@@ -392,8 +395,12 @@ func (c *committer) writePart(fl *flight, seg *segment, i int, now int64) (int, 
 		if (r.pid != 0 || r.cond) && c.decide(r, next, now) {
 			continue
 		}
+		if next > MaxOffset-int64(r.count) {
+			r.decided, r.err = true, fmt.Errorf("%w: topic %q: %d messages at offset %d would pass the largest offset, %d", ErrOffsetLimit, t.name, r.count, next, int64(MaxOffset))
+			continue
+		}
 		if r.pid != 0 {
-			undo = append(undo, t.producers.record(r.pid, r.seq, next, r.count, now, opts.ProducerIdle, opts.MaxProducers))
+			undo = append(undo, t.producers.record(r.pid, r.seq, next, r.count, r.owner, now, opts.ProducerIdle, opts.MaxProducers))
 		}
 		last = now
 		if r.imp {
@@ -409,7 +416,11 @@ func (c *committer) writePart(fl *flight, seg *segment, i int, now int64) (int, 
 	}
 	c.bufs, c.undo = bufs, undo
 	if len(bufs) > 0 {
-		if werr := c.write(seg, bufs, p.size0); werr != nil {
+		werr := t.writeBindings(undo)
+		if werr == nil {
+			werr = c.write(seg, bufs, p.size0)
+		}
+		if werr != nil {
 			c.undoProducers()
 			fl.ents = fl.ents[:p.e0]
 			if noSpaceErr(werr) && c.rollback(seg, p.size0) {
@@ -431,12 +442,14 @@ func (c *committer) writePart(fl *flight, seg *segment, i int, now int64) (int, 
 
 // decide reports whether r is answered without being written, next being
 // the offset it would get: a batch its producer sent before gets the
-// offset it got then, one whose expected offset is not next fails with
-// ErrOffsetMismatch. wmu must be held.
+// offset it got then; one under another owner's producer, a forgotten
+// producer's retry or an out of order sequence fails (producerTable.lookup);
+// one whose expected offset is not next fails with ErrOffsetMismatch. wmu
+// must be held.
 func (c *committer) decide(r *appendReq, next, now int64) bool {
 	t, opts := c.t, &c.t.s.opts
 	if r.pid != 0 && !r.imp {
-		base, dup, derr := t.producers.lookup(r.pid, r.seq, r.count, now, opts.ProducerIdle)
+		base, dup, derr := t.producers.lookup(r.pid, r.seq, r.count, r.owner, now, opts.ProducerIdle)
 		if dup || derr != nil {
 			r.base, r.decided, r.err = base, true, derr
 			return true

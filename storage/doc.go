@@ -260,26 +260,52 @@
 // A batch with protocol.FlagProducer names its producer (a random non-zero
 // 64-bit id) and its sequence on this topic. Per topic, the committer keeps
 // a table: for each producer, the 32 highest sequences it stored (each with
-// its base offset and message count) and the append time of its last
-// batch. Before a batch is written the table is consulted, under the same
-// lock that orders the commit:
+// its base offset and message count), the append time of its last batch,
+// and its owner. Before a batch is written the table is consulted, under
+// the same lock that orders the commit:
 //
+//   - its producer is bound to another owner: it fails with
+//     ErrProducerFenced and nothing is written (below);
 //   - its sequence is remembered: a duplicate, answered with the base
 //     offset the batch got the first time, and not written (the same count
 //     is required, else ErrOutOfOrderSequence);
-//   - all 32 slots are taken and its sequence is below them: it cannot be
-//     told from one stored and forgotten, so it fails with
+//   - all 32 slots are taken and its sequence is below them, or it is more
+//     than MaxSequenceStep (2^32) above the highest stored: it fails with
 //     ErrOutOfOrderSequence and nothing is written;
+//   - its producer is not remembered but left a tombstone (below) and its
+//     sequence is not 0: it fails with ErrUnknownProducer, since it may be
+//     the retry of a batch stored before, and nothing is written;
 //   - anything else is new: written, and remembered once the write is
 //     done (a write that fails forgets what it recorded).
 //
 // Sequences may arrive out of order (a client's goroutines race to send),
 // and may skip (a batch refused before it was stored). A duplicate within
-// one commit of its original gets the original's outcome. A producer is
-// forgotten Options.ProducerIdle (default 1h) after its last batch; a topic
-// remembers at most Options.MaxProducers (default 1000), forgetting the
-// producer idle longest to make room. At most 32 x 24 bytes per producer,
-// so a topic's table stays under 1 MiB with the default MaxProducers.
+// one commit of its original gets the original's outcome.
+//
+// Owners. AppendManyOwner and AppendAsyncOwner name who sends the batches
+// (the broker passes the hash of the connection's token): a new producer
+// is bound to the owner of its first batch, and another owner's batch
+// under its id is refused (ErrProducerFenced), so a client that reads a
+// producer id from the batches it consumes cannot send under it. Owner ""
+// (the other Append calls; a server without tokens) is trusted with every
+// producer and binds none; a producer bound to none (stored without an
+// owner) is bound to the first owner that sends under it. A binding lasts
+// as long as its producer is remembered (or has a tombstone).
+//
+// Bounds. A producer is forgotten Options.ProducerIdle (default 1h) after
+// its last batch; a topic remembers at most Options.MaxProducers (default
+// 1000), and one owner at most a quarter of them (ownerQuota: 250 by
+// default; owner "" has no quota). A new producer past its owner's quota
+// makes the owner's own producer idle longest be forgotten; one arriving
+// when the table is full makes every idle producer be forgotten, then
+// while still full the producer idle longest of the owner holding the
+// most. So one owner can push out only its own producers. A producer
+// forgotten to make room (not for being idle) leaves a tombstone with its
+// owner, at most MaxProducers of them (the oldest go first): its batches
+// other than a sequence 0 fail with ErrUnknownProducer rather than being
+// maybe stored twice, and a sequence 0 starts the producer afresh. At
+// most 32 x 24 bytes per producer, so a topic's table stays under 1 MiB
+// with the default MaxProducers.
 //
 // The table is not stored: it is derived from the log. Recovery reads
 // every batch of every segment anyway, and records each producer batch it
@@ -288,7 +314,20 @@
 // answered with its first offset, as long as its original is still in a
 // segment (truncation and retention remove what they remove: a duplicate
 // of a batch whose segment is gone may still be answered from the table
-// while the store is open, never after a restart).
+// while the store is open, never after a restart). Tombstones are not
+// kept across a restart: a producer pushed out is rebuilt from the log.
+//
+// The bindings are not in the batches, so each topic keeps them in its
+// producers file, the same on every volume: one record per binding (the
+// id, the owner, a CRC-32C), appended on every volume, and fsynced with
+// FsyncAlways, before the first batch of the producer it binds is
+// written. Recovery reads the records up to the first torn one on every
+// volume, takes the volume holding the most, binds the producers rebuilt
+// from the log and writes the file back compacted; at run time it is
+// rewritten compacted when it holds more than twice the records the table
+// and its tombstones need, plus 64. Without FsyncAlways a power loss may
+// lose the file's tail, and a producer whose binding was lost is bound to
+// none (kill -9 loses nothing: the page cache keeps both).
 //
 // # Imports
 //
@@ -301,7 +340,11 @@
 // importing marker, before anything else; the first segment is named by
 // the first batch's base offset, which may be below N when the original
 // was truncated inside a batch. Later imports must go on at the topic's
-// next offset (ErrOffsetMismatch). The batches of an import follow each
+// next offset (ErrOffsetMismatch). Offsets are bounded by MaxOffset
+// (2^62): an import at an offset past it, or of a batch whose messages
+// pass it, fails with ErrInvalidImport, and an append whose messages would
+// pass it fails with ErrOffsetLimit, writing nothing, so that no offset
+// computed from another overflows. The batches of an import follow each
 // other, with append times that never go back, from no earlier than the
 // topic's newest (ErrInvalidImport), so OffsetAt's binary search stays
 // valid. They are validated as appends are and committed like one group

@@ -52,6 +52,19 @@ var (
 	// was stored cannot be told; or a remembered sequence came back with
 	// another message count. Nothing is written.
 	ErrOutOfOrderSequence = errors.New("storage: idempotent producer's sequence is out of order")
+	// ErrProducerFenced: an idempotent producer's batch sent by another
+	// owner (token) than the one its producer id is bound to. Nothing is
+	// written.
+	ErrProducerFenced = errors.New("storage: idempotent producer belongs to another owner")
+	// ErrUnknownProducer: a batch of an idempotent producer the topic
+	// forgot to make room for others, which is not a new producer's first
+	// (its sequence is not 0): it may be the retry of a batch stored
+	// before, so it is refused rather than maybe stored twice. Nothing is
+	// written.
+	ErrUnknownProducer = errors.New("storage: idempotent producer was forgotten")
+	// ErrOffsetLimit: the messages of an append or an import would pass
+	// MaxOffset. Nothing is written.
+	ErrOffsetLimit = errors.New("storage: offset limit reached")
 	// ErrOffsetMismatch: an append conditional on the topic's next offset
 	// (AppendOptions.Expect) found another next offset. Nothing is written.
 	ErrOffsetMismatch = errors.New("storage: topic's next offset is not the expected one")

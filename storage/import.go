@@ -9,6 +9,14 @@ import (
 	"github.com/haraqa/haraqa/protocol"
 )
 
+// MaxOffset bounds a topic's offsets: every message's offset is below it
+// and a topic's next offset at most it, so that no offset computed from
+// one (an offset plus a count, a limit or a margin) overflows an int64.
+// An append whose messages would pass it fails with ErrOffsetLimit, an
+// import with an offset or batches past it with ErrInvalidImport. At a
+// million messages a second, 2^62 offsets last 146,000 years.
+const MaxOffset = 1 << 62
+
 // importName is the marker file of a topic being imported: present on
 // every volume from the first Import until the first ordinary append.
 const importName = "importing"
@@ -21,7 +29,8 @@ const importName = "importing"
 // only imports since (the topic "is being imported").
 //
 // offset is where the import goes on from. Into a topic without
-// segments (created and never appended to) it may be any offset >= 0: it
+// segments (created and never appended to) it may be any offset in
+// [0, MaxOffset]: it
 // becomes the topic's oldest offset, and the first batch must hold it
 // (its base at or below offset, its end above it), so a copy of a
 // truncated topic starts where the original does. Otherwise offset, and
@@ -41,8 +50,8 @@ const importName = "importing"
 // volume has the batches (fsynced with FsyncAlways). The batches must not
 // be used by the caller until it returns.
 func (s *Store) Import(name string, offset int64, batches [][]byte) (oldest, next int64, err error) {
-	if offset < 0 {
-		return 0, 0, fmt.Errorf("%w: topic %q: offset %d is negative", ErrInvalidImport, name, offset)
+	if offset < 0 || offset > MaxOffset {
+		return 0, 0, fmt.Errorf("%w: topic %q: offset %d is outside [0, %d]", ErrInvalidImport, name, offset, int64(MaxOffset))
 	}
 	reqs := make([]*appendReq, len(batches))
 	var prev protocol.Batch
@@ -53,6 +62,8 @@ func (s *Store) Import(name string, offset int64, batches [][]byte) (oldest, nex
 		}
 		bt, _, _ := parseBatch(b, s.opts.MaxBatchBytes) // valid: validate parsed it
 		switch {
+		case bt.BaseOffset < 0 || bt.BaseOffset > MaxOffset-int64(bt.Count):
+			return 0, 0, fmt.Errorf("%w: topic %q: batch %d holds offsets from %d, outside [0, %d)", ErrInvalidImport, name, i, bt.BaseOffset, int64(MaxOffset))
 		case i == 0 && (bt.BaseOffset > offset || bt.BaseOffset+int64(bt.Count) <= offset):
 			return 0, 0, fmt.Errorf("%w: topic %q: the first batch holds offsets [%d, %d), not %d", ErrInvalidImport, name, bt.BaseOffset, bt.BaseOffset+int64(bt.Count), offset)
 		case i > 0 && bt.BaseOffset != prev.BaseOffset+int64(prev.Count):

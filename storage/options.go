@@ -139,8 +139,10 @@ type Options struct {
 	// again later than that is stored again.
 	ProducerIdle time.Duration
 	// MaxProducers bounds the idempotent producers a topic remembers
-	// (default 1000, DefaultMaxProducers); past it the one idle longest is
-	// forgotten.
+	// (default 1000, DefaultMaxProducers), and an owner (token) at most a
+	// quarter of them; past them the idle ones are forgotten first, then
+	// the one idle longest of the owner itself or of the owner holding the
+	// most (see Idempotent producers).
 	MaxProducers int
 	// MaxGroupsPerToken bounds the consumer groups, over all topics, that
 	// one token (Commit.Owner, LeaseFor's owner) creates and holds

@@ -96,6 +96,9 @@ func (r *recovery) topic(name string) (*topic, error) {
 	}
 	// The producers scan recorded, less those idle too long by now.
 	t.producers.evict(r.s.opts.Now().UnixNano(), r.s.opts.ProducerIdle, r.s.opts.MaxProducers)
+	if err := r.bindings(t, dirs); err != nil {
+		return nil, err
+	}
 	start, err := r.meta(dirs)
 	if err != nil {
 		return nil, err
@@ -355,7 +358,7 @@ func (r *recovery) scan(base int64, copied []int64, last bool) (seg *segment, ba
 				// The idempotent producers' table is rebuilt from the
 				// batches as they are read, in log order.
 				o := &s.opts
-				r.t.producers.record(bt.ProducerID, bt.Sequence, off, bt.Count, bt.AppendTime, o.ProducerIdle, o.MaxProducers)
+				r.t.producers.record(bt.ProducerID, bt.Sequence, off, bt.Count, "", bt.AppendTime, o.ProducerIdle, o.MaxProducers)
 			}
 			off += int64(bt.Count)
 			seg.messages += int64(bt.Count)

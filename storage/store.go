@@ -530,6 +530,15 @@ func (s *Store) AppendMany(name string, batches [][]byte) (bases []int64, errs [
 // the topic's next offset is then expects[i] (AppendExpect), for each
 // expects[i] >= 0; expects may be nil.
 func (s *Store) AppendManyExpect(name string, batches [][]byte, expects []int64) (bases []int64, errs []error) {
+	return s.AppendManyOwner(name, "", batches, expects)
+}
+
+// AppendManyOwner is AppendManyExpect for batches sent by owner, a
+// token's hash: an idempotent producer is bound to the owner whose batch
+// first used it, and another owner's batch under it fails with
+// ErrProducerFenced (see Idempotent producers). Owner "" is trusted with
+// every producer.
+func (s *Store) AppendManyOwner(name, owner string, batches [][]byte, expects []int64) (bases []int64, errs []error) {
 	bases = make([]int64, len(batches))
 	errs = make([]error, len(batches))
 	infos := make([]batchInfo, len(batches))
@@ -548,7 +557,7 @@ func (s *Store) AppendManyExpect(name string, batches [][]byte, expects []int64)
 	reqs := make([]*appendReq, 0, len(batches))
 	for i, batch := range batches {
 		if errs[i] == nil {
-			r := &appendReq{batch: batch, count: infos[i].count, pid: infos[i].pid, seq: infos[i].seq}
+			r := &appendReq{batch: batch, count: infos[i].count, pid: infos[i].pid, seq: infos[i].seq, owner: owner}
 			if expects != nil && expects[i] >= 0 {
 				r.cond, r.expect = true, expects[i]
 			}

@@ -72,8 +72,10 @@ type waiter struct {
 type appendReq struct {
 	batch []byte
 	count int
-	// pid and seq: an idempotent producer's batch (protocol.FlagProducer).
+	// pid and seq: an idempotent producer's batch (protocol.FlagProducer);
+	// owner: who sends it (a token's hash; "": trusted with any producer).
 	pid, seq uint64
+	owner    string
 	// cond: append only if the topic's next offset is expect.
 	cond   bool
 	expect int64
@@ -188,6 +190,12 @@ func (s *Store) AppendAsync(name string, batch []byte, cb AppendCallback, arg an
 // idempotent producer sent before is answered with its first offset
 // whatever expect says.
 func (s *Store) AppendAsyncExpect(name string, batch []byte, expect int64, cb AppendCallback, arg any) error {
+	return s.AppendAsyncOwner(name, "", batch, expect, cb, arg)
+}
+
+// AppendAsyncOwner is AppendAsyncExpect for a batch sent by owner (see
+// AppendManyOwner).
+func (s *Store) AppendAsyncOwner(name, owner string, batch []byte, expect int64, cb AppendCallback, arg any) error {
 	bi, err := s.validate(name, batch)
 	if err != nil {
 		return err
@@ -196,7 +204,7 @@ func (s *Store) AppendAsyncExpect(name string, batch []byte, expect int64, cb Ap
 	if err != nil {
 		return err
 	}
-	t.committer.appendAsync(&appendReq{batch: batch, count: bi.count, pid: bi.pid, seq: bi.seq, cond: expect >= 0, expect: expect, cb: cb, arg: arg})
+	t.committer.appendAsync(&appendReq{batch: batch, count: bi.count, pid: bi.pid, seq: bi.seq, owner: owner, cond: expect >= 0, expect: expect, cb: cb, arg: arg})
 	return nil
 }
 

@@ -68,7 +68,8 @@ func statusOf(code protocol.Code) int {
 	case protocol.CodeTopicNotFound:
 		return http.StatusNotFound
 	case protocol.CodeTopicExists, protocol.CodeGroupBusy, protocol.CodeCommitConflict,
-		protocol.CodeOutOfOrderSequence, protocol.CodeOffsetMismatch, protocol.CodeImportRefused:
+		protocol.CodeOutOfOrderSequence, protocol.CodeOffsetMismatch, protocol.CodeImportRefused,
+		protocol.CodeProducerFenced, protocol.CodeUnknownProducer:
 		return http.StatusConflict
 	case protocol.CodeOffsetOutOfRange:
 		return http.StatusRequestedRangeNotSatisfiable

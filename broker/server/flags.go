@@ -72,7 +72,7 @@ func newFlagSet(c *Config, f *cliFlags, stderr io.Writer) *flag.FlagSet {
 	fs.Int64Var(&c.Storage.RetentionBytes, "retention-bytes", 0, "keep at most about this many bytes per topic (0: no limit)")
 	fs.DurationVar(&c.Storage.RetentionCheck, "retention-check", time.Minute, "how often retention runs")
 	fs.DurationVar(&c.Storage.ProducerIdle, "producer-idle", c.Storage.ProducerIdle, "how long a topic remembers an idempotent producer after its last batch, to answer a batch sent again with its first offset")
-	fs.IntVar(&c.Storage.MaxProducers, "max-producers", c.Storage.MaxProducers, "most idempotent producers a topic remembers; past it the one idle longest is forgotten")
+	fs.IntVar(&c.Storage.MaxProducers, "max-producers", c.Storage.MaxProducers, "most idempotent producers a topic remembers, a quarter of them per token; past it idle ones go first, then the oldest of the token holding the most")
 	fs.IntVar(&c.Storage.MaxGroupsPerToken, "max-groups-per-token", c.Storage.MaxGroupsPerToken, "most consumer groups one token creates and holds over all topics (committed, or a live lease); past it a new group is refused with limit reached")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.AuthFile, "auth-file", "", "file of token hashes and their rights (see docs/security.md); every request on both ports then needs a token; reread on SIGHUP")

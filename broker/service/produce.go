@@ -34,7 +34,10 @@ func (s *Service) Produce(c Caller, topic string, p Produce) (int64, error) {
 // and at most one fsync per volume), as one connection's pipelined
 // produces: bases[i] and errs[i] are the outcome of ps[i]. Those that ask
 // for it create the topic when it is missing. With fsync on it waits for
-// the disk.
+// the disk. An idempotent producer's id is bound to the token (c.Owner)
+// whose batch first used it on the topic: another token's batch under it
+// is refused (CodeProducerFenced). Without tokens every caller is trusted
+// with every producer id.
 func (s *Service) ProduceMany(c Caller, topic string, ps []Produce) (bases []int64, errs []error) {
 	if err := s.Allow(c, protocol.OpProduce, topic); err != nil {
 		errs = make([]error, len(ps))
@@ -57,7 +60,7 @@ func (s *Service) ProduceMany(c Caller, topic string, ps []Produce) (bases []int
 			expects[i] = p.Expect
 		}
 	}
-	bases, errs = s.store.AppendManyExpect(topic, batches, expects)
+	bases, errs = s.store.AppendManyOwner(topic, c.Owner(), batches, expects)
 	var retry []int
 	for i, err := range errs {
 		if errors.Is(err, storage.ErrTopicNotFound) && ps[i].Create {
@@ -65,14 +68,14 @@ func (s *Service) ProduceMany(c Caller, topic string, ps []Produce) (bases []int
 		}
 	}
 	if len(retry) > 0 {
-		s.retryCreated(topic, ps, retry, bases, errs)
+		s.retryCreated(c.Owner(), topic, ps, retry, bases, errs)
 	}
 	return bases, errs
 }
 
 // retryCreated creates topic and appends again the produces of ps at the
 // indexes retry, which found it missing, filing their outcomes.
-func (s *Service) retryCreated(topic string, ps []Produce, retry []int, bases []int64, errs []error) {
+func (s *Service) retryCreated(owner, topic string, ps []Produce, retry []int, bases []int64, errs []error) {
 	if cerr := s.create(topic); cerr != nil {
 		for _, i := range retry {
 			errs[i] = cerr // why the topic could not be created, not that it is missing
@@ -84,7 +87,7 @@ func (s *Service) retryCreated(topic string, ps []Produce, retry []int, bases []
 	for k, i := range retry {
 		again[k], expects[k] = ps[i].Batch, ps[i].Expect
 	}
-	rb, re := s.store.AppendManyExpect(topic, again, expects)
+	rb, re := s.store.AppendManyOwner(topic, owner, again, expects)
 	for k, i := range retry {
 		bases[i], errs[i] = rb[k], re[k]
 	}
@@ -101,7 +104,7 @@ func (s *Service) ProduceAsync(c Caller, topic string, p Produce, cb AppendCallb
 	if err := s.Allow(c, protocol.OpProduce, topic); err != nil {
 		return err
 	}
-	return s.store.AppendAsyncExpect(topic, p.Batch, p.Expect, cb, arg)
+	return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.Expect, cb, arg)
 }
 
 // CreateForProduce creates topic for a produce that asked for it (the
