@@ -63,8 +63,8 @@ func row2ZstdBombs(ctx context.Context, r *rowRun) (string, error) {
 		all = append(all, c...)
 	}
 	took := time.Since(r.begun)
-	line := fmt.Sprintf("%d connections pipelining %.1f KB zstd batches declaring %d MiB: %d sent in %s (%.0f/s), answers: %s",
-		row2Conns, float64(len(bomb))/1000, row2Declared>>20, sent.Load(), took.Round(100*time.Millisecond),
+	line := fmt.Sprintf("%d connections pipelining %.1f KB zstd batches declaring %.1f MiB: %d sent in %s (%.0f/s), answers: %s",
+		row2Conns, float64(len(bomb))/1000, float64(row2Declared)/(1<<20), sent.Load(), took.Round(100*time.Millisecond),
 		float64(sent.Load())/took.Seconds(), codeCounts(all))
 	return line, dialErr
 }
