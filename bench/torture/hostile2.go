@@ -169,8 +169,10 @@ func runRow2(ctx context.Context, e *env, rigs map[string]*rig2, row row2) (stri
 	r.end()
 	g.victim.record(nil)
 	maxRSS := peak()
-	if maxRSS >= h2MemLimit && g.srv.alive() {
-		defer g.srv.kill() // the next row starts on a fresh process
+	if maxRSS >= h2Budget && g.srv.alive() {
+		// The memory the row left in the process would count against the
+		// next row: that one starts on a fresh process.
+		defer g.srv.kill()
 	}
 	shared, sharedErr := g.check(ctx, topic, idle, under, maxRSS)
 	return prep + line + "; " + shared, errors.Join(rowErr, sharedErr)

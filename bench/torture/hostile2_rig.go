@@ -92,7 +92,7 @@ func ensureRig(ctx context.Context, e *env, rigs map[string]*rig2, name string) 
 		}
 		rigs[name] = g
 	} else {
-		why = "the last row's server died or passed the memory limit"
+		why = "the last row's server died or its RSS passed the buffer budget"
 		g.victim.close()
 		g.victim = nil
 	}
