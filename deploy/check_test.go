@@ -280,12 +280,23 @@ func checkObjects(t *testing.T, s server, o objects, w want) *appsv1.StatefulSet
 	return sts
 }
 
+// authFile is an auth file and the token it holds with admin on every
+// topic.
+type authFile struct{ token, file string }
+
+// testAuth is the auth file runContainerArgs writes where a Secret the
+// operator makes would be mounted.
+func testAuth() authFile {
+	sum := sha256.Sum256([]byte("deploy-test-token"))
+	return authFile{token: "deploy-test-token", file: hex.EncodeToString(sum[:]) + " admin *\n"}
+}
+
 // runContainerArgs runs the server with the StatefulSet's container args
-// on loopback, volumes and secret files mapped to temporary ones (an auth
-// file with one admin token; a CA, a server certificate for 127.0.0.1 and
-// a client certificate), and checks the probe and metrics paths answer on
-// the HTTP port and the binary port serves.
-func runContainerArgs(t *testing.T, s server, sts *appsv1.StatefulSet) {
+// on loopback, volumes and secret files mapped to temporary ones (the auth
+// file given, else testAuth's; a CA, a server certificate for 127.0.0.1
+// and a client certificate), and checks the probe and metrics paths answer
+// on the HTTP port and the binary port serves.
+func runContainerArgs(t *testing.T, s server, sts *appsv1.StatefulSet, given ...authFile) {
 	t.Helper()
 	c := sts.Spec.Template.Spec.Containers[0]
 	set, vols, err := s.parseArgs(c.Args)
@@ -294,7 +305,11 @@ func runContainerArgs(t *testing.T, s server, sts *appsv1.StatefulSet) {
 	}
 	dir := t.TempDir()
 	var flags []string
-	token := "deploy-test-token"
+	af := testAuth()
+	if len(given) > 0 {
+		af = given[0]
+	}
+	token := af.token
 	var pki *testPKI
 	if _, ok := set["tls-cert"]; ok {
 		pki = newTestPKI(t, filepath.Join(dir, "tls"))
@@ -308,8 +323,7 @@ func runContainerArgs(t *testing.T, s server, sts *appsv1.StatefulSet) {
 			switch name {
 			case "auth-file":
 				v = filepath.Join(dir, "auth")
-				sum := sha256.Sum256([]byte(token))
-				if err := os.WriteFile(v, []byte(hex.EncodeToString(sum[:])+" admin *\n"), 0o600); err != nil {
+				if err := os.WriteFile(v, []byte(af.file), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			case "tls-cert", "tls-key", "tls-client-ca":
@@ -333,7 +347,7 @@ func runContainerArgs(t *testing.T, s server, sts *appsv1.StatefulSet) {
 	getURL(t, hc, url("/healthz"), "", 200, r.log)
 	getURL(t, hc, url("/readyz"), "", 200, r.log)
 	metricsToken := ""
-	if set["auth-metrics"] == "true" {
+	if _, auth := set["auth-file"]; auth && set["auth-metrics"] != "false" {
 		getURL(t, hc, url("/metrics"), "", 401, r.log)
 		metricsToken = token
 	}

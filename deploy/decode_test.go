@@ -22,6 +22,7 @@ type objects struct {
 	statefulSets []*appsv1.StatefulSet
 	services     []*corev1.Service
 	pdbs         []*policyv1.PodDisruptionBudget
+	secrets      []*corev1.Secret
 }
 
 // decode splits YAML documents and decodes each strictly into its
@@ -53,6 +54,9 @@ func decode(name string, data []byte, into *objects) error {
 		case "v1 Service":
 			o := &corev1.Service{}
 			into.services, obj = append(into.services, o), o
+		case "v1 Secret":
+			o := &corev1.Secret{}
+			into.secrets, obj = append(into.secrets, o), o
 		case "policy/v1 PodDisruptionBudget":
 			o := &policyv1.PodDisruptionBudget{}
 			into.pdbs, obj = append(into.pdbs, o), o

@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"reflect"
 	"sort"
 	"strings"
@@ -71,13 +73,14 @@ func TestChartDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sts := checkObjects(t, s, o, want{replicas: 1, size: "10Gi"})
+	sts := checkObjects(t, s, o, want{replicas: 1, size: "10Gi", authFile: true})
 	if sts.Name != "haraqa" || sts.Spec.ServiceName != "haraqa-headless" {
 		t.Errorf("names %q and %q, want haraqa and haraqa-headless as in kubernetes/", sts.Name, sts.Spec.ServiceName)
 	}
-	if !strings.Contains(files["haraqa/templates/NOTES.txt"], "No auth file is set") {
-		t.Errorf("NOTES.txt does not warn that there is no auth file:\n%s", files["haraqa/templates/NOTES.txt"])
+	if !strings.Contains(files["haraqa/templates/NOTES.txt"], "get secret haraqa-auth") {
+		t.Errorf("NOTES.txt does not say how to read the generated token:\n%s", files["haraqa/templates/NOTES.txt"])
 	}
+	made := generatedAuth(t, o, "haraqa-auth")
 
 	// The chart's defaults and the plain manifests describe the same pods.
 	plain := loadManifests(t).statefulSets[0]
@@ -102,7 +105,23 @@ func TestChartDefaults(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	runContainerArgs(t, s, sts)
+	runContainerArgs(t, s, sts, made)
+}
+
+// generatedAuth checks the Secret the chart makes when no auth Secret is
+// named: one admin token on every topic, kept beside its auth file line.
+func generatedAuth(t *testing.T, o objects, name string) authFile {
+	t.Helper()
+	if len(o.secrets) != 1 || o.secrets[0].Name != name {
+		t.Fatalf("%d Secrets (%v), want the generated %s", len(o.secrets), o.secrets, name)
+	}
+	data := o.secrets[0].Data
+	token, file := string(data["token"]), string(data["auth"])
+	sum := sha256.Sum256([]byte(token))
+	if len(token) < 43 || !strings.Contains(file, hex.EncodeToString(sum[:])+"  admin  *\n") {
+		t.Fatalf("the generated Secret's token (%d bytes) and auth file do not match:\n%s", len(token), file)
+	}
+	return authFile{token: token, file: file}
 }
 
 func TestChartValues(t *testing.T) {
@@ -112,14 +131,14 @@ replicas: 3
 volumes: {size: 50Gi, storageClass: fast-ssd}
 flags: [-fsync, interval, -retention-age, 168h]
 maxBufferedBytes: 268435456
-auth: {enabled: true, secretName: q-auth, key: rules, metrics: true}
+auth: {enabled: true, secretName: q-auth, key: rules, metrics: false}
 `)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sts := checkObjects(t, s, o, want{replicas: 3, size: "50Gi", storageClass: "fast-ssd", authFile: true,
 		flags: map[string]string{"fsync": "interval", "retention-age": "168h", "auth-file": "/etc/haraqa/auth/rules",
-			"auth-metrics": "true", "max-buffered-bytes": "268435456"}})
+			"auth-metrics": "false", "max-buffered-bytes": "268435456"}})
 	if sts.Name != "q-haraqa" || sts.Spec.ServiceName != "q-haraqa-headless" {
 		t.Errorf("names %q and %q, want the release's", sts.Name, sts.Spec.ServiceName)
 	}
@@ -141,7 +160,7 @@ func TestChartTLS(t *testing.T) {
 		if mtls {
 			values = "tls: {enabled: true, secretName: haraqa-tls, clientCA: true}"
 		}
-		o, _, err := render(t, "haraqa", values)
+		o, _, err := render(t, "haraqa", values+"\nauth: {enabled: false}")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +178,6 @@ func TestChartTLS(t *testing.T) {
 func TestChartRefusesIncompleteValues(t *testing.T) {
 	for values, want := range map[string]string{
 		"tls: {enabled: true}":    "secretName",
-		"auth: {enabled: true}":   "secretName",
 		"volume: {size: 100Gi}":   "volume", // a misspelt key: the schema allows no others
 		"volumes: {sise: 100Gi}":  "sise",
 		"replicas: three":         "replicas",

@@ -29,7 +29,7 @@ func loadManifests(t *testing.T) objects {
 func TestKubernetesManifests(t *testing.T) {
 	s := haraqa(t)
 	o := loadManifests(t)
-	sts := checkObjects(t, s, o, want{replicas: 1, size: "10Gi"})
+	sts := checkObjects(t, s, o, want{replicas: 1, size: "10Gi", authFile: true})
 	if t.Failed() {
 		return
 	}

@@ -3,14 +3,17 @@
 // idempotent Producers that resend to the server restarted on the same
 // port (every message must be stored exactly once), volumes damaged while
 // it is stopped, a full disk and a descriptor limit while it runs, and
-// 1,000 hostile connections beside a well-behaved producer and consumer.
-// Every phase prints one line of what it checked; the exit status is 1 if
-// any acknowledged message was lost, changed or stored twice, or a check
-// failed.
+// 1,000 hostile connections beside a well-behaved producer and consumer;
+// then (hostile2) each row of the second security review's threat table
+// against a server with -auth-file, one tenant attacking another.
+// Every phase prints one line of what it checked (hostile2 one per row
+// too); the exit status is 1 if any acknowledged message was lost,
+// changed or stored twice, or a check failed.
 //
 //	go run ./bench/torture                       # everything (make torture)
 //	go run ./bench/torture -cycles 3 -attack 5s  # shorter
 //	go run ./bench/torture -phases crash,faults  # some phases only
+//	go run ./bench/torture -phases hostile2 -rows2 1,3,D  # some rows of hostile2
 package main
 
 import (
@@ -65,6 +68,7 @@ var phases = []phase{
 	{"enospc", runENOSPC},
 	{"emfile", runEMFILE},
 	{"hostile", runHostile},
+	{"hostile2", runHostile2},
 }
 
 func main() {
@@ -75,7 +79,7 @@ func run() int {
 	var cfg config
 	flag.StringVar(&cfg.dir, "dir", os.TempDir(), "parent directory of the run's volumes")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the volumes and logs")
-	flag.StringVar(&cfg.phases, "phases", "crash,idempotent,faults,enospc,emfile,hostile", "phases to run")
+	flag.StringVar(&cfg.phases, "phases", "crash,idempotent,faults,enospc,emfile,hostile,hostile2", "phases to run")
 	flag.IntVar(&cfg.cycles, "cycles", 10, "kill -9 cycles")
 	flag.IntVar(&cfg.faults, "faults", 10, "volume-fault cycles")
 	flag.IntVar(&cfg.producers, "producers", 6, "concurrent producers in the kill cycles")

@@ -22,3 +22,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "haraqa.headless" -}}
 {{- printf "%s-headless" (include "haraqa.fullname" . | trunc 54 | trimSuffix "-") -}}
 {{- end -}}
+
+{{/* The Secret holding the auth file: the one named, else the one the chart makes (secret.yaml). */}}
+{{- define "haraqa.authSecret" -}}
+{{- .Values.auth.secretName | default (printf "%s-auth" (include "haraqa.fullname" . | trunc 58 | trimSuffix "-")) -}}
+{{- end -}}

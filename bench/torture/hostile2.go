@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The hostile2 phase runs each row of the second security review's
+// threat table (1-16 and D) against a server with -auth-file: several
+// tenants' tokens, a victim on 127.0.0.1 producing one message at a time
+// and attackers bound to 127.0.<row>.2 and up, so that a per-address cap
+// tells them apart from the victim and from each other. Every row prints
+// one line with its figure; a row fails when the server's peak RSS reaches
+// -memory-limit, when the victim's produce p99 under the attack is more
+// than h2Factor times its idle p99 measured just before on the same
+// client, when a victim message is lost or stored twice, or when the
+// row's own check fails.
+
+var (
+	h2Rows   = flag.String("rows2", "", "hostile2: rows to run, comma-separated (default all): 1,...,16,D")
+	h2Attack = flag.Duration("attack2", 3*time.Second, "hostile2: attack duration of each row")
+	h2Idle   = flag.Duration("idle2", time.Second, "hostile2: the victim's idle window before each row")
+	h2Factor = flag.Float64("p99-factor2", 3, "hostile2: victim p99 under attack allowed, in multiples of its idle p99")
+)
+
+const (
+	h2Budget   = 256 << 20 // -max-buffered-bytes
+	h2MemLimit = 448 << 20 // -memory-limit: the budget, a quarter of it and 128 MiB, as the default derives it
+	h2MaxConns = 200       // -max-conns of the main server (row 10)
+	// h2MinWindow is the shortest attack window, so that the victim's
+	// p99 under a short row rests on as many samples as its idle one.
+	h2MinWindow = time.Second
+)
+
+// row2 is one row of the threat table: rig names the server it runs on
+// ("main", "fd", "tls", or "" for a row that starts its own).
+type row2 struct {
+	id    string
+	rig   string
+	run   func(ctx context.Context, r *rowRun) (string, error)
+	setup func(ctx context.Context, r *rowRun) (string, error) // before the idle window; nil: none
+}
+
+// rows2 in the order they run: rows on the main server first, row 11's
+// topics and row 7's leases (which, unfixed, fill every group slot) last
+// among them, then the rows needing another server.
+var rows2 = []row2{
+	{"1", "main", row1PreHelloFrames, nil},
+	{"2", "main", row2ZstdBombs, nil},
+	{"3", "main", row3ForgedProducer, nil},
+	{"4", "main", row4RateLimit, nil},
+	{"8", "main", row8HTTPMemory, nil},
+	{"9", "main", row9Watches, nil},
+	{"10", "main", row10Slots, nil},
+	{"12", "main", row12CORS, nil},
+	{"13", "main", row13MetricsPprof, nil},
+	{"14", "main", row14GroupsFile, row14Setup},
+	{"15", "main", row15ImportWrap, nil},
+	{"D", "main", rowDGroups, nil},
+	{"11", "main", row11Metrics, row11Topics},
+	{"7", "main", row7Leases, row7Setup},
+	{"5", "fd", row5HTTPDescriptors, nil},
+	{"6", "tls", row6TLSDescriptors, nil},
+	{"16", "", row16Sighup, nil},
+}
+
+// rowLonger gives the rows whose attack needs longer than -attack2 their
+// multiple of it: row 8's GETs each decompress 64 MiB before answering.
+var rowLonger = map[string]time.Duration{"8": 2}
+
+// rowRun is what a row's attack gets: its rig, how long to attack, and
+// stop, closed once the attack time is over or the server's RSS reached
+// the limit.
+type rowRun struct {
+	e     *env
+	rig   *rig2
+	id    string
+	d     time.Duration
+	stop  chan struct{}
+	once  sync.Once
+	begun time.Time
+	idle  *lat2 // the victim's latencies before the attack
+}
+
+// stopped reports whether the attack should end.
+func (r *rowRun) stopped() bool {
+	select {
+	case <-r.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait blocks until the attack should end.
+func (r *rowRun) wait() { <-r.stop }
+
+func (r *rowRun) end() { r.once.Do(func() { close(r.stop) }) }
+
+// runHostile2 runs the selected rows and fails if any failed.
+func runHostile2(ctx context.Context, e *env) (string, error) {
+	rigs := map[string]*rig2{}
+	defer func() {
+		for _, g := range rigs {
+			g.close()
+		}
+	}()
+	var failed, ran []string
+	for _, row := range rows2 {
+		if *h2Rows != "" && !strings.Contains(","+*h2Rows+",", ","+row.id+",") {
+			continue
+		}
+		ran = append(ran, row.id)
+		line, err := runRow2(ctx, e, rigs, row)
+		if err != nil {
+			failed = append(failed, row.id)
+			fmt.Printf("  row %s: %s: FAIL: %s\n", row.id, line, strings.ReplaceAll(err.Error(), "\n", "; "))
+			continue
+		}
+		fmt.Printf("  row %s: %s: ok\n", row.id, line)
+	}
+	sum := fmt.Sprintf("%d rows, %d passed", len(ran), len(ran)-len(failed))
+	if len(failed) > 0 {
+		return sum, fmt.Errorf("rows %s failed", strings.Join(failed, ", "))
+	}
+	return sum, nil
+}
+
+// runRow2 runs one row on its rig (started on first use, restarted if its
+// server died) with the checks every row shares.
+func runRow2(ctx context.Context, e *env, rigs map[string]*rig2, row row2) (string, error) {
+	r := &rowRun{e: e, id: row.id, d: *h2Attack * max(rowLonger[row.id], 1), stop: make(chan struct{})}
+	if row.rig == "" {
+		time.AfterFunc(r.d, r.end)
+		return row.run(ctx, r)
+	}
+	g, err := ensureRig(ctx, e, rigs, row.rig)
+	if err != nil {
+		return "no server", err
+	}
+	r.rig = g
+	prep := ""
+	if row.setup != nil {
+		if prep, err = row.setup(ctx, r); err != nil {
+			return prep, err
+		}
+		prep += "; "
+	}
+	topic := "v.r" + strings.ToLower(row.id)
+	idle, err := g.victim.idleWindow(ctx, topic, *h2Idle)
+	if err != nil {
+		return "victim before the attack", err
+	}
+	r.idle = idle
+	under := newLat2()
+	g.victim.record(under)
+	peak := g.watchRSS(r)
+	r.begun = time.Now()
+	time.AfterFunc(r.d, r.end)
+	line, rowErr := row.run(ctx, r)
+	if rest := h2MinWindow - time.Since(r.begun); rest > 0 {
+		time.Sleep(rest)
+	}
+	r.end()
+	g.victim.record(nil)
+	maxRSS := peak()
+	if maxRSS >= h2Budget && g.srv.alive() {
+		// The memory the row left in the process would count against the
+		// next row: that one starts on a fresh process.
+		defer g.srv.kill()
+	}
+	shared, sharedErr := g.check(ctx, topic, idle, under, maxRSS)
+	return prep + line + "; " + shared, errors.Join(rowErr, sharedErr)
+}
+
+// check is what every row on a rig checks: the server alive, its peak RSS
+// under the limit, the victim's p99 and its messages.
+func (g *rig2) check(ctx context.Context, topic string, idle, under *lat2, maxRSS int64) (string, error) {
+	var errs []error
+	line := fmt.Sprintf("peak RSS %d MiB", maxRSS>>20)
+	if maxRSS >= h2MemLimit {
+		line += fmt.Sprintf(" >= limit %d MiB", h2MemLimit>>20)
+		errs = append(errs, fmt.Errorf("server RSS peaked at %d MiB, the limit is %d MiB", maxRSS>>20, h2MemLimit>>20))
+	} else {
+		line += fmt.Sprintf(" < limit %d MiB", h2MemLimit>>20)
+	}
+	ip, up := idle.p99(), under.p99()
+	line += fmt.Sprintf(", victim p99 %s (idle %s, %d samples)", ms(up), ms(ip), under.count())
+	if limit := time.Duration(float64(ip) * *h2Factor); up > limit {
+		errs = append(errs, fmt.Errorf("victim p99 %s over %gx its idle p99 %s", ms(up), *h2Factor, ms(ip)))
+	}
+	if n, first := g.victim.takeErrors(); n > 0 {
+		errs = append(errs, fmt.Errorf("victim: %d produces failed (first: %w)", n, first))
+	}
+	if !g.srv.alive() {
+		errs = append(errs, fmt.Errorf("the server died: %v\n%s", g.srv.err, tail(g.srv.output())))
+		return line, errors.Join(errs...)
+	}
+	g.victim.park()
+	res, err := g.victim.verify(ctx, topic)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("victim messages: %w", err))
+	} else {
+		line += fmt.Sprintf(", %d victim messages each stored once", res.acked)
+	}
+	return line, errors.Join(errs...)
+}
+
+// ms formats d in milliseconds.
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// The auth file's grammar for group names and the metrics right, as the
+// fixes of rows D and 11/13 define it: a rule field "groups=<pattern>"
+// naming the groups a token may use, and a right "metrics" for /metrics.
+// A server that does not know them refuses the file; the rig then starts
+// with the rules without them (legacy) and the rows needing them say so.
+const (
+	h2GroupsField  = "groups="
+	h2MetricsRight = "metrics"
+)
+
+// tokens2 are the phase's tenants.
+type tokens2 struct {
+	victim   string // produce,consume,admin on v.* and shared.*; groups v.*
+	attacker string // produce,consume,admin on a.*; groups a.*
+	shared   string // the attacker's on the shared topics: produce,consume on shared.*; groups a.*
+	metrics  string // the metrics right on *
+}
+
+func newTokens2() tokens2 {
+	tok := func() string {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		return hex.EncodeToString(b)
+	}
+	return tokens2{victim: tok(), attacker: tok(), shared: tok(), metrics: tok()}
+}
+
+// authFile is the rules for the tokens; legacy leaves out the grammar the
+// fixes add.
+func (t tokens2) authFile(legacy bool) string {
+	rule := func(token, rights, topics, groups string) string {
+		h := protocol.TokenHash(token)
+		line := hex.EncodeToString(h[:]) + " " + rights + " " + topics
+		if !legacy && groups != "" {
+			line += " " + h2GroupsField + groups
+		}
+		return line + "\n"
+	}
+	s := "# hostile2: the victim, the attacker, the attacker's token on the shared topics, a metrics token\n" +
+		rule(t.victim, "produce,consume,admin", "v.* shared.*", "v.*") +
+		rule(t.attacker, "produce,consume,admin", "a.*", "a.*") +
+		rule(t.shared, "produce,consume", "shared.*", "a.*")
+	if !legacy {
+		s += rule(t.metrics, h2MetricsRight, "*", "")
+	}
+	return s
+}
+
+// rig2 is a server with the phase's auth file and its victim.
+type rig2 struct {
+	name   string
+	spec   serverSpec
+	srv    *server
+	http   string // HTTP port, host:port
+	tok    tokens2
+	legacy string // why the server got the rules without the new grammar; "" when it took them
+	tls    *tls.Config
+	victim *victim2
+}
+
+// ensureRig returns the named rig, starting it, or restarting its server
+// when it died in an earlier row.
+func ensureRig(ctx context.Context, e *env, rigs map[string]*rig2, name string) (*rig2, error) {
+	g := rigs[name]
+	if g != nil && g.srv.alive() {
+		return g, nil
+	}
+	why := "first row"
+	if g == nil {
+		var err error
+		if g, err = newRig2(e, name); err != nil {
+			return nil, err
+		}
+		rigs[name] = g
+	} else {
+		why = "the last row's server died or its RSS passed the buffer budget"
+		g.victim.close()
+		g.victim = nil
+	}
+	begun := time.Now()
+	if err := g.start(e); err != nil {
+		return nil, err
+	}
+	fmt.Printf("  %s server started in %s (%s)\n", name, time.Since(begun).Round(10*time.Millisecond), why)
+	v, err := startVictim(ctx, g)
+	if err != nil {
+		g.srv.kill()
+		return nil, fmt.Errorf("victim: %w", err)
+	}
+	g.victim = v
+	return g, nil
+}
+
+// newRig2 lays out the rig's files and flags: main (3 volumes, -max-conns
+// 200, -pprof), fd (a 256-descriptor limit) and tls (the same, TLS).
+func newRig2(e *env, name string) (*rig2, error) {
+	dir := filepath.Join(e.dir, "hostile2-"+name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	g := &rig2{name: name, tok: newTokens2()}
+	args := []string{"-auth-file", filepath.Join(dir, "auth"),
+		"-max-buffered-bytes", strconv.Itoa(h2Budget), "-memory-limit", strconv.Itoa(h2MemLimit)}
+	g.spec = serverSpec{bin: e.bin, volumes: e.volumes("hostile2-"+name, 2), args: args}
+	switch name {
+	case "main":
+		g.spec.volumes = e.volumes("hostile2-"+name, 3)
+		g.spec.args = append(g.spec.args, "-max-conns", strconv.Itoa(h2MaxConns), "-pprof")
+	case "fd":
+		g.spec.nofile = 256
+	case "tls":
+		g.spec.nofile = 256
+		cfg, cert, key, err := selfSigned(dir)
+		if err != nil {
+			return nil, err
+		}
+		g.tls = cfg
+		g.spec.args = append(g.spec.args, "-tls-cert", cert, "-tls-key", key)
+	}
+	return g, nil
+}
+
+// start writes the auth file and starts the server; if the server refuses
+// the new grammar, it starts again with the legacy rules.
+func (g *rig2) start(e *env) error {
+	path := g.spec.args[1]
+	write := func(legacy bool) error { return os.WriteFile(path, []byte(g.tok.authFile(legacy)), 0o600) }
+	if err := write(g.legacy != ""); err != nil {
+		return err
+	}
+	s, err := start(g.spec)
+	if err != nil && g.legacy == "" && strings.Contains(err.Error(), "auth") {
+		g.legacy = firstLine(err.Error())
+		if err := write(true); err != nil {
+			return err
+		}
+		s, err = start(g.spec)
+	}
+	if err != nil {
+		return err
+	}
+	g.srv = s
+	g.http = logField(servingLine(s.output()), "http")
+	return nil
+}
+
+// firstLine is the line of msg that holds the server's reason.
+func firstLine(msg string) string {
+	for _, l := range strings.Split(msg, "\n") {
+		if strings.Contains(l, "auth") && len(l) < 400 {
+			return strings.TrimSpace(l)
+		}
+	}
+	return strings.SplitN(msg, "\n", 2)[0]
+}
+
+// logField is the value of key=value in a log line.
+func logField(line, key string) string {
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// needsGrammar is the error of a row that needs the new auth grammar on
+// a server that refused it, or nil.
+func (g *rig2) needsGrammar() error {
+	if g.legacy == "" {
+		return nil
+	}
+	return fmt.Errorf("the server refused the auth file's %q and %q rules, so this part was not checked (%s)", h2GroupsField, h2MetricsRight, g.legacy)
+}
+
+func (g *rig2) close() {
+	if g.victim != nil {
+		g.victim.close()
+	}
+	if g.srv != nil && g.srv.alive() {
+		g.srv.kill()
+	}
+}
+
+// dial connects a Go client with token from 127.0.0.1.
+func (g *rig2) dial(ctx context.Context, token string, opts ...client.Option) (*client.Client, error) {
+	opts = append([]client.Option{client.WithToken(token)}, opts...)
+	if g.tls != nil {
+		opts = append(opts, client.WithTLS(g.tls))
+	}
+	return g.srv.dial(ctx, opts...)
+}
+
+// hwmRSS is the peak resident set size of pid since its last reset.
+func hwmRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// h2Abort is the RSS at which the server is killed to spare the machine.
+const h2Abort = 2 << 30
+
+// watchRSS resets the server's peak RSS and samples it every 20 ms; at
+// the limit it ends the row's attack. The returned func stops sampling
+// and returns the peak.
+func (g *rig2) watchRSS(r *rowRun) func() int64 {
+	pid := g.srv.pid()
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+	var peak atomic.Int64
+	stop := sample20(func() {
+		n, err := rss(pid)
+		if err != nil {
+			return
+		}
+		peak.Store(max(peak.Load(), n))
+		if n >= h2MemLimit {
+			r.end()
+		}
+		if n >= h2Abort {
+			g.srv.kill()
+		}
+	})
+	return func() int64 {
+		stop()
+		if g.srv.alive() {
+			peak.Store(max(peak.Load(), hwmRSS(pid)))
+		}
+		return peak.Load()
+	}
+}
+
+// sample20 calls fn every 20 ms until the returned stop is called.
+func sample20(fn func()) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			fn()
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
