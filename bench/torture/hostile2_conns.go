@@ -265,7 +265,7 @@ func row16Sighup(ctx context.Context, r *rowRun) (string, error) {
 		return "", err
 	}
 	auth := filepath.Join(dir, "auth")
-	if err := os.WriteFile(auth, []byte(newTokens2().authFile(true)), 0o600); err != nil {
+	if err := os.WriteFile(auth, []byte(newTokens2().authFile()), 0o600); err != nil {
 		return "", err
 	}
 	survived := 0

@@ -26,13 +26,13 @@ const (
 	row2InFlight = 8
 	row2Declared = 64<<20 - 64<<10 // the bomb's raw size: 64-byte messages of zeros
 
-	// codeProducerFenced is the code the fix of row 3 gives a batch under
-	// another token's producer id (protocol.CodeProducerFenced, 25).
-	codeProducerFenced protocol.Code = 25
-	row3Topic                        = "shared.idem"
-	row3Prod                         = 501 // the victim producer's number in its messages
-	row3Fresh                        = 1000
-	row3Pace                         = 20 * time.Millisecond
+	// codeProducerFenced is the code of a batch under another token's
+	// producer id.
+	codeProducerFenced = protocol.CodeProducerFenced
+	row3Topic          = "shared.idem"
+	row3Prod           = 501 // the victim producer's number in its messages
+	row3Fresh          = 1000
+	row3Pace           = 20 * time.Millisecond
 )
 
 // row2ZstdBombs: two connections of the attacker pipeline 6 KB zstd

@@ -20,8 +20,6 @@ import (
 // The auth file's grammar for group names and the metrics right, as the
 // fixes of rows D and 11/13 define it: a rule field "groups=<pattern>"
 // naming the groups a token may use, and a right "metrics" for /metrics.
-// A server that does not know them refuses the file; the rig then starts
-// with the rules without them (legacy) and the rows needing them say so.
 const (
 	h2GroupsField  = "groups="
 	h2MetricsRight = "metrics"
@@ -44,13 +42,12 @@ func newTokens2() tokens2 {
 	return tokens2{victim: tok(), attacker: tok(), shared: tok(), metrics: tok()}
 }
 
-// authFile is the rules for the tokens; legacy leaves out the grammar the
-// fixes add.
-func (t tokens2) authFile(legacy bool) string {
+// authFile is the rules for the tokens.
+func (t tokens2) authFile() string {
 	rule := func(token, rights, topics, groups string) string {
 		h := protocol.TokenHash(token)
 		line := hex.EncodeToString(h[:]) + " " + rights + " " + topics
-		if !legacy && groups != "" {
+		if groups != "" {
 			line += " " + h2GroupsField + groups
 		}
 		return line + "\n"
@@ -59,10 +56,7 @@ func (t tokens2) authFile(legacy bool) string {
 		rule(t.victim, "produce,consume,admin", "v.* shared.*", "v.*") +
 		rule(t.attacker, "produce,consume,admin", "a.*", "a.*") +
 		rule(t.shared, "produce,consume", "shared.*", "a.*")
-	if !legacy {
-		s += rule(t.metrics, h2MetricsRight, "*", "")
-	}
-	return s
+	return s + rule(t.metrics, h2MetricsRight, "*", "")
 }
 
 // rig2 is a server with the phase's auth file and its victim.
@@ -72,7 +66,6 @@ type rig2 struct {
 	srv    *server
 	http   string // HTTP port, host:port
 	tok    tokens2
-	legacy string // why the server got the rules without the new grammar; "" when it took them
 	tls    *tls.Config
 	victim *victim2
 }
@@ -139,38 +132,18 @@ func newRig2(e *env, name string) (*rig2, error) {
 	return g, nil
 }
 
-// start writes the auth file and starts the server; if the server refuses
-// the new grammar, it starts again with the legacy rules.
+// start writes the auth file and starts the server.
 func (g *rig2) start(e *env) error {
-	path := g.spec.args[1]
-	write := func(legacy bool) error { return os.WriteFile(path, []byte(g.tok.authFile(legacy)), 0o600) }
-	if err := write(g.legacy != ""); err != nil {
+	if err := os.WriteFile(g.spec.args[1], []byte(g.tok.authFile()), 0o600); err != nil {
 		return err
 	}
 	s, err := start(g.spec)
-	if err != nil && g.legacy == "" && strings.Contains(err.Error(), "auth") {
-		g.legacy = firstLine(err.Error())
-		if err := write(true); err != nil {
-			return err
-		}
-		s, err = start(g.spec)
-	}
 	if err != nil {
 		return err
 	}
 	g.srv = s
 	g.http = logField(servingLine(s.output()), "http")
 	return nil
-}
-
-// firstLine is the line of msg that holds the server's reason.
-func firstLine(msg string) string {
-	for _, l := range strings.Split(msg, "\n") {
-		if strings.Contains(l, "auth") && len(l) < 400 {
-			return strings.TrimSpace(l)
-		}
-	}
-	return strings.SplitN(msg, "\n", 2)[0]
 }
 
 // logField is the value of key=value in a log line.
@@ -181,15 +154,6 @@ func logField(line, key string) string {
 		}
 	}
 	return ""
-}
-
-// needsGrammar is the error of a row that needs the new auth grammar on
-// a server that refused it, or nil.
-func (g *rig2) needsGrammar() error {
-	if g.legacy == "" {
-		return nil
-	}
-	return fmt.Errorf("the server refused the auth file's %q and %q rules, so this part was not checked (%s)", h2GroupsField, h2MetricsRight, g.legacy)
 }
 
 func (g *rig2) close() {
