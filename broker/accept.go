@@ -28,7 +28,8 @@ import (
 // (one for a TCP connection, TLSDescriptors for a TLS one), so that the
 // limit is reached, and told to the client, before accept or a socket
 // pair fails for want of descriptors; MaxConnsPerAddr bounds one client
-// address's connections, so that one host cannot take every slot.
+// address's connections (and never more than half of MaxConns), so that
+// one host cannot take every slot.
 
 // Accept back-off bounds, as net/http's Server.Serve uses.
 const (
@@ -98,8 +99,8 @@ func (b *Broker) admit(addr net.Addr, cost int) string {
 	key := addrKey(addr)
 	b.slots.mu.Lock()
 	defer b.slots.mu.Unlock()
-	if lim := b.cfg.MaxConnsPerAddr; lim > 0 && b.slots.byAddr[key] >= lim {
-		return fmt.Sprintf("too many connections from %s: the server's per-address connection limit (-max-conns-per-addr) of %d is reached", key, lim)
+	if lim := b.perAddrLimit(cost); lim > 0 && b.slots.byAddr[key] >= lim {
+		return fmt.Sprintf("too many connections from %s: the server's per-address connection limit (-max-conns-per-addr, at most half of -max-conns) of %d is reached", key, lim)
 	}
 	if int(b.conns.Add(int64(cost))) > b.cfg.MaxConns {
 		b.conns.Add(-int64(cost))
@@ -114,6 +115,18 @@ func (b *Broker) admit(addr net.Addr, cost int) string {
 	}
 	b.slots.byAddr[key]++
 	return ""
+}
+
+// perAddrLimit is how many connections of cost descriptors one address may
+// hold: MaxConnsPerAddr, but never more than half of MaxConns, so that
+// under a small descriptor limit one host still cannot take every slot.
+// 0: no bound.
+func (b *Broker) perAddrLimit(cost int) int {
+	lim := b.cfg.MaxConnsPerAddr
+	if lim <= 0 {
+		return 0
+	}
+	return max(1, min(lim, b.cfg.MaxConns/(2*cost)))
 }
 
 // releaseConn gives back a connection's count under addr and n of its

@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -55,17 +56,23 @@ func TestMaxConns(t *testing.T) {
 
 // TestHostile2Row10PerAddrCap: a client without a token holds every
 // connection slot from one address (127.0.0.2) and pings, which needs no
-// hello. With the default per-address cap (128) and room for 130
+// hello. With the default per-address cap (128) and room for 300
 // connections, it gets 128 of them and the rest are refused with a frame
 // naming -max-conns-per-addr; a client from 127.0.0.1 still connects and
-// says hello with its token. Before the cap it got "limit reached".
+// says hello with its token. Before the cap it got "limit reached". With
+// room for 130, one address gets half: 65.
 func TestHostile2Row10PerAddrCap(t *testing.T) {
-	const slots = 130 // the default cap, 128, and two more
+	for _, tc := range []struct{ slots, perAddr int }{{300, broker.DefaultMaxConnsPerAddr}, {130, 65}} {
+		t.Run(fmt.Sprint(tc.slots), func(t *testing.T) { perAddrCap(t, tc.slots, tc.perAddr) })
+	}
+}
+
+func perAddrCap(t *testing.T, slots, perAddr int) {
 	a := auth.New(authRules(t))
 	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) { c.MaxConns, c.Auth = slots, a })
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: ioTimeout}
 	served, refused := 0, 0
-	for range slots {
+	for range perAddr + 2 {
 		nc, err := d.Dial("tcp", s.Addr)
 		if err != nil {
 			t.Fatal(err)
@@ -83,8 +90,8 @@ func TestHostile2Row10PerAddrCap(t *testing.T) {
 			t.Fatalf("attacker's connection: code %v %q", r.Code, r.errMsg())
 		}
 	}
-	if served != broker.DefaultMaxConnsPerAddr || refused != slots-broker.DefaultMaxConnsPerAddr {
-		t.Fatalf("from one address: %d served, %d refused; want %d and %d", served, refused, broker.DefaultMaxConnsPerAddr, slots-broker.DefaultMaxConnsPerAddr)
+	if served != perAddr || refused != 2 {
+		t.Fatalf("from one address: %d served, %d refused; want %d and 2", served, refused, perAddr)
 	}
 	victim := dialRaw(t, s.Addr)
 	if hr := victim.hello(tokPC); !hr.Auth {

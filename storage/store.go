@@ -49,6 +49,7 @@ type Store struct {
 	groupOwners groupQuota // groups per token, within MaxGroupsPerToken (groupsquota.go)
 
 	decode      *decodeBudget // validations of compressed batches at once, and the bytes they decode into (decode.go)
+	decoders    *lowThreads   // the threads they run on (decodethreads.go)
 	space       space         // free space against Options.MinFreeBytes
 	resourceLog everyFew      // appends refused for space or descriptors
 }
@@ -90,6 +91,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	s.files = newFileBudget(opts.MaxOpenFiles)
 	s.decode = newDecodeBudget(opts.MaxDecodeBytes, opts.DecodeWorkers)
+	s.decoders = newLowThreads(opts.DecodeWorkers)
 	s.cache = newFileCache(s.fs, opts.Cache, opts.MaxOpenFiles, s.files)
 	if err := s.lockVolumes(); err != nil {
 		s.unlockVolumes()
@@ -156,6 +158,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	s.wg.Wait()
+	s.decoders.stop()
 	_ = s.WaitDeleted(context.Background()) // no context to end
 	err := s.closeTopics()
 	s.cache.closeAll()
@@ -624,16 +627,20 @@ func (s *Store) validateBody(bt *protocol.Batch) error {
 	}
 	held := s.decode.acquire(int64(bt.RawSize))
 	defer s.decode.release(held)
-	p := decodeScratch.Get().(*[]byte)
-	raw, err := bt.DecodeBodyInto(*p)
-	if err == nil {
-		err = bt.ValidateMessages(raw)
-		*p = raw[:0]
-	}
-	if cap(*p) > maxKeptScratch {
-		*p = nil
-	}
-	decodeScratch.Put(p)
+	var err error
+	s.decoders.run(func() {
+		p := decodeScratch.Get().(*[]byte)
+		var raw []byte
+		raw, err = bt.DecodeBodyInto(*p)
+		if err == nil {
+			err = bt.ValidateMessages(raw)
+			*p = raw[:0]
+		}
+		if cap(*p) > maxKeptScratch {
+			*p = nil
+		}
+		decodeScratch.Put(p)
+	})
 	return err
 }
 

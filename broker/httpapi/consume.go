@@ -72,7 +72,7 @@ func (a *API) consume(w http.ResponseWriter, r *http.Request, c call) {
 	defer held.release()
 	out := bytebufferpool.Get()
 	defer bytebufferpool.Put(out)
-	sizes, err := a.messages(out, res, q.limit, &held)
+	sizes, err := a.messages(c.svc, out, res, q.limit, &held)
 	if err == nil && q.grouped {
 		err = a.commitRead(w, c, q, res.Offset, sizes)
 	}
@@ -221,8 +221,9 @@ const maxDecodedBatch = 64 << 20
 // and returns their X-Sizes. What it buffers is reserved in held first:
 // the batches read, then for each batch its decoded size (RawSize), once
 // for the decoded body (kept for the next batch) and once for the messages
-// it adds to out.
-func (a *API) messages(out *bytebufferpool.ByteBuffer, res *service.ReadResult, limit int, held *reservation) (string, error) {
+// it adds to out. A compressed body is decoded by svc, off the event
+// loops' way.
+func (a *API) messages(svc *service.Service, out *bytebufferpool.ByteBuffer, res *service.ReadResult, limit int, held *reservation) (string, error) {
 	raw, dec := bytebufferpool.Get(), bytebufferpool.Get()
 	defer bytebufferpool.Put(raw)
 	defer bytebufferpool.Put(dec)
@@ -255,7 +256,7 @@ func (a *API) messages(out *bytebufferpool.ByteBuffer, res *service.ReadResult, 
 		}
 		var body []byte
 		if err == nil {
-			body, err = bt.DecodeBodyInto(dec.B[:0])
+			body, err = svc.DecodeBody(&bt, dec.B[:0]) // compressed: on the decode threads
 			if bt.Codec != protocol.CodecNone && err == nil {
 				dec.B = body[:0] // keep the larger buffer for the next batch
 			}

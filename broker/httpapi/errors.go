@@ -47,6 +47,10 @@ var (
 	// often (429).
 	ErrAuthLimited error = &apiError{protocol.CodeLimitReached, "httpapi: too many failed authentications from this address: wait and retry"}
 
+	// ErrMetricsRate: /metrics was asked for more often than
+	// Config.MaxMetricsRate allows (429).
+	ErrMetricsRate error = &apiError{protocol.CodeLimitReached, "httpapi: too many /metrics requests"}
+
 	// errTooManyWatchers answers a watch over Config.MaxWatchers (429).
 	errTooManyWatchers error = &apiError{protocol.CodeLimitReached, "httpapi: too many topic watches"}
 )

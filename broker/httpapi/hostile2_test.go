@@ -274,3 +274,42 @@ func TestHostile2Row13AdminOnAll(t *testing.T) {
 		}
 	}
 }
+
+// TestHostile2Row11MetricsRate: clients asking for /metrics in a loop get
+// at most MaxMetricsRate responses a second (and the burst), the others
+// 429 with Retry-After; once the bucket refills, a scrape is served again.
+func TestHostile2Row11MetricsRate(t *testing.T) {
+	cfg := httpapi.DefaultConfig()
+	cfg.MaxMetricsRate = 2 // a burst of 4
+	s := startREST(t, cfg)
+	served, refused := 0, 0
+	for range 20 {
+		code, hdr, body, err := fetch(s.url+"/metrics", "")
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case code == http.StatusOK:
+			served++
+		case code == http.StatusTooManyRequests && hdr.Get("Retry-After") == "1" && strings.Contains(body, "MaxMetricsRate"):
+			refused++
+		default:
+			t.Fatalf("/metrics: %d %q", code, body)
+		}
+	}
+	// 20 requests take well under a second here; a slow machine may earn
+	// a token or two meanwhile.
+	if served < 4 || served > 8 || refused != 20-served {
+		t.Fatalf("%d served, %d refused; want the burst of 4 (and what refills meanwhile) served", served, refused)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, _, _, err := fetch(s.url+"/metrics", "")
+		if err == nil && code == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics not served again after the bucket refilled: %d %v", code, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -71,6 +71,12 @@ type Config struct {
 	// MaxWatchTopics bounds the topics of one watch (default
 	// DefaultMaxWatchTopics, 100).
 	MaxWatchTopics int
+	// MaxMetricsRate bounds the /metrics responses sent a second, all
+	// clients together (default DefaultMaxMetricsRate, 4, with a burst of
+	// twice as many); one more is answered 429 with Retry-After. A scrape
+	// copies the whole text to its client: unbounded, a few clients in a
+	// loop would take the cores from the other tenants.
+	MaxMetricsRate float64
 	// Auth, when set, makes every route but /healthz and /readyz need an
 	// "Authorization: Bearer TOKEN" header whose token holds the right the
 	// route needs on its topic (401 without one or with a wrong one, 403
@@ -108,6 +114,7 @@ func DefaultConfig() Config {
 		MaxWait:         time.Minute,
 		MaxWatchers:     DefaultMaxWatchers,
 		MaxWatchTopics:  DefaultMaxWatchTopics,
+		MaxMetricsRate:  DefaultMaxMetricsRate,
 	}
 }
 
@@ -169,6 +176,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.MaxWatchTopics <= 0 {
 		c.MaxWatchTopics = def.MaxWatchTopics
+	}
+	if c.MaxMetricsRate <= 0 {
+		c.MaxMetricsRate = def.MaxMetricsRate
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -255,6 +265,12 @@ func (a *API) open(need func(*auth.Grant) bool, h func(http.ResponseWriter, *htt
 // serveMetrics answers GET /metrics from a snapshot, as much of it as g
 // may see (all of it for a nil g).
 func (a *API) serveMetrics(w http.ResponseWriter, r *http.Request, g *auth.Grant) {
+	if !a.metrics.rate.allow(time.Now()) {
+		w.Header().Set("Retry-After", "1")
+		a.fail(w, fmt.Errorf("%w: /metrics is served at most %g times a second, all clients together (MaxMetricsRate)",
+			ErrMetricsRate, a.cfg.MaxMetricsRate))
+		return
+	}
 	a.metrics.snapshot(a.state.Load()).write(w, g)
 }
 

@@ -21,6 +21,7 @@ type metrics struct {
 	http     *prometheus.HistogramVec
 	fsync    prometheus.Histogram
 	cache    snapshotCache
+	rate     bucket // of the responses sent (Config.MaxMetricsRate)
 }
 
 // latencyBuckets span 25 us (a page-cache produce) to a minute (the longest
@@ -35,7 +36,8 @@ func newMetrics(a *API) *metrics {
 		Buckets: latencyBuckets,
 	}, []string{"op"})
 	m := &metrics{
-		reg: reg,
+		reg:  reg,
+		rate: newBucket(a.cfg.MaxMetricsRate),
 		http: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "haraqa_http_request_duration_seconds",
 			Help:    "HTTP API requests from arrival to the end of the response, by route and status code.",

@@ -251,3 +251,39 @@ func (s *snapshot) write(w http.ResponseWriter, g *auth.Grant) {
 	}
 	_, _ = w.Write(out)
 }
+
+// DefaultMaxMetricsRate is Config.MaxMetricsRate's default: /metrics
+// responses a second, all clients together. Prometheus scrapes a server
+// every 15 to 60 seconds; four a second leave room for many scrapers and
+// a person with curl.
+const DefaultMaxMetricsRate = 4
+
+// bucket is a token bucket of rate tokens a second, holding at most twice
+// that (at least one).
+type bucket struct {
+	rate, burst float64
+
+	mu     sync.Mutex
+	tokens float64   // guarded by mu
+	last   time.Time // guarded by mu: when tokens was counted
+}
+
+func newBucket(rate float64) bucket {
+	burst := max(1, 2*rate)
+	return bucket{rate: rate, burst: burst, tokens: burst}
+}
+
+// allow takes a token at now, if there is one.
+func (b *bucket) allow(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.last.IsZero() {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}

@@ -48,3 +48,11 @@ func (s *Service) Watch(c Caller, topic string, offset int64, fn func()) (cancel
 	}
 	return s.store.Watch(topic, offset, fn)
 }
+
+// DecodeBody decodes the body of bt, a batch of a ReadResult, into dst's
+// memory when it is large enough; a compressed body is decoded on the
+// store's decode threads, which yield to the event loops. The caller
+// bounds bt.RawSize first.
+func (s *Service) DecodeBody(bt *protocol.Batch, dst []byte) ([]byte, error) {
+	return s.store.DecodeBody(bt, dst)
+}

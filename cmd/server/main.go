@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -37,6 +38,7 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "haraqa:", err)
 		return 2
 	}
+	procsForDecoders(cfg.Storage.DecodeWorkers)
 	if err := serve(cfg); err != nil {
 		fmt.Fprintln(stderr, "haraqa:", err)
 		if errors.Is(err, server.ErrInvalidConfig) {
@@ -45,6 +47,17 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// procsForDecoders gives the Go scheduler a P for each decode thread
+// (storage: compressed batches are decoded on threads of the lowest
+// priority) beyond those it has, unless GOMAXPROCS is set: a decode thread
+// the kernel has set aside for an event loop then holds a P of its own,
+// not one a loop needs to run.
+func procsForDecoders(workers int) {
+	if os.Getenv("GOMAXPROCS") == "" && workers > 0 {
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + workers)
+	}
 }
 
 // signals receives the signals the server handles from the process's
