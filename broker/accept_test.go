@@ -17,9 +17,10 @@ import (
 
 // TestMaxConns: past Config.MaxConns a new connection is sent one
 // limit-reached frame naming the limit and closed; the connections within
-// the limit keep working, and once one closes a new one is served.
+// the limit keep working, and once one closes a new one is served. (No
+// per-address bound: all of them come from 127.0.0.1.)
 func TestMaxConns(t *testing.T) {
-	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) { c.MaxConns = 3 })
+	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) { c.MaxConns, c.MaxConnsPerAddr = 3, 0 })
 	conns := make([]*rawConn, 3)
 	for i := range conns {
 		conns[i] = dialRaw(t, s.Addr)

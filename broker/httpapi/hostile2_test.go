@@ -290,7 +290,7 @@ func TestHostile2Row11MetricsRate(t *testing.T) {
 			t.Fatal(err)
 		case code == http.StatusOK:
 			served++
-		case code == http.StatusTooManyRequests && hdr.Get("Retry-After") == "1" && strings.Contains(body, "MaxMetricsRate"):
+		case code == http.StatusTooManyRequests && hdr.Get("Retry-After") == "1" && strings.Contains(body, "-max-metrics-rate"):
 			refused++
 		default:
 			t.Fatalf("/metrics: %d %q", code, body)

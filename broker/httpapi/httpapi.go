@@ -267,7 +267,7 @@ func (a *API) open(need func(*auth.Grant) bool, h func(http.ResponseWriter, *htt
 func (a *API) serveMetrics(w http.ResponseWriter, r *http.Request, g *auth.Grant) {
 	if !a.metrics.rate.allow(time.Now()) {
 		w.Header().Set("Retry-After", "1")
-		a.fail(w, fmt.Errorf("%w: /metrics is served at most %g times a second, all clients together (MaxMetricsRate)",
+		a.fail(w, fmt.Errorf("%w: /metrics is served at most %g times a second, all clients together (-max-metrics-rate)",
 			ErrMetricsRate, a.cfg.MaxMetricsRate))
 		return
 	}

@@ -117,8 +117,10 @@ func TestHostile2Row6TLSDescriptors(t *testing.T) {
 	bin := buildServer(t, t.TempDir())
 	ca := brokertest.NewCA(t, "test-ca")
 	certFile, keyFile := ca.Issue(t, "srv", time.Now().Add(-time.Hour), time.Now().Add(time.Hour), "127.0.0.1").Write(t, t.TempDir(), "srv")
+	// -max-conns-per-addr 0: every connection comes from 127.0.0.1, and one
+	// address would get only half of -max-conns (TestHostile2Row10PerAddrCap).
 	srv := startServer(t, nofileWrapper(t, bin, 256), "-tcp", "0", "-listen", "127.0.0.1", "-ballast", "0",
-		"-tls-cert", certFile, "-tls-key", keyFile, t.TempDir())
+		"-max-conns-per-addr", "0", "-tls-cert", certFile, "-tls-key", keyFile, t.TempDir())
 	served, refused := 0, 0
 	for i := range 100 {
 		nc, err := net.DialTimeout("tcp", srv.addr, time.Second)
