@@ -154,12 +154,15 @@ func waitServes(ctx context.Context, s *server) (time.Duration, error) {
 }
 
 // sample calls fn every 50 ms until the returned stop is called.
-func sample(fn func()) (stop func()) {
+func sample(fn func()) (stop func()) { return sampleEvery(50*time.Millisecond, fn) }
+
+// sampleEvery calls fn every period until the returned stop is called.
+func sampleEvery(period time.Duration, fn func()) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(50 * time.Millisecond)
+		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
 			fn()

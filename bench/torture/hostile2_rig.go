@@ -199,7 +199,7 @@ func (g *rig2) watchRSS(r *rowRun) func() int64 {
 	pid := g.srv.pid()
 	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 	var peak atomic.Int64
-	stop := sample20(func() {
+	stop := sampleEvery(20*time.Millisecond, func() {
 		n, err := rss(pid)
 		if err != nil {
 			return
@@ -219,23 +219,4 @@ func (g *rig2) watchRSS(r *rowRun) func() int64 {
 		}
 		return peak.Load()
 	}
-}
-
-// sample20 calls fn every 20 ms until the returned stop is called.
-func sample20(fn func()) (stop func()) {
-	done, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			fn()
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
 }
