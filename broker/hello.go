@@ -35,6 +35,7 @@ type helloState struct {
 	waiting map[gnet.Conn]*conn
 	next    time.Time // of the sweep; tick goroutine only
 	log     rateLog   // of the connections closed
+	failLog rateLog   // of the failed hellos
 }
 
 // needsHello reports whether a request of op must be refused as
@@ -150,7 +151,12 @@ func (cs *conn) hello(h protocol.RequestHeader, payload []byte) {
 			b.stats.authFailures.Add(1)
 			if service.Code(err) == protocol.CodeUnauthenticated {
 				// Never the token: the address and the name the client gave.
-				b.cfg.Logger.Warn("authentication failed", "remote", remote, "client", string(req.Name), "token_given", len(req.Token) > 0)
+				// At most a line per acceptLogEvery: a missing token is no
+				// failure the limiter counts, so hellos without one could
+				// otherwise fill the log.
+				if n, ok := b.hellos.failLog.due(); ok {
+					b.cfg.Logger.Warn("authentication failed", "remote", remote, "client", string(req.Name), "token_given", len(req.Token) > 0, "failures", n)
+				}
 			}
 			cs.respondError(h.Op, h.CorrID, err)
 			return
