@@ -150,6 +150,13 @@ func (r *runner) measure(ctx context.Context, srv *embedded, admin *client.Clien
 	return res, nil
 }
 
+// scrapeTries and scrapeWait bound the readings of a server's /metrics
+// that show nothing consumed yet (a snapshot of before the run).
+const (
+	scrapeTries = 10
+	scrapeWait  = 200 * time.Millisecond
+)
+
 // zeroCopyShare reads the server's consume counters now and returns a
 // function that tells, from a second reading, the share of bytes consumed
 // since that went by sendfile (nil when unknown: a produce run, or no
@@ -174,12 +181,24 @@ func (r *runner) zeroCopyShare(ctx context.Context, srv *embedded) func() *float
 		return none
 	}
 	return func() *float64 {
-		z1, c1, err := consumed(ctx)
-		if dz, dc := z1-z0, c1-c0; err == nil && dz+dc > 0 {
-			share := float64(dz) / float64(dz+dc)
-			return &share
+		// A server's /metrics is a snapshot served for ten times its render
+		// time: a reading that shows nothing consumed may be the one taken
+		// before the run, so it is taken again a few times.
+		for try := 0; ; try++ {
+			z1, c1, err := consumed(ctx)
+			if dz, dc := z1-z0, c1-c0; err == nil && dz+dc > 0 {
+				share := float64(dz) / float64(dz+dc)
+				return &share
+			}
+			if err != nil || srv != nil || try == scrapeTries-1 {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(scrapeWait):
+			}
 		}
-		return nil
 	}
 }
 

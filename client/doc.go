@@ -147,11 +147,11 @@
 // Client or Producer, or by a new process (a new producer id); a resend
 // that reaches a server which forgot the producer, because it had been
 // idle longer than the server's -producer-idle (1h), or its original
-// batch was truncated away before a restart; and a resend whose sequence fell below
-// the 32 latest the server keeps for the producer on that topic (many
-// goroutines producing to one topic on one Client while its connection
-// breaks), which fails with ErrOutOfOrderSequence rather than being
-// stored twice. With tokens, a producer id is bound on each topic to the
+// batch was truncated away before a restart. A resend cannot fall below
+// the 64 latest sequences the server keeps for the producer on a topic:
+// goroutines producing to one topic on one Client take sequences at most
+// 64 above the lowest still unanswered, and wait, if need be, for that one
+// (a retry after a broken connection, say) to be answered first. With tokens, a producer id is bound on each topic to the
 // token whose batch first used it: a batch under another token's id is
 // refused with ErrProducerFenced. A server that forgot the producer to
 // make room for others (not for being idle) refuses its batches other

@@ -201,6 +201,12 @@ func (c *Client) produceOnce(ctx context.Context, topic string, count, size int,
 	if expect >= 0 {
 		flags |= protocol.ProduceExpectOffset
 	}
+	if c.producer != nil {
+		if err := c.producer.admit(ctx, topic); err != nil {
+			return 0, 0, 0, err
+		}
+		defer func() { c.producer.release(topic, meta.ProducerID, meta.Sequence, assigned) }()
+	}
 	c.stats.msgsSent.Add(int64(count))
 	c.stats.bytesSent.Add(int64(size))
 	c.stats.inFlight.Add(1)
@@ -232,16 +238,73 @@ func (c *Client) produceOnce(ctx context.Context, topic string, count, size int,
 }
 
 // producerSeq is an idempotent producer: a random id and the next sequence
-// per topic.
+// per topic, and the sequences sent and not yet answered.
+//
+// The server remembers a producer's last seqSpan sequences on a topic; a
+// retry of one below them cannot be told from a batch stored long ago and
+// is refused (ErrOutOfOrderSequence). Goroutines producing on one Client
+// each wait for their own answer, so one of them retrying after a cut
+// could fall that far behind while the others go on. So a produce takes
+// its turn first (admit): it waits while its sequence would be seqSpan
+// or more above the lowest one still unanswered.
 type producerSeq struct {
-	id   uint64
-	mu   sync.Mutex
-	seqs map[string]uint64
+	id uint64
+
+	mu       sync.Mutex
+	seqs     map[string]uint64              // guarded by mu: the next sequence per topic
+	open     map[string]map[uint64]struct{} // guarded by mu: sequences taken, not yet answered
+	admitted map[string]int                 // guarded by mu: produces admitted whose sequence is not taken yet
+	changed  chan struct{}                  // guarded by mu: closed, and replaced, when open or admitted shrinks
 }
+
+// seqSpan is how far above the lowest unanswered sequence of a topic a
+// new one may be: the server's window of remembered sequences (64).
+const seqSpan = 64
 
 // newProducerSeq returns a producer with a fresh random non-zero id.
 func newProducerSeq() *producerSeq {
-	return &producerSeq{id: randomProducerID(), seqs: make(map[string]uint64)}
+	return &producerSeq{id: randomProducerID(), seqs: make(map[string]uint64),
+		open: make(map[string]map[uint64]struct{}), admitted: make(map[string]int), changed: make(chan struct{})}
+}
+
+// admit waits until a produce to topic may take a sequence: until the
+// sequences taken and admitted above the lowest unanswered one are fewer
+// than seqSpan, or ctx ends.
+func (p *producerSeq) admit(ctx context.Context, topic string) error {
+	for {
+		p.mu.Lock()
+		next := p.seqs[topic] + uint64(p.admitted[topic])
+		lo := next
+		for s := range p.open[topic] {
+			lo = min(lo, s)
+		}
+		if next-lo < seqSpan {
+			p.admitted[topic]++
+			p.mu.Unlock()
+			return nil
+		}
+		changed := p.changed
+		p.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: waiting for an earlier produce's answer: %w", ErrConnection, ctx.Err())
+		}
+	}
+}
+
+// release ends what admit began: the sequence seq taken under id (taken),
+// or the admission alone (a produce that never took one).
+func (p *producerSeq) release(topic string, id, seq uint64, taken bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !taken {
+		p.admitted[topic]--
+	} else if id == p.id {
+		delete(p.open[topic], seq)
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
 }
 
 func randomProducerID() uint64 {
@@ -255,12 +318,17 @@ func randomProducerID() uint64 {
 }
 
 // next returns the producer's id and the sequence of its next batch to
-// topic.
+// topic, for a produce admit let through.
 func (p *producerSeq) next(topic string) (id, seq uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.seqs[topic]
 	p.seqs[topic] = s + 1
+	p.admitted[topic]--
+	if p.open[topic] == nil {
+		p.open[topic] = make(map[uint64]struct{})
+	}
+	p.open[topic][s] = struct{}{}
 	return p.id, s
 }
 
@@ -272,5 +340,8 @@ func (p *producerSeq) renew(old uint64) {
 	if p.id == old {
 		p.id = randomProducerID()
 		clear(p.seqs)
+		clear(p.open) // the old id's sequences: their answers no longer hold anyone back
+		close(p.changed)
+		p.changed = make(chan struct{})
 	}
 }

@@ -23,13 +23,13 @@ import (
 
 const (
 	// dedupWindow is how many of a producer's sequences a topic remembers.
-	// A Producer has 4 batches in flight by default, and a Client's
-	// goroutines as many Produce calls as they make at once; a resend
-	// comes back among the last few dozen unless more than that many
-	// produces were in flight when its connection broke. A sequence below
-	// all of them cannot be told apart from one stored long ago. 32
-	// entries of 24 bytes: under 1 KiB per producer.
-	dedupWindow = 32
+	// A Producer has 4 batches in flight by default; a Client's goroutines
+	// take sequences at most this far above the lowest still unanswered
+	// (the client waits rather than go further), so a resend always comes
+	// back within the window, even with 64 goroutines producing on one
+	// Client. A sequence below all of them cannot be told apart from one
+	// stored long ago. 64 entries of 24 bytes: 1.5 KiB per producer.
+	dedupWindow = 64
 	// MaxSequenceStep bounds how far a remembered producer's sequence may
 	// jump: a batch whose sequence is more than this above the highest
 	// stored for its producer is refused (ErrOutOfOrderSequence). A
