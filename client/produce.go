@@ -254,7 +254,8 @@ type producerSeq struct {
 	seqs     map[string]uint64              // guarded by mu: the next sequence per topic
 	open     map[string]map[uint64]struct{} // guarded by mu: sequences taken, not yet answered
 	admitted map[string]int                 // guarded by mu: produces admitted whose sequence is not taken yet
-	changed  chan struct{}                  // guarded by mu: closed, and replaced, when open or admitted shrinks
+	changed  chan struct{}                  // guarded by mu: closed, and replaced, when open or admitted shrinks with waiting > 0
+	waiting  int                            // guarded by mu: admits waiting on changed
 }
 
 // seqSpan is how far above the lowest unanswered sequence of a topic a
@@ -284,10 +285,17 @@ func (p *producerSeq) admit(ctx context.Context, topic string) error {
 			return nil
 		}
 		changed := p.changed
+		p.waiting++
 		p.mu.Unlock()
 		select {
 		case <-changed:
+			p.mu.Lock()
+			p.waiting--
+			p.mu.Unlock()
 		case <-ctx.Done():
+			p.mu.Lock()
+			p.waiting--
+			p.mu.Unlock()
 			return fmt.Errorf("%w: waiting for an earlier produce's answer: %w", ErrConnection, ctx.Err())
 		}
 	}
@@ -303,8 +311,15 @@ func (p *producerSeq) release(topic string, id, seq uint64, taken bool) {
 	} else if id == p.id {
 		delete(p.open[topic], seq)
 	}
-	close(p.changed)
-	p.changed = make(chan struct{})
+	p.wake()
+}
+
+// wake lets the waiting admits look again. p.mu is held.
+func (p *producerSeq) wake() {
+	if p.waiting > 0 {
+		close(p.changed)
+		p.changed = make(chan struct{})
+	}
 }
 
 func randomProducerID() uint64 {
@@ -341,7 +356,6 @@ func (p *producerSeq) renew(old uint64) {
 		p.id = randomProducerID()
 		clear(p.seqs)
 		clear(p.open) // the old id's sequences: their answers no longer hold anyone back
-		close(p.changed)
-		p.changed = make(chan struct{})
+		p.wake()
 	}
 }
