@@ -173,6 +173,7 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 func (cs *conn) readFrames() gnet.Action {
 	b, c := cs.b, cs.c
 	cs.waitingFrame = false
+	turn := time.Now()
 	for cs.fatal == nil {
 		if cs.backedUp() || cs.overBudget() {
 			if in := c.InboundBuffered(); in > b.cfg.MaxFrameSize+b.cfg.MaxOutboundBytes || in > budgetUnread && b.overCeiling() {
@@ -224,9 +225,24 @@ func (cs *conn) readFrames() gnet.Action {
 		cs.handle(frame)
 		cs.handling = 0
 		_, _ = c.Discard(size)
+		if time.Since(turn) > loopTurn && c.InboundBuffered() > 0 {
+			// The connection's turn is over: the loop serves the others
+			// that are ready, then this one's next frames.
+			b.stats.turnsYielded.Add(1)
+			cs.w.wake()
+			return gnet.None
+		}
 	}
 	return gnet.None
 }
+
+// loopTurn is how long one connection's frames may hold its event loop
+// before the loop serves the other connections ready on it: a client that
+// pipelines thousands of cheap requests (leases, pings, lookups) costs
+// another client on the loop at most this much wait per turn, as Kafka
+// mutes a connection between its requests. The cost to the pipelining
+// client is one eventfd wake-up per turn.
+const loopTurn = 200 * time.Microsecond
 
 // refuseFrame answers a frame that is too large or malformed, then closes
 // the connection, since the stream cannot be trusted past it. Nothing of

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"sync/atomic"
 
 	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
@@ -13,13 +14,17 @@ import (
 
 // slot is one request waiting for its turn to be answered.
 type slot struct {
-	done    bool     // worker.mu
-	resp    []byte   // worker.mu: the response frame, once done
+	// done is set once the outcome fields below are written, which
+	// happens once: the loop reads them only after done, with no lock, so
+	// that answering thousands of pipelined requests never contends with
+	// the goroutine filing them.
+	done    atomic.Bool
+	resp    []byte   // the response frame, once done
 	async   bool     // answered by a goroutine (counted in stats.pending)
 	consume *consume // a consume, served when it reaches the head; loop-owned
 
-	// An asynchronous produce (worker.appendAsync): its outcome, set under
-	// worker.mu with done, from which the loop writes the response.
+	// An asynchronous produce (worker.appendAsync): its outcome, set
+	// before done, from which the loop writes the response.
 	produce *job
 	base    int64
 	err     error
@@ -44,12 +49,10 @@ func (cs *conn) advance() {
 				return
 			}
 		} else {
-			cs.w.mu.Lock()
-			done, resp := s.done, s.resp
-			cs.w.mu.Unlock()
-			if !done {
+			if !s.done.Load() {
 				return
 			}
+			resp := s.resp
 			if j := s.produce; j != nil {
 				cs.out = b.appendProduceResponse(cs.out, j, s.base, s.err)
 				b.observe(j.op, false, j.start)
@@ -82,7 +85,9 @@ func (cs *conn) end(resp []byte) {
 		return
 	}
 	cs.w.held.Add(int64(len(resp)))
-	cs.slots = append(cs.slots, &slot{done: true, resp: resp})
+	s := &slot{resp: resp}
+	s.done.Store(true)
+	cs.slots = append(cs.slots, s)
 }
 
 func (cs *conn) respondError(op protocol.Op, corrID uint32, err error) {

@@ -29,6 +29,7 @@ type Stats struct {
 	HelloTimeouts   int64 // connections closed for no hello in time (Config.HelloTimeout)
 	AuthFailures    int64 // hellos refused: unknown token, or too many failures (Config.Auth)
 	TLSErrors       int64 // TLS handshakes that failed (Config.TLS)
+	TurnsYielded    int64 // times a connection's frames gave its event loop up after loopTurn, with frames left
 }
 
 type counters struct {
@@ -39,7 +40,7 @@ type counters struct {
 	buffered, budgetPauses, idleClosed           atomic.Int64
 	authFailures, budgetClosed, helloTimeouts    atomic.Int64
 	pending                                      atomic.Int64 // responses owed
-	tlsErrors                                    atomic.Int64
+	tlsErrors, turnsYielded                      atomic.Int64
 }
 
 // Stats returns the counters.
@@ -66,6 +67,7 @@ func (b *Broker) Stats() Stats {
 		HelloTimeouts:   s.helloTimeouts.Load(),
 		AuthFailures:    s.authFailures.Load(),
 		TLSErrors:       s.tlsErrors.Load(),
+		TurnsYielded:    s.turnsYielded.Load(),
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 type worker struct {
 	b       *Broker
 	conn    gnet.Conn    // the connection, to wake its loop
-	mu      sync.Mutex   // guards jobs and working, and the outcome fields of slots
+	mu      sync.Mutex   // guards jobs and working
 	jobs    []*job       // requests waiting for the goroutine
 	working bool         // the goroutine is running
 	queued  atomic.Int64 // bytes of produce batches copied and not yet stored
@@ -141,10 +141,9 @@ func (w *worker) Appended(arg any, base int64, err error) {
 
 // file files the outcome of the produce j.
 func (w *worker) file(j *job, base int64, err error) {
-	w.mu.Lock()
 	j.slot.produce = j
-	j.slot.base, j.slot.err, j.slot.done = base, err, true
-	w.mu.Unlock()
+	j.slot.base, j.slot.err = base, err
+	j.slot.done.Store(true)
 }
 
 // done counts a produce handed to storage as answered.
@@ -168,7 +167,8 @@ func (cs *conn) queueJob(j *job) {
 		b.stopMu.RLock()
 		defer b.stopMu.RUnlock()
 		if b.stopping.Load() {
-			j.slot.resp, j.slot.done = b.appendError(nil, j.op, j.corrID, errShuttingDown), true
+			j.slot.resp = b.appendError(nil, j.op, j.corrID, errShuttingDown)
+			j.slot.done.Store(true)
 			cs.w.held.Add(int64(len(j.slot.resp)))
 			b.observe(j.op, false, j.start)
 			b.release(&cs.w, j)
@@ -248,9 +248,8 @@ func (b *Broker) runQueued(w *worker, jobs []*job) {
 // to send it.
 func (b *Broker) complete(w *worker, j *job, resp []byte) {
 	w.held.Add(int64(len(resp)))
-	w.mu.Lock()
-	j.slot.resp, j.slot.done = resp, true
-	w.mu.Unlock()
+	j.slot.resp = resp
+	j.slot.done.Store(true)
 	b.observe(j.op, false, j.start)
 	b.release(w, j)
 	w.wake()

@@ -110,6 +110,9 @@ func runHostile2(ctx context.Context, e *env) (string, error) {
 			g.close()
 		}
 	}()
+	prio, restore := backgroundAttackers()
+	defer restore()
+	fmt.Printf("  %s\n", prio)
 	var failed, ran []string
 	for _, row := range rows2 {
 		if *h2Rows != "" && !strings.Contains(","+*h2Rows+",", ","+row.id+",") {
@@ -201,7 +204,9 @@ func (g *rig2) check(ctx context.Context, topic string, idle, under *lat2, maxRS
 		errs = append(errs, fmt.Errorf("the server died: %v\n%s", g.srv.err, tail(g.srv.output())))
 		return line, errors.Join(errs...)
 	}
-	g.victim.park()
+	if err := g.victim.park(); err != nil {
+		return line, errors.Join(append(errs, err)...)
+	}
 	res, err := g.victim.verify(ctx, topic)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("victim messages: %w", err))

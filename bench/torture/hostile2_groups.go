@@ -139,16 +139,20 @@ func row14GroupsFile(ctx context.Context, r *rowRun) (string, error) {
 		return "attacker", err
 	}
 	defer c.Close()
-	g.victim.pause()
+	// The victim's writes would count in the server's wchar: paused.
+	if err := g.victim.pause(); err != nil {
+		return "victim", err
+	}
 	w0 := wchar(g.srv.pid())
 	for i := range row14Commit {
 		if err := c.CommitOffset(ctx, row14Name(0), "a.g14", int64(i%2)); err != nil {
-			g.victim.resume()
-			return "commit", err
+			return "commit", errors.Join(err, g.victim.resume())
 		}
 	}
 	per := (wchar(g.srv.pid()) - w0) / row14Commit
-	g.victim.resume()
+	if err := g.victim.resume(); err != nil {
+		return "victim", err
+	}
 	n := 0
 	for ; !r.stopped(); n++ {
 		if err := c.CommitOffset(ctx, row14Name(n%row14Groups), "a.g14", int64(n%2)); err != nil {

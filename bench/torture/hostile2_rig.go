@@ -67,7 +67,9 @@ type rig2 struct {
 	http   string // HTTP port, host:port
 	tok    tokens2
 	tls    *tls.Config
+	ca     string // the TLS server's certificate file, its clients' CA
 	victim *victim2
+	ledger *ledger // the victim's acks, across restarts of its process
 }
 
 // ensureRig returns the named rig, starting it, or restarting its server
@@ -110,7 +112,7 @@ func newRig2(e *env, name string) (*rig2, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	g := &rig2{name: name, tok: newTokens2()}
+	g := &rig2{name: name, tok: newTokens2(), ledger: newLedger()}
 	args := []string{"-auth-file", filepath.Join(dir, "auth"),
 		"-max-buffered-bytes", strconv.Itoa(h2Budget), "-memory-limit", strconv.Itoa(h2MemLimit)}
 	g.spec = serverSpec{bin: e.bin, volumes: e.volumes("hostile2-"+name, 2), args: args}
@@ -126,7 +128,7 @@ func newRig2(e *env, name string) (*rig2, error) {
 		if err != nil {
 			return nil, err
 		}
-		g.tls = cfg
+		g.tls, g.ca = cfg, cert
 		g.spec.args = append(g.spec.args, "-tls-cert", cert, "-tls-key", key)
 	}
 	return g, nil

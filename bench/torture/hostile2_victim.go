@@ -1,8 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +24,25 @@ import (
 
 // victimProd is the victim's producer number in its messages.
 const victimProd = 700
+
+// victimSeqBlock is how many sequence numbers each victim process may
+// use: a restarted one goes on from the next block, so a producer's
+// sequences only grow.
+const victimSeqBlock = 1 << 28
+
+// The victim runs in a process of its own (this binary, started with
+// -victim2-addr): in the same process its goroutine would wait in the Go
+// scheduler's run queue behind hundreds of attacking goroutines, and its
+// p99 would measure that queue rather than the server. An attacker is
+// another machine's load; the victim's own process is what a tenant has.
+var (
+	h2ChildAddr = flag.String("victim2-addr", "", "hostile2: run as the victim process against this binary port (internal)")
+	h2ChildCA   = flag.String("victim2-ca", "", "hostile2: the victim process's TLS CA file (internal)")
+	h2ChildSeq  = flag.Int("victim2-seq", 0, "hostile2: the victim process's first sequence number (internal)")
+)
+
+// victimTokenEnv carries the victim's token to its process, out of ps.
+const victimTokenEnv = "HARAQA_TORTURE_VICTIM_TOKEN"
 
 // lat2 is a histogram of produce latencies, in microseconds.
 type lat2 struct {
@@ -41,64 +70,116 @@ func (l *lat2) count() int64 {
 	return l.h.TotalCount()
 }
 
-// victim2 is the well-behaved tenant: from 127.0.0.1 with its own token,
-// it produces one message to the row's topic, waits for the ack, pauses a
-// millisecond, and so on; every acknowledged message goes in the ledger.
+// victim2 is the well-behaved tenant: a process of its own on 127.0.0.1
+// with its own token, which produces one message to the row's topic,
+// waits for the ack, pauses a millisecond, and so on, and reports each
+// ack and its latency; every acknowledged message goes in the ledger.
 type victim2 struct {
-	c, check *client.Client // producing, and reading back
-	l        *ledger
-	topic    atomic.Pointer[string]
-	window   atomic.Pointer[lat2]
-	gate     sync.Mutex // held by the producer around each produce; pause takes it
-	errMu    sync.Mutex
-	nerr     int
-	first    error
-	stop     chan struct{}
-	done     chan struct{}
+	check   *client.Client // reading back, in this process
+	l       *ledger
+	cmd     *exec.Cmd
+	in      io.WriteCloser
+	replies chan string
+	window  atomic.Pointer[lat2]
+	errMu   sync.Mutex
+	nerr    int
+	first   error
+	done    chan struct{} // closed when the process's output ends
 }
 
 func startVictim(ctx context.Context, g *rig2) (*victim2, error) {
-	c, err := g.dial(ctx, g.tok.victim)
-	if err != nil {
-		return nil, err
-	}
 	check, err := g.dial(ctx, g.tok.victim)
 	if err != nil {
-		c.Close()
 		return nil, err
 	}
-	v := &victim2{c: c, check: check, l: newLedger(), stop: make(chan struct{}), done: make(chan struct{})}
-	go v.loop(ctx)
+	v := &victim2{check: check, l: g.ledger, replies: make(chan string, 1), done: make(chan struct{})}
+	self, err := os.Executable()
+	if err != nil {
+		check.Close()
+		return nil, err
+	}
+	seq := v.l.next(victimProd, victimSeqBlock)
+	args := []string{"-victim2-addr", g.srv.addr, "-victim2-seq", strconv.Itoa(seq)}
+	if g.ca != "" {
+		args = append(args, "-victim2-ca", g.ca)
+	}
+	name, args := schedOther(self, args)
+	v.cmd = exec.Command(name, args...)
+	v.cmd.Env = append(os.Environ(), victimTokenEnv+"="+g.tok.victim)
+	v.cmd.Stderr = os.Stderr
+	out, err := v.cmd.StdoutPipe()
+	if err == nil {
+		v.in, err = v.cmd.StdinPipe()
+	}
+	if err == nil {
+		err = v.cmd.Start()
+	}
+	if err != nil {
+		check.Close()
+		return nil, fmt.Errorf("victim process: %w", err)
+	}
+	go v.read(out)
+	if r := v.reply(); r != "ready" {
+		v.close()
+		return nil, fmt.Errorf("victim process: %s", r)
+	}
 	return v, nil
 }
 
-func (v *victim2) loop(ctx context.Context) {
+// read takes the victim process's lines: "ack TOPIC BASE SEQ MICROS",
+// "err TEXT", or a reply to a command.
+func (v *victim2) read(out io.Reader) {
 	defer close(v.done)
-	for {
-		select {
-		case <-v.stop:
-			return
-		case <-time.After(time.Millisecond):
-		}
-		v.gate.Lock()
-		t := v.topic.Load()
-		if t == nil {
-			v.gate.Unlock()
-			continue
-		}
-		begun := time.Now()
-		err := v.l.produce(ctx, v.c, *t, victimProd, 1)
-		took := time.Since(begun)
-		v.gate.Unlock()
-		if err != nil {
-			v.noteErr(err)
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if w := v.window.Load(); w != nil {
-			w.add(took)
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "ack "):
+			f := strings.Fields(line)
+			if len(f) != 5 {
+				v.noteErr(fmt.Errorf("victim process: bad line %q", line))
+				continue
+			}
+			base, _ := strconv.ParseInt(f[2], 10, 64)
+			seq, _ := strconv.Atoi(f[3])
+			us, _ := strconv.ParseInt(f[4], 10, 64)
+			if err := v.l.record(f[1], base, victimProd, seq, 1); err != nil {
+				v.noteErr(err)
+				continue
+			}
+			if w := v.window.Load(); w != nil {
+				w.add(time.Duration(us) * time.Microsecond)
+			}
+		case strings.HasPrefix(line, "err "):
+			v.l.failed()
+			v.noteErr(errors.New(strings.TrimPrefix(line, "err ")))
+		default:
+			v.replies <- line
 		}
 	}
+}
+
+// reply waits for the victim process's answer to a command.
+func (v *victim2) reply() string {
+	select {
+	case r := <-v.replies:
+		return r
+	case <-v.done:
+		return "the victim process ended"
+	case <-time.After(30 * time.Second):
+		return "the victim process did not answer in 30s"
+	}
+}
+
+// do sends a command and waits for its answer.
+func (v *victim2) do(cmd string) error {
+	if _, err := fmt.Fprintln(v.in, cmd); err != nil {
+		return fmt.Errorf("victim process: %s: %w", cmd, err)
+	}
+	if r := v.reply(); r != "ok" {
+		return fmt.Errorf("victim process: %s: %s", cmd, r)
+	}
+	return nil
 }
 
 func (v *victim2) noteErr(err error) {
@@ -128,7 +209,9 @@ func (v *victim2) idleWindow(ctx context.Context, topic string, d time.Duration)
 	if err := v.check.CreateTopic(ctx, topic); err != nil && !errors.Is(err, client.ErrTopicExists) {
 		return nil, err
 	}
-	v.topic.Store(&topic)
+	if err := v.do("topic " + topic); err != nil {
+		return nil, err
+	}
 	v.takeErrors()
 	w := newLat2()
 	v.record(w)
@@ -143,16 +226,13 @@ func (v *victim2) idleWindow(ctx context.Context, topic string, d time.Duration)
 	return w, nil
 }
 
-// park stops the victim's produces until the next idleWindow.
-func (v *victim2) park() {
-	v.gate.Lock()
-	v.topic.Store(nil)
-	v.gate.Unlock()
-}
+// park stops the victim's produces until the next idleWindow; every ack
+// it had is in the ledger when it returns.
+func (v *victim2) park() error { return v.do("park") }
 
 // pause stops the victim's produces until resume.
-func (v *victim2) pause()  { v.gate.Lock() }
-func (v *victim2) resume() { v.gate.Unlock() }
+func (v *victim2) pause() error  { return v.do("pause") }
+func (v *victim2) resume() error { return v.do("resume") }
 
 // verify checks every message acknowledged on topic is stored once.
 func (v *victim2) verify(ctx context.Context, topic string) (checked, error) {
@@ -160,8 +240,94 @@ func (v *victim2) verify(ctx context.Context, topic string) (checked, error) {
 }
 
 func (v *victim2) close() {
-	close(v.stop)
-	<-v.done
-	v.c.Close()
+	_ = v.in.Close() // the process ends at the end of its input
+	waited := make(chan struct{})
+	go func() { <-v.done; _ = v.cmd.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(15 * time.Second):
+		_ = v.cmd.Process.Kill()
+		<-waited
+	}
 	v.check.Close()
+}
+
+// runVictimChild is the victim process: it dials addr, then produces
+// while it has a topic, between the commands it reads from stdin
+// ("topic NAME", "park", "pause", "resume"), and ends with its input.
+func runVictimChild(addr, caFile string, seq int) int {
+	opts := []client.Option{client.WithToken(os.Getenv(victimTokenEnv)),
+		client.WithDialTimeout(2 * time.Second), client.WithRequestTimeout(10 * time.Second), client.WithRetries(0, 0)}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		opts = append(opts, client.WithTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}))
+	}
+	out := bufio.NewWriter(os.Stdout)
+	if err := shortSlice(victimSlice); err != nil {
+		fmt.Fprintln(os.Stderr, "victim process: scheduler slice:", err)
+	}
+	c, err := client.Dial(context.Background(), addr, opts...)
+	if err != nil {
+		fmt.Fprintln(out, "error", err)
+		out.Flush()
+		return 1
+	}
+	defer c.Close()
+	cmds := make(chan string)
+	go func() {
+		defer close(cmds)
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			cmds <- sc.Text()
+		}
+	}()
+	fmt.Fprintln(out, "ready")
+	out.Flush()
+	topic, paused := "", false
+	for {
+		select {
+		case cmd, ok := <-cmds:
+			if !ok {
+				out.Flush()
+				return 0
+			}
+			name, arg, _ := strings.Cut(cmd, " ")
+			switch name {
+			case "topic":
+				topic = arg
+			case "park":
+				topic = ""
+			case "pause":
+				paused = true
+			case "resume":
+				paused = false
+			}
+			fmt.Fprintln(out, "ok")
+			out.Flush()
+			continue
+		case <-time.After(time.Millisecond):
+		}
+		if topic == "" || paused {
+			continue
+		}
+		begun := time.Now()
+		base, err := c.Produce(context.Background(), topic, payload(victimProd, seq))
+		took := time.Since(begun)
+		if err != nil {
+			fmt.Fprintln(out, "err", strings.ReplaceAll(err.Error(), "\n", "; "))
+			out.Flush()
+			time.Sleep(10 * time.Millisecond)
+			seq++
+			continue
+		}
+		fmt.Fprintln(out, "ack", topic, base, seq, took.Microseconds())
+		out.Flush() // at once, so that the ack falls in the window it was measured in
+		seq++
+	}
 }

@@ -92,6 +92,9 @@ func run() int {
 	flag.StringVar(&cfg.extra, "server-args", "", "extra flags for the hostile phase's server, space-separated (e.g. -pprof); its serving line is printed")
 	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "random seed")
 	flag.Parse()
+	if *h2ChildAddr != "" {
+		return runVictimChild(*h2ChildAddr, *h2ChildCA, *h2ChildSeq)
+	}
 
 	e, err := setup(cfg)
 	if err != nil {

@@ -72,6 +72,7 @@ func start(spec serverSpec) (*server, error) {
 		args = append([]string{"-c", sh, spec.bin}, args...)
 		name = "/bin/sh"
 	}
+	name, args = schedOther(name, args)
 	s := &server{cmd: exec.Command(name, args...), done: make(chan struct{})}
 	pr, pw := io.Pipe()
 	s.cmd.Stderr = pw

@@ -117,6 +117,7 @@ var (
 	descBuffered      = prometheus.NewDesc("haraqa_buffered_bytes", "Bytes the binary port buffers for all its connections (input, output, held answers, copied produces); bounded by -max-buffered-bytes.", nil, nil)
 	descBudgetPauses  = prometheus.NewDesc("haraqa_budget_pauses_total", "Times a binary protocol connection stopped being read because the server was over -max-buffered-bytes.", nil, nil)
 	descIdleClosed    = prometheus.NewDesc("haraqa_idle_connections_closed_total", "Binary protocol connections closed after -idle-timeout with nothing in flight.", nil, nil)
+	descTurnsYielded  = prometheus.NewDesc("haraqa_loop_turns_yielded_total", "Times a binary protocol connection's frames held its event loop for a whole turn (200 us) and let the loop serve the others before its next frames.", nil, nil)
 	descBudgetClosed  = prometheus.NewDesc("haraqa_budget_closed_total", "Binary protocol connections closed over -max-buffered-bytes for gathering the largest unfinished frames.", nil, nil)
 	descHelloTimeouts = prometheus.NewDesc("haraqa_hello_timeouts_total", "Binary protocol connections closed for no successful hello within -hello-timeout.", nil, nil)
 	descParked        = prometheus.NewDesc("haraqa_long_polls_parked", "Binary protocol consumes waiting for data.", nil, nil)
@@ -135,7 +136,7 @@ var (
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descVolumeBytes, descVolumeFree, descVolumeSegs, descSent, descRequests,
-		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descBuffered, descBudgetPauses, descBudgetClosed, descHelloTimeouts, descIdleClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
+		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descTurnsYielded, descBuffered, descBudgetPauses, descBudgetClosed, descHelloTimeouts, descIdleClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
 		descUnreadable, descDroppedTails, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics, descRenders, descRenderSecs} {
 		ch <- d
 	}
@@ -180,6 +181,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descBudgetPauses, b.BudgetPauses)
 	counter(descIdleClosed, b.IdleClosed)
 	counter(descBudgetClosed, b.BudgetClosed)
+	counter(descTurnsYielded, b.TurnsYielded)
 	counter(descHelloTimeouts, b.HelloTimeouts)
 	gauge(descParked, b.ParkedPolls)
 	counter(descRepairs, s.Repairs)

@@ -180,14 +180,27 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 
 		if doChores {
 			doChores = false
-			task := p.urgentAsyncTaskQueue.Dequeue()
-			for ; task != nil; task = p.urgentAsyncTaskQueue.Dequeue() {
+			// haraqa: upstream drains the urgent queue until it is empty,
+			// so tasks queued while it drains (a connection that wakes
+			// itself to go on after its turn, answers filed by other
+			// goroutines as fast as the loop sends them) keep the loop
+			// from epoll_wait, and every other connection's readiness
+			// waits, for tens of milliseconds. Only the tasks queued
+			// before the drain began run in it; those queued since run
+			// after the next epoll_wait, which the eventfd written below
+			// makes return at once.
+			for k := p.urgentAsyncTaskQueue.Length(); k > 0; k-- {
+				task := p.urgentAsyncTaskQueue.Dequeue()
+				if task == nil {
+					break
+				}
 				err = task.Exec(task.Param)
 				if errors.Is(err, errorx.ErrEngineShutdown) {
 					return err
 				}
 				queue.PutTask(task)
 			}
+			var task *queue.Task
 			for i := 0; i < MaxAsyncTasksAtOneTime; i++ {
 				if task = p.asyncTaskQueue.Dequeue(); task == nil {
 					break
