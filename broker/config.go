@@ -51,6 +51,16 @@ type Config struct {
 	// that one host cannot take all MaxConns slots. A connection over it
 	// is sent one CodeLimitReached frame naming the limit and closed.
 	MaxConnsPerAddr int
+	// MaxControlRate bounds the control requests of one connection, every
+	// request but produce, consume, import and hello (pings, topic admin
+	// and lookups, group commits, fetches and leases), in requests a
+	// second (default DefaultMaxControlRate, 5000; 0: no bound), with
+	// bursts of a tenth of a second's worth (at least 1). Past it the
+	// connection is not read until the next one is due (control.go):
+	// nothing is refused, its requests wait, as Kafka throttles a client
+	// past its request quota, so a client pipelining tens of thousands of
+	// them takes a bounded share of the server.
+	MaxControlRate int
 	// MaxBufferedBytes bounds what the broker buffers for all connections
 	// together (default DefaultMaxBufferedBytes(): a quarter of physical
 	// memory, at most 1 GiB; 0: no bound): unread input, unsent output,
@@ -128,6 +138,7 @@ func DefaultConfig() Config {
 		MaxPending:       4096,
 		MaxConns:         DefaultMaxConns(),
 		MaxConnsPerAddr:  DefaultMaxConnsPerAddr,
+		MaxControlRate:   DefaultMaxControlRate,
 		StallTimeout:     time.Minute,
 		MaxBufferedBytes: DefaultMaxBufferedBytes(),
 		IdleTimeout:      DefaultIdleTimeout,
@@ -162,6 +173,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: max conns %d: want 1 or more", ErrInvalidConfig, c.MaxConns)
 	case c.MaxConnsPerAddr < 0:
 		return fmt.Errorf("%w: max conns per address %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxConnsPerAddr)
+	case c.MaxControlRate < 0:
+		return fmt.Errorf("%w: max control rate %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxControlRate)
 	case c.MaxBufferedBytes < 0:
 		return fmt.Errorf("%w: max buffered bytes %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxBufferedBytes)
 	case c.IdleTimeout < 0:

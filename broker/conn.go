@@ -57,6 +57,8 @@ type conn struct {
 	helloDue bool      // no hello succeeded yet, with a deadline (hello.go); loop-owned
 	opened   time.Time // when it opened, with helloDue
 
+	control controlBucket // its allowance of control requests (control.go)
+
 	w worker // shared with the connection's goroutine
 }
 
@@ -132,6 +134,7 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 	b := e.b
 	cs := c.Context().(*conn)
 	cs.w.woken.Store(false) // answers filed from here on wake the loop again
+	cs.control.pausing = false
 	if cs.shed.Load() {
 		return cs.closeShed() // marked by another connection's shedFrames
 	}
@@ -220,6 +223,12 @@ func (cs *conn) readFrames() gnet.Action {
 		frame, err := c.Peek(size)
 		if err != nil {
 			return gnet.None
+		}
+		if h, _, err := protocol.ParseRequestHeader(frame); err == nil {
+			if d := cs.controlWait(h.Op, time.Now()); d > 0 {
+				cs.pauseControl(d) // over -max-control-rate: read on once the next is due
+				return gnet.None
+			}
 		}
 		cs.handling = size
 		cs.handle(frame)

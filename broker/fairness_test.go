@@ -33,7 +33,10 @@ func TestLoopTurnServesOthers(t *testing.T) {
 }
 
 func testLoopTurn(t *testing.T, appendReq func(req []byte, i int) []byte) {
-	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) { c.EventLoops = 1 })
+	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) {
+		c.EventLoops = 1
+		c.MaxControlRate = 0 // pipelined pings and leases unpaced: the turn is what this checks
+	})
 	victim := dialRaw(t, s.Addr)
 	victim.produce("t", protocol.ProduceCreateTopic, "m")
 	flood := dialRaw(t, s.Addr)

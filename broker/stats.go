@@ -30,6 +30,7 @@ type Stats struct {
 	AuthFailures    int64 // hellos refused: unknown token, or too many failures (Config.Auth)
 	TLSErrors       int64 // TLS handshakes that failed (Config.TLS)
 	TurnsYielded    int64 // times a connection's frames gave its event loop up after loopTurn, with frames left
+	ControlPauses   int64 // times a connection was not read for a while, over Config.MaxControlRate
 }
 
 type counters struct {
@@ -40,7 +41,7 @@ type counters struct {
 	buffered, budgetPauses, idleClosed           atomic.Int64
 	authFailures, budgetClosed, helloTimeouts    atomic.Int64
 	pending                                      atomic.Int64 // responses owed
-	tlsErrors, turnsYielded                      atomic.Int64
+	tlsErrors, turnsYielded, controlPauses       atomic.Int64
 }
 
 // Stats returns the counters.
@@ -68,6 +69,7 @@ func (b *Broker) Stats() Stats {
 		AuthFailures:    s.authFailures.Load(),
 		TLSErrors:       s.tlsErrors.Load(),
 		TurnsYielded:    s.turnsYielded.Load(),
+		ControlPauses:   s.controlPauses.Load(),
 	}
 }
 

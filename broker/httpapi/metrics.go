@@ -118,6 +118,7 @@ var (
 	descBudgetPauses  = prometheus.NewDesc("haraqa_budget_pauses_total", "Times a binary protocol connection stopped being read because the server was over -max-buffered-bytes.", nil, nil)
 	descIdleClosed    = prometheus.NewDesc("haraqa_idle_connections_closed_total", "Binary protocol connections closed after -idle-timeout with nothing in flight.", nil, nil)
 	descTurnsYielded  = prometheus.NewDesc("haraqa_loop_turns_yielded_total", "Times a binary protocol connection's frames held its event loop for a whole turn (200 us) and let the loop serve the others before its next frames.", nil, nil)
+	descControlPauses = prometheus.NewDesc("haraqa_control_pauses_total", "Times a binary protocol connection was not read until its next control request was due (-max-control-rate).", nil, nil)
 	descBudgetClosed  = prometheus.NewDesc("haraqa_budget_closed_total", "Binary protocol connections closed over -max-buffered-bytes for gathering the largest unfinished frames.", nil, nil)
 	descHelloTimeouts = prometheus.NewDesc("haraqa_hello_timeouts_total", "Binary protocol connections closed for no successful hello within -hello-timeout.", nil, nil)
 	descParked        = prometheus.NewDesc("haraqa_long_polls_parked", "Binary protocol consumes waiting for data.", nil, nil)
@@ -136,7 +137,7 @@ var (
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descVolumeBytes, descVolumeFree, descVolumeSegs, descSent, descRequests,
-		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descTurnsYielded, descBuffered, descBudgetPauses, descBudgetClosed, descHelloTimeouts, descIdleClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
+		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descTurnsYielded, descControlPauses, descBuffered, descBudgetPauses, descBudgetClosed, descHelloTimeouts, descIdleClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
 		descUnreadable, descDroppedTails, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics, descRenders, descRenderSecs} {
 		ch <- d
 	}
@@ -182,6 +183,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descIdleClosed, b.IdleClosed)
 	counter(descBudgetClosed, b.BudgetClosed)
 	counter(descTurnsYielded, b.TurnsYielded)
+	counter(descControlPauses, b.ControlPauses)
 	counter(descHelloTimeouts, b.HelloTimeouts)
 	gauge(descParked, b.ParkedPolls)
 	counter(descRepairs, s.Repairs)

@@ -1,0 +1,68 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// This file: the per-connection bound on control requests
+// (Config.MaxControlRate), a token bucket owned by the connection's loop.
+
+// DefaultMaxControlRate is the default Config.MaxControlRate: control
+// requests a second per connection. A consumer commits or renews a lease
+// a few times a second; a script creating a thousand topics takes a
+// fifth of a second; a client pipelining 65,536 leases takes 13 s rather
+// than the server's two cores for half a second.
+const DefaultMaxControlRate = 5000
+
+// isControl reports whether op counts against Config.MaxControlRate: every
+// request but those that move data (produce, consume, import) and hello.
+func isControl(op protocol.Op) bool {
+	switch op {
+	case protocol.OpProduce, protocol.OpConsume, protocol.OpImport, protocol.OpHello:
+		return false
+	}
+	return true
+}
+
+// controlBucket is a connection's allowance of control requests. Loop-owned.
+type controlBucket struct {
+	tokens  float64
+	last    time.Time // when tokens was last refilled; zero: full
+	pausing bool      // a wake is scheduled for the next token
+}
+
+// controlWait takes a token for a control request and returns 0, or,
+// when none is left, how long until the next one is due.
+func (cs *conn) controlWait(op protocol.Op, now time.Time) time.Duration {
+	rate := cs.b.cfg.MaxControlRate
+	if rate <= 0 || !isControl(op) {
+		return 0
+	}
+	burst := max(float64(rate)/10, 1)
+	q := &cs.control
+	if q.last.IsZero() {
+		q.tokens = burst
+	} else {
+		q.tokens = min(burst, q.tokens+now.Sub(q.last).Seconds()*float64(rate))
+	}
+	q.last = now
+	if q.tokens >= 1 {
+		q.tokens--
+		return 0
+	}
+	return time.Duration((1 - q.tokens) / float64(rate) * float64(time.Second))
+}
+
+// pauseControl stops reading the connection until its next control
+// request is due in d: a timer wakes it, once.
+func (cs *conn) pauseControl(d time.Duration) {
+	if cs.control.pausing {
+		return
+	}
+	cs.control.pausing = true
+	cs.b.stats.controlPauses.Add(1)
+	w := &cs.w
+	time.AfterFunc(d, func() { w.wake() })
+}
