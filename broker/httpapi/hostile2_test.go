@@ -313,3 +313,38 @@ func TestHostile2Row11MetricsRate(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestHostile2Row11RefusalsPaced: a client looping on /metrics without a
+// token gets its first second's worth of 401s at once, then one every
+// 1/-http-refusal-rate: 30 at 10 a second take at least 2 s, the paced
+// ones counted; a request with a valid token from the same address is
+// not held meanwhile.
+func TestHostile2Row11RefusalsPaced(t *testing.T) {
+	u, _ := startAuthHTTPWith(t, func(c *hserver.Config) { c.HTTP.RefusalRate = 10 })
+	const n = 30
+	begun := time.Now()
+	for i := range n {
+		if code, _, _, err := fetch(u+"/metrics", ""); err != nil || code != http.StatusUnauthorized {
+			t.Fatalf("request %d without a token: %d, %v; want 401", i, code, err)
+		}
+		if i == n/2 {
+			ok := time.Now()
+			if code, _, _, err := fetch(u+"/topics/orders.eu/info", tokA); err != nil || code == http.StatusUnauthorized {
+				t.Fatalf("a valid token's request: %d, %v", code, err)
+			}
+			if d := time.Since(ok); d > time.Second {
+				t.Fatalf("a valid token's request waited %s behind the refusals", d)
+			}
+		}
+	}
+	if took, least := time.Since(begun), 2*time.Second-100*time.Millisecond; took < least {
+		t.Fatalf("%d refusals answered in %s at 10 a second: not paced", n, took)
+	}
+	_, _, body, err := fetch(u+"/metrics", tokMAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := metric(t, body, "haraqa_http_refusals_paced_total"); got < n-10 {
+		t.Fatalf("haraqa_http_refusals_paced_total %v, want at least %d", got, n-10)
+	}
+}

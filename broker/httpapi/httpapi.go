@@ -77,6 +77,13 @@ type Config struct {
 	// copies the whole text to its client: unbounded, a few clients in a
 	// loop would take the cores from the other tenants.
 	MaxMetricsRate float64
+	// RefusalRate paces the refused requests (401, 403, 429) of one client
+	// address, in refusals a second, a second's worth at once (default
+	// DefaultRefusalRate, 100; negative: no bound): past it each refusal's
+	// answer waits until the next is due, at most 2 s (refusal.go), so a
+	// client looping on requests it may not make, which needs no token,
+	// takes a bounded share of the server. Its other requests are not held.
+	RefusalRate float64
 	// Auth, when set, makes every route but /healthz and /readyz need an
 	// "Authorization: Bearer TOKEN" header whose token holds the right the
 	// route needs on its topic (401 without one or with a wrong one, 403
@@ -115,6 +122,7 @@ func DefaultConfig() Config {
 		MaxWatchers:     DefaultMaxWatchers,
 		MaxWatchTopics:  DefaultMaxWatchTopics,
 		MaxMetricsRate:  DefaultMaxMetricsRate,
+		RefusalRate:     DefaultRefusalRate,
 	}
 }
 
@@ -133,6 +141,9 @@ type API struct {
 	routes  []string // "METHOD /path" of the API routes, as in openapi.yaml
 
 	watchers atomic.Int64 // open GET /ws/topics watches
+
+	refusals      *refusalPacer // nil: Config.RefusalRate < 0
+	refusalsPaced atomic.Int64  // refusals whose answer waited
 }
 
 type state struct {
@@ -145,6 +156,9 @@ type state struct {
 func New(cfg Config) *API {
 	cfg.fillDefaults()
 	a := &API{cfg: cfg, mux: http.NewServeMux()}
+	if cfg.RefusalRate > 0 {
+		a.refusals = newRefusalPacer(cfg.RefusalRate)
+	}
 	if cfg.Prometheus {
 		a.metrics = newMetrics(a)
 	}
@@ -179,6 +193,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.MaxMetricsRate <= 0 {
 		c.MaxMetricsRate = def.MaxMetricsRate
+	}
+	if c.RefusalRate == 0 {
+		c.RefusalRate = def.RefusalRate
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -368,7 +385,21 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	a.mux.ServeHTTP(&errorWriter{ResponseWriter: w}, r)
+	ew := &errorWriter{ResponseWriter: w}
+	a.mux.ServeHTTP(ew, r)
+	if a.refusals != nil && refused(ew.status) {
+		// The answer is still in the connection's buffer: it leaves once
+		// this returns (refusal.go).
+		if d := a.refusals.delay(r.RemoteAddr, time.Now()); d > 0 {
+			a.refusalsPaced.Add(1)
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+			}
+		}
+	}
 }
 
 // safeMethod reports whether method only reads: a page of any origin may
@@ -417,9 +448,13 @@ var ErrBadOrigin = errors.New("httpapi: bad -cors-origins entry")
 type errorWriter struct {
 	http.ResponseWriter
 	replaced bool // the body was written here; drop the mux's
+	status   int  // the status written; 0: none (200 if a body was)
 }
 
 func (w *errorWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
 	h := w.Header()
 	if code < 400 || h.Get("X-Errors") != "" {
 		w.ResponseWriter.WriteHeader(code)

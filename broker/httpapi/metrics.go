@@ -22,6 +22,7 @@ type metrics struct {
 	fsync    prometheus.Histogram
 	cache    snapshotCache
 	rate     bucket // of the responses sent (Config.MaxMetricsRate)
+	api      *API
 }
 
 // latencyBuckets span 25 us (a page-cache produce) to a minute (the longest
@@ -36,6 +37,7 @@ func newMetrics(a *API) *metrics {
 		Buckets: latencyBuckets,
 	}, []string{"op"})
 	m := &metrics{
+		api:  a,
 		reg:  reg,
 		rate: newBucket(a.cfg.MaxMetricsRate),
 		http: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -131,6 +133,7 @@ var (
 	descWriteFiles    = prometheus.NewDesc("haraqa_open_write_files", "Segment files held open for appends (active and next segments).", nil, nil)
 	descMaxOpenFiles  = prometheus.NewDesc("haraqa_max_open_files", "The budget of segment files, read and write (-max-open-files).", nil, nil)
 	descTopics        = prometheus.NewDesc("haraqa_topics", "Topics.", nil, nil)
+	descRefusalsPaced = prometheus.NewDesc("haraqa_http_refusals_paced_total", "Refused HTTP requests (401, 403, 429) whose answer waited because their client address was past -http-refusal-rate.", nil, nil)
 	descRenders       = prometheus.NewDesc("haraqa_metrics_renders_total", "Snapshots of /metrics computed; requests within a snapshot's life share it.", nil, nil)
 	descRenderSecs    = prometheus.NewDesc("haraqa_metrics_render_seconds", "How long the previous /metrics snapshot took to compute; a snapshot is served for ten times as long.", nil, nil)
 )
@@ -138,7 +141,7 @@ var (
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descVolumeBytes, descVolumeFree, descVolumeSegs, descSent, descRequests,
 		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descTurnsYielded, descControlPauses, descBuffered, descBudgetPauses, descBudgetClosed, descHelloTimeouts, descIdleClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
-		descUnreadable, descDroppedTails, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics, descRenders, descRenderSecs} {
+		descUnreadable, descDroppedTails, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics, descRenders, descRefusalsPaced, descRenderSecs} {
 		ch <- d
 	}
 }
@@ -150,6 +153,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v int64, labels ...string) { metric(d, prometheus.CounterValue, v, labels...) }
 	gauge := func(d *prometheus.Desc, v int64, labels ...string) { metric(d, prometheus.GaugeValue, v, labels...) }
 	counter(descRenders, c.m.cache.renders.Load())
+	counter(descRefusalsPaced, c.m.api.refusalsPaced.Load())
 	ch <- prometheus.MustNewConstMetric(descRenderSecs, prometheus.GaugeValue, time.Duration(c.m.cache.took.Load()).Seconds())
 	tot := c.m.cache.totals.Load()
 	if tot == nil || tot.st == nil {

@@ -77,6 +77,7 @@ func newFlagSet(c *Config, f *cliFlags, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.Storage.MaxGroupsPerToken, "max-groups-per-token", c.Storage.MaxGroupsPerToken, "most consumer groups one token creates and holds over all topics (committed, or a live lease); past it a new group is refused with limit reached")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.AuthFile, "auth-file", "", "file of token hashes and their rights (see docs/security.md); every request on both ports then needs a token; reread on SIGHUP")
+	fs.Float64Var(&c.HTTP.RefusalRate, "http-refusal-rate", c.HTTP.RefusalRate, "refused HTTP requests (401, 403, 429) a second from one client address, a second's worth at once; past it each refusal's answer waits until the next is due, at most 2 s (negative: no bound)")
 	fs.Float64Var(&c.HTTP.MaxMetricsRate, "max-metrics-rate", c.HTTP.MaxMetricsRate, "/metrics responses a second, all clients together (a burst of twice as many); one more is answered 429")
 	fs.BoolVar(&c.HTTP.AuthMetrics, "auth-metrics", c.HTTP.AuthMetrics, "with -auth-file: /metrics needs a token with the metrics right and shows only the topics it is held on, /docs a valid token; -auth-metrics=false opens both")
 	fs.StringVar(&c.TLSCertFile, "tls-cert", "", "PEM certificate (chain) file: both ports speak TLS only; reloaded on SIGHUP and when the file changes")
