@@ -1,7 +1,6 @@
 package main
 
 import (
-	"golang.org/x/sys/unix"
 	"bufio"
 	"context"
 	"crypto/tls"
@@ -9,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"os"
 	"os/exec"
