@@ -8,7 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"io"
 	"os"
 	"os/exec"
@@ -253,8 +252,6 @@ func (v *victim2) close() {
 	v.check.Close()
 }
 
-var expF, _ = os.OpenFile("/tmp/exp-vic.log", os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-
 // runVictimChild is the victim process: it dials addr, then produces
 // while it has a topic, between the commands it reads from stdin
 // ("topic NAME", "park", "pause", "resume"), and ends with its input.
@@ -320,11 +317,7 @@ func runVictimChild(addr, caFile string, seq int) int {
 			continue
 		}
 		begun := time.Now()
-		var ts0, ts1 unix.Timespec
-		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts0)
 		base, err := c.Produce(context.Background(), topic, payload(victimProd, seq))
-		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts1)
-		fmt.Fprintln(expF, ts0.Nano(), ts1.Nano())
 		took := time.Since(begun)
 		if err != nil {
 			fmt.Fprintln(out, "err", strings.ReplaceAll(err.Error(), "\n", "; "))
