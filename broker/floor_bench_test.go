@@ -1,13 +1,10 @@
 package broker
 
 import (
-	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,31 +47,8 @@ const floorMsg = 1024
 // b.N is the number of round trips per pass.
 func BenchmarkPingPongFloor(b *testing.B) {
 	e := &echoEngine{booted: make(chan struct{})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	gaddr := ln.Addr().String()
-	ln.Close() // gnet binds the address itself
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		err := gnet.Run(e, "tcp://"+gaddr, gnet.WithMulticore(true), gnet.WithNumEventLoop(1),
-			gnet.WithTCPNoDelay(gnet.TCPNoDelay), gnet.WithReadBufferCap(readBufferCap), gnet.WithLogger(gnetLogger{slog.New(slog.DiscardHandler)}))
-		if err != nil {
-			b.Error(err)
-		}
-	})
-	select {
-	case <-e.booted:
-	case <-time.After(10 * time.Second):
-		b.Fatal("gnet echo server did not start")
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = e.eng.Stop(ctx)
-		wg.Wait()
-	}()
+	gaddr := runGnet(b, e, e.booted, func() gnet.Engine { return e.eng },
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay), gnet.WithReadBufferCap(readBufferCap))
 	nl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -62,30 +62,7 @@ func (e *spinEngine) OnTraffic(c gnet.Conn) gnet.Action {
 func TestGnetWakeDoesNotStarve(t *testing.T) {
 	e := &spinEngine{booted: make(chan struct{})}
 	e.servedB.Store(-1)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // gnet binds the address itself
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := gnet.Run(e, "tcp://"+addr, gnet.WithMulticore(true), gnet.WithNumEventLoop(1),
-			gnet.WithLogger(gnetLogger{slog.New(slog.DiscardHandler)})); err != nil {
-			t.Error(err)
-		}
-	})
-	select {
-	case <-e.booted:
-	case <-time.After(10 * time.Second):
-		t.Fatal("gnet did not start")
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = e.eng.Stop(ctx)
-		wg.Wait()
-	}()
+	addr := runGnet(t, e, e.booted, func() gnet.Engine { return e.eng })
 	dial := func() net.Conn {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 		if err != nil {
@@ -117,4 +94,38 @@ func TestGnetWakeDoesNotStarve(t *testing.T) {
 	} else {
 		t.Logf("the other connection was served after %d of %d wakes", at, spins)
 	}
+}
+
+// runGnet runs h on a gnet engine of one event loop at a free loopback
+// address, with opts, and returns the address once h's OnBoot has closed
+// booted; eng returns the engine OnBoot was given, stopped when the test
+// or benchmark ends.
+func runGnet(tb testing.TB, h gnet.EventHandler, booted <-chan struct{}, eng func() gnet.Engine, opts ...gnet.Option) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // gnet binds the address itself
+	opts = append([]gnet.Option{gnet.WithMulticore(true), gnet.WithNumEventLoop(1),
+		gnet.WithLogger(gnetLogger{slog.New(slog.DiscardHandler)})}, opts...)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := gnet.Run(h, "tcp://"+addr, opts...); err != nil {
+			tb.Error(err)
+		}
+	})
+	select {
+	case <-booted:
+	case <-time.After(10 * time.Second):
+		tb.Fatal("gnet did not start")
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = eng().Stop(ctx)
+		wg.Wait()
+	})
+	return addr
 }
