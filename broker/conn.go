@@ -134,7 +134,6 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 	b := e.b
 	cs := c.Context().(*conn)
 	cs.w.woken.Store(false) // answers filed from here on wake the loop again
-	cs.control.pausing = false
 	if cs.shed.Load() {
 		return cs.closeShed() // marked by another connection's shedFrames
 	}
@@ -224,11 +223,8 @@ func (cs *conn) readFrames() gnet.Action {
 		if err != nil {
 			return gnet.None
 		}
-		if h, _, err := protocol.ParseRequestHeader(frame); err == nil {
-			if d := cs.controlWait(h.Op, time.Now()); d > 0 {
-				cs.pauseControl(d) // over -max-control-rate: read on once the next is due
-				return gnet.None
-			}
+		if h, _, err := protocol.ParseRequestHeader(frame); err == nil && cs.controlPaused(h.Op) {
+			return gnet.None // over -max-control-rate: read on once the next is due
 		}
 		cs.handling = size
 		cs.handle(frame)

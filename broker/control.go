@@ -28,9 +28,9 @@ func isControl(op protocol.Op) bool {
 
 // controlBucket is a connection's allowance of control requests. Loop-owned.
 type controlBucket struct {
-	tokens  float64
-	last    time.Time // when tokens was last refilled; zero: full
-	pausing bool      // a wake is scheduled for the next token
+	tokens float64
+	last   time.Time // when tokens was last refilled; zero: full
+	wakeAt time.Time // when the wake scheduled for the next token is due
 }
 
 // controlWait takes a token for a control request and returns 0, or,
@@ -56,13 +56,25 @@ func (cs *conn) controlWait(op protocol.Op, now time.Time) time.Duration {
 }
 
 // pauseControl stops reading the connection until its next control
-// request is due in d: a timer wakes it, once.
-func (cs *conn) pauseControl(d time.Duration) {
-	if cs.control.pausing {
-		return
+// request is due, in d from now: a timer wakes it, one at a time however
+// often its client sends meanwhile.
+func (cs *conn) pauseControl(now time.Time, d time.Duration) {
+	if now.Before(cs.control.wakeAt) {
+		return // a wake is on its way
 	}
-	cs.control.pausing = true
+	cs.control.wakeAt = now.Add(d)
 	cs.b.stats.controlPauses.Add(1)
 	w := &cs.w
 	time.AfterFunc(d, func() { w.wake() })
+}
+
+// controlPaused takes a token for a request of op, or, when none is left,
+// pauses the connection until the next is due and reports true.
+func (cs *conn) controlPaused(op protocol.Op) bool {
+	now := time.Now()
+	d := cs.controlWait(op, now)
+	if d > 0 {
+		cs.pauseControl(now, d)
+	}
+	return d > 0
 }
