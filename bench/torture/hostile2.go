@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,14 +18,21 @@ import (
 // tells them apart from the victim and from each other. Every row prints
 // one line with its figure; a row fails when the server's peak RSS reaches
 // -memory-limit, when the victim's produce p99 under the attack is more
-// than h2Factor times its idle p99 measured just before on the same
-// client, when a victim message is lost or stored twice, or when the
-// row's own check fails.
+// than h2Factor times its idle p99 in the same run, when a victim message
+// is lost or stored twice, or when the row's own check fails.
+//
+// The idle p99 is that of every row's idle window together (2 s before
+// each row, about 1,400 samples each): one window's p99 rests on its 14
+// slowest produces, and on a virtual machine those are whatever the host
+// did in that window (a vCPU that was idle takes 1-3 ms to run a woken
+// thread; the host's memory monitor runs 1-7 ms every half second), so
+// one 3 s window's idle p99 ranged 0.45-2.1 ms between rows of one run under
+// no attack at all. Each row's line still shows its own idle p99.
 
 var (
-	h2Rows   = flag.String("rows2", "", "hostile2: rows to run, comma-separated (default all): 1,...,16,D")
-	h2Attack = flag.Duration("attack2", 3*time.Second, "hostile2: attack duration of each row")
-	h2Idle   = flag.Duration("idle2", time.Second, "hostile2: the victim's idle window before each row")
+	h2Rows   = flag.String("rows2", "", "hostile2: rows to run, comma-separated (default all): 1,...,16,D, and 1t (row 1 over TLS)")
+	h2Attack = flag.Duration("attack2", 3*time.Second, "hostile2: attack duration of each row, and the shortest window the victim is measured under it")
+	h2Idle   = flag.Duration("idle2", 2*time.Second, "hostile2: the victim's idle window before each row")
 	h2Factor = flag.Float64("p99-factor2", 3, "hostile2: victim p99 under attack allowed, in multiples of its idle p99")
 )
 
@@ -32,9 +40,6 @@ const (
 	h2Budget   = 256 << 20 // -max-buffered-bytes
 	h2MemLimit = 448 << 20 // -memory-limit: the budget, a quarter of it and 128 MiB, as the default derives it
 	h2MaxConns = 200       // -max-conns of the main server (row 10)
-	// h2MinWindow is the shortest attack window, so that the victim's
-	// p99 under a short row rests on as many samples as its idle one.
-	h2MinWindow = time.Second
 )
 
 // row2 is one row of the threat table: rig names the server it runs on
@@ -66,6 +71,7 @@ var rows2 = []row2{
 	{"7", "main", row7Leases, row7Setup},
 	{"5", "fd", row5HTTPDescriptors, nil},
 	{"6", "tls", row6TLSDescriptors, nil},
+	{"1t", "tls", row1PreHelloFrames, nil}, // row 1 over TLS
 	{"16", "", row16Sighup, nil},
 }
 
@@ -114,18 +120,33 @@ func runHostile2(ctx context.Context, e *env) (string, error) {
 	defer restore()
 	fmt.Printf("  %s\n", prio)
 	var failed, ran []string
+	idle := newLat2()
+	var unders []rowLat
 	for _, row := range rows2 {
 		if *h2Rows != "" && !strings.Contains(","+*h2Rows+",", ","+row.id+",") {
 			continue
 		}
 		ran = append(ran, row.id)
-		line, err := runRow2(ctx, e, rigs, row)
+		line, lat, err := runRow2(ctx, e, rigs, row)
+		if lat.under != nil {
+			idle.merge(lat.idle)
+			unders = append(unders, rowLat{row.id, lat.under})
+		}
 		if err != nil {
 			failed = append(failed, row.id)
 			fmt.Printf("  row %s: %s: FAIL: %s\n", row.id, line, strings.ReplaceAll(err.Error(), "\n", "; "))
 			continue
 		}
 		fmt.Printf("  row %s: %s: ok\n", row.id, line)
+	}
+	if len(unders) > 0 {
+		line, slow := judgeP99(idle, unders)
+		fmt.Printf("  %s\n", line)
+		for _, id := range slow {
+			if !slices.Contains(failed, id) {
+				failed = append(failed, id)
+			}
+		}
 	}
 	sum := fmt.Sprintf("%d rows, %d passed", len(ran), len(ran)-len(failed))
 	if len(failed) > 0 {
@@ -134,30 +155,60 @@ func runHostile2(ctx context.Context, e *env) (string, error) {
 	return sum, nil
 }
 
+// rowLat is the victim's latencies under one row's attack.
+type rowLat struct {
+	id    string
+	under *lat2
+}
+
+// judgeP99 compares the victim's p99 under each row with h2Factor times
+// its idle p99 over the whole run, and returns the line that says so and
+// the rows over it.
+func judgeP99(idle *lat2, unders []rowLat) (string, []string) {
+	ip := idle.p99()
+	limit := time.Duration(float64(ip) * *h2Factor)
+	var parts, slow []string
+	for _, u := range unders {
+		up := u.under.p99()
+		part := fmt.Sprintf("%s %.1fx", u.id, float64(up)/float64(max(ip, time.Microsecond)))
+		if up > limit {
+			part += " (FAIL)"
+			slow = append(slow, u.id)
+		}
+		parts = append(parts, part)
+	}
+	return fmt.Sprintf("victim idle p99 over every row's idle window %s (%d samples); its p99 under each row against it (at most %gx): %s",
+		ms(ip), idle.count(), *h2Factor, strings.Join(parts, ", ")), slow
+}
+
+// rowLats are a row's victim latencies: idle before it, and under it.
+type rowLats struct{ idle, under *lat2 }
+
 // runRow2 runs one row on its rig (started on first use, restarted if its
 // server died) with the checks every row shares.
-func runRow2(ctx context.Context, e *env, rigs map[string]*rig2, row row2) (string, error) {
+func runRow2(ctx context.Context, e *env, rigs map[string]*rig2, row row2) (string, rowLats, error) {
 	r := &rowRun{e: e, id: row.id, d: *h2Attack * max(rowLonger[row.id], 1), stop: make(chan struct{})}
 	if row.rig == "" {
 		time.AfterFunc(r.d, r.end)
-		return row.run(ctx, r)
+		line, err := row.run(ctx, r)
+		return line, rowLats{}, err
 	}
 	g, err := ensureRig(ctx, e, rigs, row.rig)
 	if err != nil {
-		return "no server", err
+		return "no server", rowLats{}, err
 	}
 	r.rig = g
 	prep := ""
 	if row.setup != nil {
 		if prep, err = row.setup(ctx, r); err != nil {
-			return prep, err
+			return prep, rowLats{}, err
 		}
 		prep += "; "
 	}
 	topic := "v.r" + strings.ToLower(row.id)
 	idle, err := g.victim.idleWindow(ctx, topic, *h2Idle)
 	if err != nil {
-		return "victim before the attack", err
+		return "victim before the attack", rowLats{}, err
 	}
 	r.idle = idle
 	under := newLat2()
@@ -166,7 +217,10 @@ func runRow2(ctx context.Context, e *env, rigs map[string]*rig2, row row2) (stri
 	r.begun = time.Now()
 	time.AfterFunc(r.d, r.end)
 	line, rowErr := row.run(ctx, r)
-	if rest := h2MinWindow - time.Since(r.begun); rest > 0 {
+	// The victim is measured under the attack for at least -attack2, so
+	// that its p99 under a short row rests on as many samples as a long
+	// row's.
+	if rest := *h2Attack - time.Since(r.begun); rest > 0 {
 		time.Sleep(rest)
 	}
 	r.end()
@@ -178,11 +232,12 @@ func runRow2(ctx context.Context, e *env, rigs map[string]*rig2, row row2) (stri
 		defer g.srv.kill()
 	}
 	shared, sharedErr := g.check(ctx, topic, idle, under, maxRSS)
-	return prep + line + "; " + shared, errors.Join(rowErr, sharedErr)
+	return prep + line + "; " + shared, rowLats{idle, under}, errors.Join(rowErr, sharedErr)
 }
 
 // check is what every row on a rig checks: the server alive, its peak RSS
-// under the limit, the victim's p99 and its messages.
+// under the limit and the victim's messages; it reports the victim's p99,
+// which judgeP99 judges once every row has run.
 func (g *rig2) check(ctx context.Context, topic string, idle, under *lat2, maxRSS int64) (string, error) {
 	var errs []error
 	line := fmt.Sprintf("peak RSS %d MiB", maxRSS>>20)
@@ -192,11 +247,7 @@ func (g *rig2) check(ctx context.Context, topic string, idle, under *lat2, maxRS
 	} else {
 		line += fmt.Sprintf(" < limit %d MiB", h2MemLimit>>20)
 	}
-	ip, up := idle.p99(), under.p99()
-	line += fmt.Sprintf(", victim p99 %s (idle %s, %d samples)", ms(up), ms(ip), under.count())
-	if limit := time.Duration(float64(ip) * *h2Factor); up > limit {
-		errs = append(errs, fmt.Errorf("victim p99 %s over %gx its idle p99 %s", ms(up), *h2Factor, ms(ip)))
-	}
+	line += fmt.Sprintf(", victim p99 %s (idle before it %s, %d samples)", ms(under.p99()), ms(idle.p99()), under.count())
 	if n, first := g.victim.takeErrors(); n > 0 {
 		errs = append(errs, fmt.Errorf("victim: %d produces failed (first: %w)", n, first))
 	}

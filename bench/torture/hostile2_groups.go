@@ -19,7 +19,7 @@ const (
 	row7Topics  = 64
 	row7Groups  = 1024 // per topic: 65,536 leases in all
 	row7TTL     = 100  // ms
-	row14Groups = 256  // groups of 255-byte names on the topic
+	row14Groups = 1024 // groups of 255-byte names on the topic
 	row14Commit = 100  // commits measured
 	row14Max    = 16 << 10
 	rowDTopic   = "shared.jobs"

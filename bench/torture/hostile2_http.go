@@ -24,7 +24,7 @@ const (
 	row9Conc     = 4
 	row9Names    = 100 // times X-Topics names the quiet topic
 	row9Topic    = "shared.quiet"
-	row11Count   = 2000 // topics of the attacker's before row 11
+	row11Count   = 20000 // topics of the attacker's before row 11
 	row11Clients = 4
 	evilOrigin   = "http://evil.example"
 )

@@ -23,11 +23,14 @@ import (
 )
 
 // attackerIP is the i-th source address of row's attackers: 127.0.<row>.2
-// and up (row D is 17), so that neither the victim (127.0.0.1) nor another
-// row shares a per-address count with them.
+// and up (row D is 17, row 1t 18), so that neither the victim (127.0.0.1)
+// nor another row shares a per-address count with them.
 func attackerIP(row string, i int) string {
 	n, err := strconv.Atoi(row)
-	if err != nil {
+	switch {
+	case row == "1t":
+		n = 18
+	case err != nil:
 		n = 17
 	}
 	return fmt.Sprintf("127.0.%d.%d", n, 2+i%250)

@@ -131,6 +131,7 @@ func newRig2(e *env, name string) (*rig2, error) {
 		g.tls, g.ca = cfg, cert
 		g.spec.args = append(g.spec.args, "-tls-cert", cert, "-tls-key", key)
 	}
+	g.spec.args = append(g.spec.args, strings.Fields(e.cfg.extra)...)
 	return g, nil
 }
 

@@ -58,6 +58,16 @@ func (l *lat2) add(d time.Duration) {
 	l.mu.Unlock()
 }
 
+// merge adds o's samples to l.
+func (l *lat2) merge(o *lat2) {
+	o.mu.Lock()
+	c := o.h.Export()
+	o.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.h.Merge(hdrhistogram.Import(c))
+}
+
 func (l *lat2) p99() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -89,7 +89,7 @@ func run() int {
 	flag.DurationVar(&cfg.attack, "attack", 30*time.Second, "hostile load duration")
 	flag.Int64Var(&cfg.budget, "budget", 256<<20, "-max-buffered-bytes given to the server, if it has the flag")
 	flag.Int64Var(&cfg.slack, "slack", 256<<20, "RSS allowed above the budget (runtime, page tables, caches)")
-	flag.StringVar(&cfg.extra, "server-args", "", "extra flags for the hostile phase's server, space-separated (e.g. -pprof); its serving line is printed")
+	flag.StringVar(&cfg.extra, "server-args", "", "extra flags for the servers of the hostile and hostile2 phases, space-separated (e.g. -pprof); its serving line is printed")
 	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "random seed")
 	flag.Parse()
 	if *h2ChildAddr != "" {
