@@ -265,11 +265,27 @@ func (p *Producer) addBatch(msg []byte, headers bool) (*Future, chan struct{}, *
 		if b := p.takeLocked(); b != nil {
 			return f, nil, b, nil
 		}
+		// Every slot is busy, or batches wait: the message gathers in the
+		// current batch, which the sender seals once it has a slot for it.
+		if len(p.cur.futures) >= p.o.batchSize {
+			p.sealLocked()
+		} else {
+			p.kickLocked()
+		}
+		return f, nil, nil, nil
 	}
-	if len(p.cur.futures) >= p.o.batchSize || p.o.linger == 0 {
+	if len(p.cur.futures) >= p.o.batchSize {
 		p.sealLocked()
 	}
 	return f, nil, nil, nil
+}
+
+// kickLocked wakes the sender. p.mu must be held.
+func (p *Producer) kickLocked() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
 }
 
 // takeLocked seals the current batch for the caller to send itself
@@ -379,13 +395,12 @@ func (p *Producer) sealLocked() {
 	p.nextSeq++
 	p.sealed = append(p.sealed, b)
 	p.open = append(p.open, b)
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	p.kickLocked()
 }
 
 // sender sends sealed batches in order, at most maxInFlight unanswered.
+// With no linger it also sends the current batch, sealed once it has a
+// slot for it: while every slot is busy, single sends gather into it.
 func (p *Producer) sender() {
 	defer close(p.done)
 	for {
@@ -396,20 +411,38 @@ func (p *Producer) sender() {
 		}
 		for {
 			p.mu.Lock()
-			if len(p.sealed) == 0 || p.sending {
+			if p.sending || (len(p.sealed) == 0 && (p.o.linger > 0 || p.cur == nil)) {
 				// A Send caller sending wakes the sender when it is done.
 				p.mu.Unlock()
 				break
 			}
-			b := p.sealed[0]
-			p.sealed = slices.Delete(p.sealed, 0, 1)
 			p.sending = true
 			p.mu.Unlock()
+			slot := true
 			select {
 			case p.sem <- struct{}{}:
-				p.send(b)
 			case <-p.c.done:
+				slot = false
+			}
+			p.mu.Lock()
+			if len(p.sealed) == 0 && p.o.linger == 0 && p.cur != nil {
+				p.sealLocked()
+			}
+			var b *pbatch
+			if len(p.sealed) > 0 {
+				b = p.sealed[0]
+				p.sealed = slices.Delete(p.sealed, 0, 1)
+			}
+			p.mu.Unlock()
+			switch {
+			case b == nil:
+				if slot {
+					<-p.sem
+				}
+			case !slot:
 				p.complete(b, false, 0, ErrClosed)
+			default:
+				p.send(b)
 			}
 			p.mu.Lock()
 			p.sending = false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"slices"
 	"sync"
@@ -526,5 +527,84 @@ func TestProducerRetriesUnsentBatches(t *testing.T) {
 	}
 	if off, err := f.Wait(ctx); err != nil || off != 2 {
 		t.Fatalf("Producer batch while the server is unreachable for 300ms: %d, %v; the synchronous Produce waited it out", off, err)
+	}
+}
+
+// TestProducerNoLingerGathersWhileBusy: with no linger a message goes out
+// at once while an in-flight slot is free, and the messages sent while
+// every slot is busy gather into the next batch, which goes out as soon as
+// a slot frees; not one batch per message behind the busy slots.
+func TestProducerNoLingerGathersWhileBusy(t *testing.T) {
+	const later = 99
+	var mu sync.Mutex
+	var counts []int // messages in each produce, in arrival order
+	first := make(chan struct{})
+	release := make(chan struct{})
+	addr := fakeServer(t, func(i int, nc net.Conn) {
+		var next int64
+		for {
+			h, payload, err := readRequest(nc)
+			if err != nil {
+				return
+			}
+			switch h.Op {
+			case protocol.OpPing:
+				nc.Write(protocol.AppendEmptyResponse(nil, h.Op, h.CorrID))
+			case protocol.OpProduce:
+				req, err := protocol.ParseProduceRequest(payload)
+				if err != nil {
+					t.Errorf("produce request: %v", err)
+					return
+				}
+				b, _, err := protocol.ParseBatch(req.Batch)
+				if err != nil {
+					t.Errorf("batch: %v", err)
+					return
+				}
+				mu.Lock()
+				counts = append(counts, b.Count)
+				n := len(counts)
+				mu.Unlock()
+				if n == 1 {
+					close(first)
+					<-release // every slot busy until the test says
+				}
+				nc.Write(protocol.AppendProduceResponse(nil, h.CorrID, next, uint32(b.Count)))
+				next += int64(b.Count)
+			}
+		}
+	})
+	c := dial(t, addr, client.WithIdempotence(false))
+	p := c.NewProducer("t", client.WithLinger(0), client.WithMaxInFlight(1))
+	defer p.Close()
+	ctx := testCtx(t)
+	f0, err := p.Send(ctx, []byte("first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first: // sent at once, with no linger
+	case <-ctx.Done():
+		t.Fatal("the first message was not sent at once")
+	}
+	futures := make([]*client.Future, later)
+	for i := range futures {
+		if futures[i], err = p.Send(ctx, fmt.Appendf(nil, "m%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	if off, err := f0.Wait(ctx); err != nil || off != 0 {
+		t.Fatalf("first message: offset %d, %v; want 0", off, err)
+	}
+	for i, f := range futures {
+		if off, err := f.Wait(ctx); err != nil || off != int64(1+i) {
+			t.Fatalf("message %d: offset %d, %v; want %d", i, off, err, 1+i)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(counts, []int{1, later}) {
+		t.Fatalf("messages per produce %v, want [1 %d]: the sends made while the slot was busy should go out as one batch", counts, later)
 	}
 }
