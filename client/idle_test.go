@@ -99,6 +99,22 @@ func readRequest(r io.Reader) (protocol.RequestHeader, []byte, error) {
 	return h, p, err
 }
 
+// serveOps reads nc's requests until it fails or serve returns false,
+// answering pings itself and handing serve every other request.
+func serveOps(nc net.Conn, serve func(h protocol.RequestHeader, payload []byte) bool) {
+	for {
+		h, payload, err := readRequest(nc)
+		if err != nil {
+			return
+		}
+		if h.Op == protocol.OpPing {
+			nc.Write(protocol.AppendEmptyResponse(nil, h.Op, h.CorrID))
+		} else if !serve(h, payload) {
+			return
+		}
+	}
+}
+
 // TestIdleTimeoutFrameResends: a produce the client sent just as the
 // server closed the connection as idle (its idle timeout frame arriving
 // after the request was written) is sent again on a new connection,
@@ -109,24 +125,19 @@ func TestIdleTimeoutFrameResends(t *testing.T) {
 		t.Run(map[bool]string{true: "frame", false: "no frame"}[withFrame], func(t *testing.T) {
 			var produces atomic.Int32
 			addr := fakeServer(t, func(i int, nc net.Conn) {
-				for {
-					h, _, err := readRequest(nc)
-					if err != nil {
-						return
+				serveOps(nc, func(h protocol.RequestHeader, _ []byte) bool {
+					if h.Op != protocol.OpProduce {
+						return true
 					}
-					switch h.Op {
-					case protocol.OpPing:
-						nc.Write(protocol.AppendEmptyResponse(nil, h.Op, h.CorrID))
-					case protocol.OpProduce:
-						if produces.Add(1) == 1 {
-							if withFrame {
-								nc.Write(protocol.AppendErrorResponse(nil, 0, 0, protocol.CodeIdleTimeout, "idle timeout"))
-							}
-							return // close, the produce unanswered
+					if produces.Add(1) == 1 {
+						if withFrame {
+							nc.Write(protocol.AppendErrorResponse(nil, 0, 0, protocol.CodeIdleTimeout, "idle timeout"))
 						}
-						nc.Write(protocol.AppendProduceResponse(nil, h.CorrID, 41, 1))
+						return false // close, the produce unanswered
 					}
-				}
+					nc.Write(protocol.AppendProduceResponse(nil, h.CorrID, 41, 1))
+					return true
+				})
 			})
 			c := dial(t, addr, client.WithRetries(0, time.Millisecond))
 			off, err := c.Produce(testCtx(t), "t", []byte("a"))

@@ -184,19 +184,13 @@ func TestDecodeAllocatesDeclared(t *testing.T) {
 	}
 	batch := protocol.AppendBatchBody(nil, protocol.CodecZstd, 1, declared, bt.Body)
 	addr := fakeServer(t, func(_ int, nc net.Conn) {
-		for {
-			h, _, err := readRequest(nc)
-			if err != nil {
-				return
-			}
-			switch h.Op {
-			case protocol.OpPing:
-				nc.Write(protocol.AppendEmptyResponse(nil, h.Op, h.CorrID))
-			case protocol.OpConsume:
+		serveOps(nc, func(h protocol.RequestHeader, _ []byte) bool {
+			if h.Op == protocol.OpConsume {
 				resp := protocol.AppendConsumeResponseHeader(nil, h.CorrID, 0, 1, len(batch))
 				nc.Write(append(resp, batch...))
 			}
-		}
+			return true
+		})
 	})
 	c := dial(t, addr)
 	var before, after runtime.MemStats

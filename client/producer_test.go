@@ -542,37 +542,32 @@ func TestProducerNoLingerGathersWhileBusy(t *testing.T) {
 	release := make(chan struct{})
 	addr := fakeServer(t, func(i int, nc net.Conn) {
 		var next int64
-		for {
-			h, payload, err := readRequest(nc)
+		serveOps(nc, func(h protocol.RequestHeader, payload []byte) bool {
+			if h.Op != protocol.OpProduce {
+				return true
+			}
+			req, err := protocol.ParseProduceRequest(payload)
 			if err != nil {
-				return
+				t.Errorf("produce request: %v", err)
+				return false
 			}
-			switch h.Op {
-			case protocol.OpPing:
-				nc.Write(protocol.AppendEmptyResponse(nil, h.Op, h.CorrID))
-			case protocol.OpProduce:
-				req, err := protocol.ParseProduceRequest(payload)
-				if err != nil {
-					t.Errorf("produce request: %v", err)
-					return
-				}
-				b, _, err := protocol.ParseBatch(req.Batch)
-				if err != nil {
-					t.Errorf("batch: %v", err)
-					return
-				}
-				mu.Lock()
-				counts = append(counts, b.Count)
-				n := len(counts)
-				mu.Unlock()
-				if n == 1 {
-					close(first)
-					<-release // every slot busy until the test says
-				}
-				nc.Write(protocol.AppendProduceResponse(nil, h.CorrID, next, uint32(b.Count)))
-				next += int64(b.Count)
+			b, _, err := protocol.ParseBatch(req.Batch)
+			if err != nil {
+				t.Errorf("batch: %v", err)
+				return false
 			}
-		}
+			mu.Lock()
+			counts = append(counts, b.Count)
+			n := len(counts)
+			mu.Unlock()
+			if n == 1 {
+				close(first)
+				<-release // every slot busy until the test says
+			}
+			nc.Write(protocol.AppendProduceResponse(nil, h.CorrID, next, uint32(b.Count)))
+			next += int64(b.Count)
+			return true
+		})
 	})
 	c := dial(t, addr, client.WithIdempotence(false))
 	p := c.NewProducer("t", client.WithLinger(0), client.WithMaxInFlight(1))

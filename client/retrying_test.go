@@ -21,26 +21,21 @@ func TestReaderIdleTimeoutFrameResends(t *testing.T) {
 		t.Run(map[bool]string{true: "frame", false: "no frame"}[withFrame], func(t *testing.T) {
 			var consumes atomic.Int32
 			addr := fakeServer(t, func(i int, nc net.Conn) {
-				for {
-					h, _, err := readRequest(nc)
-					if err != nil {
-						return
+				serveOps(nc, func(h protocol.RequestHeader, _ []byte) bool {
+					if h.Op != protocol.OpConsume {
+						return true
 					}
-					switch h.Op {
-					case protocol.OpPing:
-						nc.Write(protocol.AppendEmptyResponse(nil, h.Op, h.CorrID))
-					case protocol.OpConsume:
-						switch consumes.Add(1) {
-						case 1:
-							if withFrame {
-								nc.Write(protocol.AppendErrorResponse(nil, 0, 0, protocol.CodeIdleTimeout, "idle timeout"))
-							}
-							return // close, the consume unanswered
-						case 2:
-							nc.Write(protocol.AppendConsumeResponse(nil, h.CorrID, 0, 1, protocol.AppendBatch(nil, []byte("a"))))
-						} // later ones wait for new messages: unanswered
-					}
-				}
+					switch consumes.Add(1) {
+					case 1:
+						if withFrame {
+							nc.Write(protocol.AppendErrorResponse(nil, 0, 0, protocol.CodeIdleTimeout, "idle timeout"))
+						}
+						return false // close, the consume unanswered
+					case 2:
+						nc.Write(protocol.AppendConsumeResponse(nil, h.CorrID, 0, 1, protocol.AppendBatch(nil, []byte("a"))))
+					} // later ones wait for new messages: unanswered
+					return true
+				})
 			})
 			c := dial(t, addr, client.WithRetries(0, time.Millisecond))
 			r := newReader(t, c, "t", 0)
