@@ -367,17 +367,14 @@ func (p *Producer) unsealLocked(b *pbatch) {
 }
 
 // endSending ends a Send caller's turn at sending and wakes the sender if
-// batches were sealed meanwhile.
+// batches were sealed meanwhile, or, with no linger, messages gathered in
+// the current batch (the sender, woken for them, left them to the caller).
 func (p *Producer) endSending() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.sending = false
-	more := len(p.sealed) > 0
-	p.mu.Unlock()
-	if more {
-		select {
-		case p.kick <- struct{}{}:
-		default:
-		}
+	if len(p.sealed) > 0 || (p.o.linger == 0 && p.cur != nil) {
+		p.kickLocked()
 	}
 }
 

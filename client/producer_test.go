@@ -603,3 +603,34 @@ func TestProducerNoLingerGathersWhileBusy(t *testing.T) {
 		t.Fatalf("messages per produce %v, want [1 %d]: the sends made while the slot was busy should go out as one batch", counts, later)
 	}
 }
+
+// TestProducerNoLingerLoneSendsComplete: with no linger, concurrent
+// callers that each send one message and wait for it, with nothing else
+// to push the Producer on (no Flush, no later Send), all get their
+// answers: a message that gathered while another caller was sending goes
+// out once that caller is done.
+func TestProducerNoLingerLoneSendsComplete(t *testing.T) {
+	srv := brokertest.Start(t, 1)
+	c := dial(t, srv.Addr)
+	p := c.NewProducer("lone", client.WithLinger(0))
+	defer p.Close()
+	const workers, each = 8, 300
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				f, err := p.Send(ctx, fmt.Appendf(nil, "w%d-%d", w, i))
+				if err == nil {
+					_, err = f.Wait(ctx)
+				}
+				cancel()
+				if err != nil {
+					t.Errorf("worker %d, message %d: %v (left in the Producer's current batch)", w, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
