@@ -130,7 +130,7 @@ func runHostile2(ctx context.Context, e *env) (string, error) {
 		line, lat, err := runRow2(ctx, e, rigs, row)
 		if lat.under != nil {
 			idle.merge(lat.idle)
-			unders = append(unders, rowLat{row.id, lat.under})
+			unders = append(unders, lat)
 		}
 		if err != nil {
 			failed = append(failed, row.id)
@@ -155,10 +155,11 @@ func runHostile2(ctx context.Context, e *env) (string, error) {
 	return sum, nil
 }
 
-// rowLat is the victim's latencies under one row's attack.
+// rowLat is the victim's latencies around one row: idle before it, and
+// under its attack (nil for a row with no victim).
 type rowLat struct {
-	id    string
-	under *lat2
+	id          string
+	idle, under *lat2
 }
 
 // judgeP99 compares the victim's p99 under each row with h2Factor times
@@ -181,34 +182,31 @@ func judgeP99(idle *lat2, unders []rowLat) (string, []string) {
 		ms(ip), idle.count(), *h2Factor, strings.Join(parts, ", ")), slow
 }
 
-// rowLats are a row's victim latencies: idle before it, and under it.
-type rowLats struct{ idle, under *lat2 }
-
 // runRow2 runs one row on its rig (started on first use, restarted if its
 // server died) with the checks every row shares.
-func runRow2(ctx context.Context, e *env, rigs map[string]*rig2, row row2) (string, rowLats, error) {
+func runRow2(ctx context.Context, e *env, rigs map[string]*rig2, row row2) (string, rowLat, error) {
 	r := &rowRun{e: e, id: row.id, d: *h2Attack * max(rowLonger[row.id], 1), stop: make(chan struct{})}
 	if row.rig == "" {
 		time.AfterFunc(r.d, r.end)
 		line, err := row.run(ctx, r)
-		return line, rowLats{}, err
+		return line, rowLat{}, err
 	}
 	g, err := ensureRig(ctx, e, rigs, row.rig)
 	if err != nil {
-		return "no server", rowLats{}, err
+		return "no server", rowLat{}, err
 	}
 	r.rig = g
 	prep := ""
 	if row.setup != nil {
 		if prep, err = row.setup(ctx, r); err != nil {
-			return prep, rowLats{}, err
+			return prep, rowLat{}, err
 		}
 		prep += "; "
 	}
 	topic := "v.r" + strings.ToLower(row.id)
 	idle, err := g.victim.idleWindow(ctx, topic, *h2Idle)
 	if err != nil {
-		return "victim before the attack", rowLats{}, err
+		return "victim before the attack", rowLat{}, err
 	}
 	r.idle = idle
 	under := newLat2()
@@ -232,7 +230,7 @@ func runRow2(ctx context.Context, e *env, rigs map[string]*rig2, row row2) (stri
 		defer g.srv.kill()
 	}
 	shared, sharedErr := g.check(ctx, topic, idle, under, maxRSS)
-	return prep + line + "; " + shared, rowLats{idle, under}, errors.Join(rowErr, sharedErr)
+	return prep + line + "; " + shared, rowLat{row.id, idle, under}, errors.Join(rowErr, sharedErr)
 }
 
 // check is what every row on a rig checks: the server alive, its peak RSS
