@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -145,6 +146,28 @@ func Place(topic string, addrs []string) int {
 		}
 	}
 	return best
+}
+
+// PlaceN returns the indexes in addrs of the n servers a new topic with n
+// replicas goes to, best first: the servers in order of their rendezvous
+// weight for the topic, so PlaceN(topic, addrs, 1) is Place's. Every
+// caller given the same addresses, in any order, places a topic alike. n
+// is capped at len(addrs).
+func PlaceN(topic string, addrs []string, n int) []int {
+	idx := make([]int, len(addrs))
+	w := make([]uint64, len(addrs))
+	for i, a := range addrs {
+		idx[i], w[i] = i, placeWeight(a, topic)
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		switch {
+		case w[a] != w[b]:
+			return cmp.Compare(w[b], w[a])
+		default:
+			return strings.Compare(addrs[a], addrs[b])
+		}
+	})
+	return idx[:max(0, min(n, len(idx)))]
 }
 
 // placeWeight hashes address and topic with 64-bit FNV-1a (a zero byte

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/haraqa/haraqa/client"
@@ -41,5 +42,33 @@ func TestPlaceSpread(t *testing.T) {
 		if float64(most) > mean+6*sd {
 			t.Errorf("%d servers: the most loaded holds %d topics, mean %.0f, sd %.1f", n, most, mean, sd)
 		}
+	}
+}
+
+func TestPlaceNAgreesWithPlaceAndIgnoresOrder(t *testing.T) {
+	addrs := []string{"a:1", "b:1", "c:1", "d:1", "e:1"}
+	rev := slices.Clone(addrs)
+	slices.Reverse(rev)
+	for i := range 500 {
+		topic := fmt.Sprintf("topic-%d", i)
+		got := client.PlaceN(topic, addrs, 3)
+		if len(got) != 3 {
+			t.Fatalf("%s: %d replicas, want 3", topic, len(got))
+		}
+		if got[0] != client.Place(topic, addrs) {
+			t.Fatalf("%s: PlaceN's first %d, Place %d", topic, got[0], client.Place(topic, addrs))
+		}
+		other := client.PlaceN(topic, rev, 3)
+		for k := range got {
+			if addrs[got[k]] != rev[other[k]] {
+				t.Fatalf("%s: replica %d is %s given one order, %s given another", topic, k, addrs[got[k]], rev[other[k]])
+			}
+		}
+		if got[0] == got[1] || got[1] == got[2] || got[0] == got[2] {
+			t.Fatalf("%s: a server twice: %v", topic, got)
+		}
+	}
+	if n := len(client.PlaceN("x", addrs, 9)); n != len(addrs) {
+		t.Fatalf("9 replicas of 5 servers: %d, want 5", n)
 	}
 }

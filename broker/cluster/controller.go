@@ -1,0 +1,173 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// controller runs on every member and acts only while its member leads
+// the Raft group. It records the member list once, and moves topic
+// leadership off members whose Raft heartbeats fail for MemberTimeout:
+// the library's failure detection (FailedHeartbeatObservation), no other.
+//
+// A topic whose leader is down gets the first live member of its
+// in-sync set as leader, under the next epoch; the down member leaves
+// the set. When no in-sync member is live the topic is left without a
+// leader, its in-sync set as it was ("last replica standing", KIP-966):
+// only a member that held everything acknowledged may lead it again,
+// and the first of them to come back does. A live leader's followers
+// that are down leave the in-sync set under the same epoch.
+type controller struct {
+	n      *Node
+	obs    chan raft.Observation
+	pokeCh chan struct{}
+
+	failing map[string]time.Time // member -> when its heartbeats began failing (or its last contact)
+	down    map[string]bool
+}
+
+func newController(n *Node) *controller {
+	c := &controller{n: n, obs: make(chan raft.Observation, 256), pokeCh: make(chan struct{}, 1),
+		failing: map[string]time.Time{}, down: map[string]bool{}}
+	n.raft.RegisterObserver(raft.NewObserver(c.obs, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.LeaderObservation:
+			return true
+		}
+		return false
+	}))
+	return c
+}
+
+// poke asks for a reconcile (after a change was applied).
+func (c *controller) poke() {
+	select {
+	case c.pokeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (c *controller) run() {
+	tick := time.NewTicker(c.n.cfg.MemberTimeout / 8)
+	defer tick.Stop()
+	leading := false
+	for {
+		select {
+		case <-c.n.done:
+			return
+		case o := <-c.obs:
+			switch d := o.Data.(type) {
+			case raft.FailedHeartbeatObservation:
+				id := string(d.PeerID)
+				if _, ok := c.failing[id]; !ok {
+					since := time.Now()
+					if !d.LastContact.IsZero() && d.LastContact.Before(since) {
+						since = d.LastContact
+					}
+					c.failing[id] = since
+				}
+			case raft.ResumedHeartbeatObservation:
+				id := string(d.PeerID)
+				delete(c.failing, id)
+				if c.down[id] {
+					delete(c.down, id)
+					c.n.log.Info("cluster: member back", "member", id)
+				}
+			case raft.LeaderObservation:
+				// A new term: start the view of who is down afresh.
+				clear(c.failing)
+				clear(c.down)
+			}
+		case <-tick.C:
+		case <-c.pokeCh:
+		}
+		isLeader := c.n.IsLeader()
+		if isLeader != leading {
+			leading = isLeader
+			clear(c.failing)
+			clear(c.down)
+		}
+		if !leading {
+			continue
+		}
+		now := time.Now()
+		for id, since := range c.failing {
+			if !c.down[id] && now.Sub(since) >= c.n.cfg.MemberTimeout {
+				c.down[id] = true
+				c.n.log.Warn("cluster: member down", "member", id, "failing_for", now.Sub(since).Round(time.Millisecond))
+			}
+		}
+		c.reconcile()
+	}
+}
+
+// reconcile makes the changes the controller owes: the member list
+// first, then each topic whose leader or in-sync set holds a down member
+// or that has no leader while an in-sync member is up.
+func (c *controller) reconcile() {
+	var members int
+	var cmds []Command
+	c.n.fsm.read(func(s *State) {
+		members = len(s.Members)
+		names := make([]string, 0, len(s.Topics))
+		for name := range s.Topics {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			if cmd, ok := c.decide(s.Topics[name]); ok {
+				cmds = append(cmds, cmd)
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+	defer cancel()
+	if members == 0 {
+		if _, err := c.n.applyLocal(Command{Op: opMembers, Members: c.n.cfg.Peers}.encode()); err != nil {
+			c.n.log.Warn("cluster: recording the member list", "err", err)
+		}
+	}
+	for _, cmd := range cmds {
+		if ctx.Err() != nil || !c.n.IsLeader() {
+			return
+		}
+		_, err := c.n.applyLocal(cmd.encode())
+		switch {
+		case err == nil:
+			c.n.log.Info("cluster: topic moved", "topic", cmd.Topic, "op", cmd.Op, "leader", cmd.Leader, "isr", cmd.ISR, "decided_under_epoch", cmd.Epoch)
+		case errors.Is(err, ErrStaleEpoch), errors.Is(err, ErrTopicNotFound):
+			// changed meanwhile: the next pass decides again
+		default:
+			c.n.log.Warn("cluster: moving a topic", "topic", cmd.Topic, "err", err)
+		}
+	}
+}
+
+// decide returns the change topic t needs, if any.
+func (c *controller) decide(t *Topic) (Command, bool) {
+	live := func(id string) bool { return !c.down[id] }
+	switch {
+	case t.Leader == "" || c.down[t.Leader]:
+		cands := slices.DeleteFunc(slices.Clone(t.ISR), func(id string) bool { return id == t.Leader || !live(id) })
+		if t.Leader == "" {
+			cands = slices.DeleteFunc(slices.Clone(t.ISR), func(id string) bool { return !live(id) })
+		}
+		if len(cands) == 0 {
+			if t.Leader == "" {
+				return Command{}, false // stays offline until an in-sync member is back
+			}
+			// Last replica standing: no leader, the in-sync set kept.
+			return Command{Op: opLeader, Topic: t.Name, Epoch: t.Epoch, Version: t.Version, Leader: "", ISR: t.ISR}, true
+		}
+		return Command{Op: opLeader, Topic: t.Name, Epoch: t.Epoch, Version: t.Version, Leader: cands[0], ISR: cands}, true
+	case slices.ContainsFunc(t.ISR, func(id string) bool { return !live(id) }):
+		isr := slices.DeleteFunc(slices.Clone(t.ISR), func(id string) bool { return !live(id) })
+		return Command{Op: opISR, Topic: t.Name, Epoch: t.Epoch, Version: t.Version, Leader: t.Leader, ISR: isr}, true
+	}
+	return Command{}, false
+}

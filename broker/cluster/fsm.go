@@ -1,0 +1,91 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// fsm is the Raft state machine: the State, changed only by the Commands
+// the Raft log carries, in log order, on every member alike.
+type fsm struct {
+	mu       sync.RWMutex
+	st       *State
+	onChange func(index uint64, c Command) // after each applied command; Op "restore" after a snapshot
+}
+
+var _ raft.FSM = (*fsm)(nil)
+
+// Apply implements raft.FSM. It returns nil or the error refusing the
+// command (to the proposer, through the ApplyFuture's Response).
+func (f *fsm) Apply(l *raft.Log) any {
+	var c Command
+	if err := json.Unmarshal(l.Data, &c); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadCommand, err)
+	}
+	f.mu.Lock()
+	err := f.st.apply(c)
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if f.onChange != nil {
+		f.onChange(l.Index, c)
+	}
+	return nil
+}
+
+// Snapshot implements raft.FSM.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	b, err := json.Marshal(f.st)
+	f.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	return snapshot(b), nil
+}
+
+// Restore implements raft.FSM.
+func (f *fsm) Restore(r io.ReadCloser) error {
+	defer r.Close()
+	st := newState()
+	if err := json.NewDecoder(r).Decode(st); err != nil {
+		return fmt.Errorf("cluster: restoring a snapshot: %w", err)
+	}
+	if st.Members == nil {
+		st.Members = map[string]Member{}
+	}
+	if st.Topics == nil {
+		st.Topics = map[string]*Topic{}
+	}
+	f.mu.Lock()
+	f.st = st
+	f.mu.Unlock()
+	if f.onChange != nil {
+		f.onChange(0, Command{Op: "restore"})
+	}
+	return nil
+}
+
+// read calls fn with the State under the read lock; fn must not keep it.
+func (f *fsm) read(fn func(*State)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.st)
+}
+
+type snapshot []byte
+
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s snapshot) Release() {}

@@ -1,0 +1,512 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/haraqa/haraqa/client"
+)
+
+// Defaults of Config.
+const (
+	// DefaultHeartbeatTimeout is Raft's heartbeat and election timeout: a
+	// follower that hears nothing from the Raft leader this long (up to
+	// twice it, at random) starts an election.
+	DefaultHeartbeatTimeout = 500 * time.Millisecond
+	// DefaultMemberTimeout is how long the Raft leader's heartbeats to a
+	// member may fail before the controller takes it as down and moves
+	// the leadership of its topics. A killed server refuses connections
+	// at once, so this is what a failover waits, after the election when
+	// the Raft leader itself died.
+	DefaultMemberTimeout = 1500 * time.Millisecond
+	// forwardTimeout bounds a forwarded command, its commit included.
+	forwardTimeout = 10 * time.Second
+	// applyTimeout bounds the Raft leader's wait to enqueue a command.
+	applyTimeout = 5 * time.Second
+)
+
+// Config sets a Node up.
+type Config struct {
+	// Self is this server.
+	Self Member
+	// Peers are every member of the cluster, Self among them. A node
+	// without Raft state in Dir bootstraps the cluster with them as its
+	// voters; every member must be given the same list.
+	Peers []Member
+	// Dir holds the Raft log, its stable store and snapshots.
+	Dir string
+	// Listener, if set, is the cluster port's listener (else one is
+	// opened on Self.Raft).
+	Listener net.Listener
+	// ServerTLS and ClientTLS, if set, make the cluster port speak TLS.
+	ServerTLS, ClientTLS *tls.Config
+	// Token is sent on every connection to another member's cluster
+	// port; Authorize, if set, accepts a connection's token or not.
+	Token     string
+	Authorize func(token string) bool
+	// HeartbeatTimeout and MemberTimeout: see their defaults.
+	HeartbeatTimeout time.Duration
+	MemberTimeout    time.Duration
+	// OnChange is called after each command the node applies, in log
+	// order, on Raft's apply goroutine: it must not block.
+	OnChange func(Command)
+	Logger   *slog.Logger
+}
+
+// Node is one member's part of the cluster's Raft group: the metadata it
+// holds, and, on the Raft leader, the controller that moves topic
+// leadership off members that went down.
+type Node struct {
+	cfg   Config
+	raft  *raft.Raft
+	fsm   *fsm
+	layer *layer
+	trans *raft.NetworkTransport
+	store *raftboltdb.BoltStore
+	log   *slog.Logger
+
+	appliedMu sync.Mutex
+	applied   uint64        // last index applied to fsm
+	appliedCh chan struct{} // closed and replaced on every apply
+
+	ctl       *controller
+	closeOnce sync.Once
+	done      chan struct{}
+	wg        sync.WaitGroup
+}
+
+// Open starts the node: it opens (or bootstraps) its Raft state in Dir
+// and joins the group.
+func Open(cfg Config) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.HeartbeatTimeout <= 0 {
+		cfg.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if cfg.MemberTimeout <= 0 {
+		cfg.MemberTimeout = DefaultMemberTimeout
+	}
+	if cfg.Self.ID == "" || cfg.Self.Raft == "" {
+		return nil, errors.New("cluster: Self needs an ID and a Raft address")
+	}
+	if !slices.ContainsFunc(cfg.Peers, func(m Member) bool { return m.ID == cfg.Self.ID }) {
+		return nil, fmt.Errorf("cluster: %s is not among the peers", cfg.Self.ID)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, appliedCh: make(chan struct{}), done: make(chan struct{})}
+	n.fsm = &fsm{st: newState(), onChange: n.changed}
+
+	store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: opening the Raft log: %w", err)
+	}
+	n.store = store
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{cfg.Logger}})
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("cluster: opening the snapshots: %w", err)
+	}
+	l := cfg.Listener
+	if l == nil {
+		if l, err = net.Listen("tcp", cfg.Self.Raft); err != nil {
+			store.Close()
+			return nil, fmt.Errorf("cluster: the cluster port: %w", err)
+		}
+	}
+	adv, err := net.ResolveTCPAddr("tcp", cfg.Self.Raft)
+	if err != nil {
+		l.Close()
+		store.Close()
+		return nil, fmt.Errorf("cluster: the cluster port's address %q: %w", cfg.Self.Raft, err)
+	}
+	n.layer = newLayer(l, adv, &cfg, n.serveForward)
+	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: n.layer, MaxPool: 3, Timeout: 2 * time.Second, Logger: hlog})
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.Self.ID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.HeartbeatTimeout
+	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
+	rc.Logger = hlog
+
+	has, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		n.closeTransport()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if !has {
+		var servers []raft.Server
+		for _, p := range cfg.Peers {
+			servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Raft)})
+		}
+		if err := raft.BootstrapCluster(rc, store, store, snaps, n.trans, raft.Configuration{Servers: servers}); err != nil {
+			n.closeTransport()
+			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+	}
+	r, err := raft.NewRaft(rc, n.fsm, store, store, snaps, n.trans)
+	if err != nil {
+		n.closeTransport()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	n.raft = r
+	n.ctl = newController(n)
+	n.wg.Go(n.ctl.run)
+	return n, nil
+}
+
+func (n *Node) closeTransport() {
+	n.trans.Close()
+	n.layer.Close()
+	n.store.Close()
+}
+
+// Close leaves the group (without removing this member from it) and
+// stops the node.
+func (n *Node) Close() error {
+	var err error
+	n.closeOnce.Do(func() {
+		close(n.done)
+		n.wg.Wait()
+		err = n.raft.Shutdown().Error()
+		n.trans.Close()
+		n.layer.Close()
+		n.layer.wait()
+		if e := n.store.Close(); err == nil {
+			err = e
+		}
+	})
+	return err
+}
+
+// changed is the fsm's onChange: it records the applied index and passes
+// the command on.
+func (n *Node) changed(index uint64, c Command) {
+	n.appliedMu.Lock()
+	n.applied = max(n.applied, index)
+	close(n.appliedCh)
+	n.appliedCh = make(chan struct{})
+	n.appliedMu.Unlock()
+	if n.cfg.OnChange != nil {
+		n.cfg.OnChange(c)
+	}
+	if n.ctl != nil {
+		n.ctl.poke()
+	}
+}
+
+// waitApplied waits until this node has applied index.
+func (n *Node) waitApplied(ctx context.Context, index uint64) error {
+	for {
+		n.appliedMu.Lock()
+		ch, applied := n.appliedCh, n.applied
+		n.appliedMu.Unlock()
+		if applied >= index || n.raft.AppliedIndex() >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.done:
+			return ErrClosed
+		}
+	}
+}
+
+// ID returns this member's ID.
+func (n *Node) ID() string { return n.cfg.Self.ID }
+
+// IsLeader reports whether this member is the Raft leader.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the Raft leader as far as this member knows.
+func (n *Node) Leader() (Member, bool) {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return Member{}, false
+	}
+	var m Member
+	var ok bool
+	n.fsm.read(func(s *State) { m, ok = s.Members[string(id)] })
+	if !ok {
+		m = Member{ID: string(id)}
+		for _, p := range n.cfg.Peers {
+			if p.ID == string(id) {
+				m = p
+			}
+		}
+	}
+	return m, true
+}
+
+// State returns a copy of the metadata as this member has applied it.
+func (n *Node) State() *State {
+	var c *State
+	n.fsm.read(func(s *State) { c = s.Clone() })
+	return c
+}
+
+// Topic returns a copy of one topic's metadata.
+func (n *Node) Topic(name string) (Topic, bool) {
+	var t Topic
+	var ok bool
+	n.fsm.read(func(s *State) {
+		if p := s.Topics[name]; p != nil {
+			t, ok = *p.clone(), true
+		}
+	})
+	return t, ok
+}
+
+// Member returns a member's addresses.
+func (n *Node) Member(id string) (Member, bool) {
+	var m Member
+	var ok bool
+	n.fsm.read(func(s *State) { m, ok = s.Members[id] })
+	return m, ok
+}
+
+// CreateTopic places a new topic on replicas members by rendezvous
+// hashing of its name over the members (client.PlaceN, as the Go client
+// places a topic) and records it, led by the first. It returns the
+// topic as recorded; a topic recorded before is returned with
+// ErrTopicExists.
+func (n *Node) CreateTopic(ctx context.Context, name string, replicas int) (Topic, error) {
+	if err := n.waitMembers(ctx); err != nil {
+		return Topic{}, err
+	}
+	var ids []string
+	n.fsm.read(func(s *State) { ids = s.MemberIDs() })
+	if replicas > len(ids) {
+		return Topic{}, fmt.Errorf("%w: %d replicas asked for topic %q, the cluster has %d members", ErrNotEnoughMembers, replicas, name, len(ids))
+	}
+	var place []string
+	for _, i := range client.PlaceN(name, ids, replicas) {
+		place = append(place, ids[i])
+	}
+	err := n.Propose(ctx, Command{Op: opCreate, Topic: name, Replicas: place})
+	t, ok := n.Topic(name)
+	if err != nil && !(errors.Is(err, ErrTopicExists) && ok) {
+		return Topic{}, err
+	}
+	return t, err
+}
+
+// DeleteTopic removes a topic from the metadata.
+func (n *Node) DeleteTopic(ctx context.Context, name string) error {
+	return n.Propose(ctx, Command{Op: opDelete, Topic: name})
+}
+
+// SetISR records a topic's new in-sync set, decided by its leader on
+// the topic's metadata at epoch and version (ErrStaleEpoch once either
+// moved). isr must start with the leader.
+func (n *Node) SetISR(ctx context.Context, name string, epoch, version int64, isr []string) error {
+	if len(isr) == 0 {
+		return fmt.Errorf("%w: an empty in-sync set", ErrBadCommand)
+	}
+	return n.Propose(ctx, Command{Op: opISR, Topic: name, Epoch: epoch, Version: version, Leader: isr[0], ISR: isr})
+}
+
+// waitMembers waits until the member list is recorded (the first Raft
+// leader records it).
+func (n *Node) waitMembers(ctx context.Context) error {
+	for {
+		var k int
+		n.fsm.read(func(s *State) { k = len(s.Members) })
+		if k > 0 {
+			return nil
+		}
+		n.appliedMu.Lock()
+		ch := n.appliedCh
+		n.appliedMu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: the member list is not recorded yet: %w", ErrNoLeader, ctx.Err())
+		case <-n.done:
+			return ErrClosed
+		}
+	}
+}
+
+// Propose commits a command through the Raft leader: here when this
+// member leads, else forwarded to the leader's cluster port. It retries
+// while no leader is known, until ctx ends, and returns once this member
+// has applied the command too.
+func (n *Node) Propose(ctx context.Context, c Command) error {
+	b := c.encode()
+	wait := 20 * time.Millisecond
+	for {
+		index, err := n.propose(ctx, b)
+		if err == nil {
+			return n.waitApplied(ctx, index)
+		}
+		if !errors.Is(err, ErrNoLeader) && !errors.Is(err, ErrNotLeader) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%w)", err, ctx.Err())
+		case <-n.done:
+			return ErrClosed
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// propose is one try of Propose; it returns the command's log index.
+func (n *Node) propose(ctx context.Context, b []byte) (uint64, error) {
+	if n.IsLeader() {
+		return n.applyLocal(b)
+	}
+	addr, id := n.raft.LeaderWithID()
+	if id == "" {
+		return 0, ErrNoLeader
+	}
+	timeout := forwardTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	conn, err := n.layer.dial(string(addr), kindForward, timeout)
+	if err != nil {
+		return 0, fmt.Errorf("%w: the Raft leader %s: %w", ErrNoLeader, id, err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	if err := writeMsg(conn, b); err != nil {
+		return 0, fmt.Errorf("%w: the Raft leader %s: %w", ErrNoLeader, id, err)
+	}
+	ans, err := readMsg(conn)
+	if err != nil {
+		return 0, fmt.Errorf("%w: the Raft leader %s: %w", ErrNoLeader, id, err)
+	}
+	return decodeAnswer(ans)
+}
+
+func (n *Node) applyLocal(b []byte) (uint64, error) {
+	f := n.raft.Apply(b, applyTimeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			return 0, fmt.Errorf("%w: %w", ErrNotLeader, err)
+		}
+		return 0, fmt.Errorf("cluster: %w", err)
+	}
+	if err, ok := f.Response().(error); ok && err != nil {
+		return 0, err
+	}
+	return f.Index(), nil
+}
+
+// serveForward commits a command forwarded by another member.
+func (n *Node) serveForward(b []byte) []byte {
+	if !n.IsLeader() {
+		return encodeAnswer(0, ErrNotLeader)
+	}
+	index, err := n.applyLocal(b)
+	return encodeAnswer(index, err)
+}
+
+// The answer codes of a forwarded command.
+var answerErrs = []error{nil, ErrNotLeader, ErrNoLeader, ErrStaleEpoch, ErrTopicExists, ErrTopicNotFound, ErrBadCommand, ErrNotEnoughMembers}
+
+func encodeAnswer(index uint64, err error) []byte {
+	if err == nil {
+		return binary.LittleEndian.AppendUint64([]byte{0}, index)
+	}
+	code := byte(255)
+	for i, e := range answerErrs[1:] {
+		if errors.Is(err, e) {
+			code = byte(i + 1)
+			break
+		}
+	}
+	return append([]byte{code}, err.Error()...)
+}
+
+func decodeAnswer(b []byte) (uint64, error) {
+	if len(b) == 0 {
+		return 0, fmt.Errorf("%w: an empty answer", ErrNoLeader)
+	}
+	if b[0] == 0 {
+		if len(b) != 9 {
+			return 0, fmt.Errorf("%w: a bad answer", ErrNoLeader)
+		}
+		return binary.LittleEndian.Uint64(b[1:]), nil
+	}
+	msg := string(b[1:])
+	if int(b[0]) < len(answerErrs) {
+		sentinel := answerErrs[b[0]]
+		return 0, fmt.Errorf("%w%s", sentinel, strings.TrimPrefix(msg, sentinel.Error()))
+	}
+	return 0, errors.New(msg)
+}
+
+// slogWriter passes hashicorp/raft's log lines to a slog.Logger.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	line := string(bytes.TrimSpace(p))
+	switch {
+	case strings.Contains(line, "[ERROR]"):
+		w.l.Error(line)
+	case strings.Contains(line, "[WARN]"):
+		w.l.Warn(line)
+	default:
+		w.l.Info(line)
+	}
+	return len(p), nil
+}
+
+// Status is what `hrqa cluster status` shows: the members, who leads the
+// Raft group, and each topic's replicas.
+type Status struct {
+	Self       string   `json:"self"`
+	RaftLeader string   `json:"raft_leader"`
+	Members    []Member `json:"members"`
+	Topics     []Topic  `json:"topics"`
+}
+
+// Status returns this member's view of the cluster.
+func (n *Node) Status() Status {
+	st := Status{Self: n.cfg.Self.ID}
+	if m, ok := n.Leader(); ok {
+		st.RaftLeader = m.ID
+	}
+	n.fsm.read(func(s *State) {
+		for _, id := range s.MemberIDs() {
+			st.Members = append(st.Members, s.Members[id])
+		}
+		for _, t := range s.Topics {
+			st.Topics = append(st.Topics, *t.clone())
+		}
+	})
+	slices.SortFunc(st.Topics, func(a, b Topic) int { return strings.Compare(a.Name, b.Name) })
+	return st
+}
+
+// MarshalIndent is Status as indented JSON.
+func (st Status) MarshalIndent() ([]byte, error) { return json.MarshalIndent(st, "", "  ") }

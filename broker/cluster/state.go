@@ -1,0 +1,193 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// Member is one server of the cluster.
+type Member struct {
+	// ID is the server's binary protocol address as clients spell it
+	// (host:port): the name placement hashes, and the Raft server ID.
+	ID string `json:"id"`
+	// Raft is the address of its Raft transport (host:port).
+	Raft string `json:"raft"`
+	// HTTP is the base URL of its HTTP port ("http://host:port").
+	HTTP string `json:"http"`
+}
+
+// Topic is what the cluster knows of one replicated topic.
+type Topic struct {
+	Name string `json:"name"`
+	// Replicas are the members holding the topic, in placement order
+	// (the first is the preferred leader). Fixed at creation: a
+	// membership change moves nothing by itself.
+	Replicas []string `json:"replicas"`
+	// Leader is the replica that takes produces, "" while none can lead
+	// (every in-sync replica is down).
+	Leader string `json:"leader"`
+	// Epoch is the leader epoch: 1 at creation, one more on every
+	// leader change (an offline topic counts as one). Data written under
+	// an older epoch that the current leader does not hold is cut.
+	Epoch int64 `json:"epoch"`
+	// ISR is the in-sync set: the replicas that hold everything
+	// acknowledged with acks=all, the leader first. Only they may lead.
+	ISR []string `json:"isr"`
+	// Version counts the topic's changes (leader or in-sync set): a
+	// change must name the version it was decided on, so that of two
+	// changes decided on the same view (the controller dropping a member
+	// that is down, the leader adding it back) only the first applies.
+	Version int64 `json:"version"`
+}
+
+// InSync reports whether id is in the topic's in-sync set.
+func (t *Topic) InSync(id string) bool { return slices.Contains(t.ISR, id) }
+
+// IsReplica reports whether id holds the topic.
+func (t *Topic) IsReplica(id string) bool { return slices.Contains(t.Replicas, id) }
+
+func (t *Topic) clone() *Topic {
+	c := *t
+	c.Replicas = slices.Clone(t.Replicas)
+	c.ISR = slices.Clone(t.ISR)
+	return &c
+}
+
+// State is the cluster's metadata: the content of the Raft group. It
+// holds no data of a topic, only where the topic lives.
+type State struct {
+	Members map[string]Member `json:"members"`
+	Topics  map[string]*Topic `json:"topics"`
+}
+
+func newState() *State {
+	return &State{Members: map[string]Member{}, Topics: map[string]*Topic{}}
+}
+
+// Clone returns a deep copy.
+func (s *State) Clone() *State {
+	c := newState()
+	for k, m := range s.Members {
+		c.Members[k] = m
+	}
+	for k, t := range s.Topics {
+		c.Topics[k] = t.clone()
+	}
+	return c
+}
+
+// MemberIDs returns the members' IDs, sorted.
+func (s *State) MemberIDs() []string {
+	ids := make([]string, 0, len(s.Members))
+	for id := range s.Members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Command ops.
+const (
+	opMembers = "members" // set the member list
+	opCreate  = "create"  // create a topic on Replicas
+	opDelete  = "delete"  // forget a topic
+	opLeader  = "leader"  // a new leader (or none) and in-sync set, under Epoch
+	opISR     = "isr"     // a new in-sync set, same leader, under Epoch
+)
+
+// Command is one change to the State, as the Raft log carries it (JSON).
+// Leader and ISR changes carry the epoch they were decided under, and a
+// stale one is refused, so that two controllers (an old Raft leader not
+// yet aware it lost) cannot both move a topic.
+type Command struct {
+	Op       string   `json:"op"`
+	Topic    string   `json:"topic,omitempty"`
+	Replicas []string `json:"replicas,omitempty"`
+	Leader   string   `json:"leader,omitempty"`
+	ISR      []string `json:"isr,omitempty"`
+	Epoch    int64    `json:"epoch,omitempty"`
+	Version  int64    `json:"version,omitempty"`
+	Members  []Member `json:"members,omitempty"`
+}
+
+func (c Command) encode() []byte {
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(err) // strings and ints only
+	}
+	return b
+}
+
+// apply changes s by c, or returns why c is refused (s is then
+// unchanged).
+func (s *State) apply(c Command) error {
+	switch c.Op {
+	case opMembers:
+		if len(c.Members) == 0 {
+			return fmt.Errorf("%w: an empty member list", ErrBadCommand)
+		}
+		s.Members = map[string]Member{}
+		for _, m := range c.Members {
+			s.Members[m.ID] = m
+		}
+		return nil
+	case opCreate:
+		if _, ok := s.Topics[c.Topic]; ok {
+			return fmt.Errorf("%w: %q", ErrTopicExists, c.Topic)
+		}
+		if len(c.Replicas) == 0 {
+			return fmt.Errorf("%w: topic %q with no replicas", ErrBadCommand, c.Topic)
+		}
+		for i, r := range c.Replicas {
+			if _, ok := s.Members[r]; !ok {
+				return fmt.Errorf("%w: replica %q of topic %q is not a member", ErrBadCommand, r, c.Topic)
+			}
+			if slices.Contains(c.Replicas[:i], r) {
+				return fmt.Errorf("%w: replica %q of topic %q twice", ErrBadCommand, r, c.Topic)
+			}
+		}
+		s.Topics[c.Topic] = &Topic{Name: c.Topic, Replicas: slices.Clone(c.Replicas),
+			Leader: c.Replicas[0], Epoch: 1, ISR: slices.Clone(c.Replicas), Version: 1}
+		return nil
+	case opDelete:
+		if _, ok := s.Topics[c.Topic]; !ok {
+			return fmt.Errorf("%w: %q", ErrTopicNotFound, c.Topic)
+		}
+		delete(s.Topics, c.Topic)
+		return nil
+	case opLeader, opISR:
+		t, ok := s.Topics[c.Topic]
+		if !ok {
+			return fmt.Errorf("%w: %q", ErrTopicNotFound, c.Topic)
+		}
+		if c.Epoch != t.Epoch || c.Version != t.Version {
+			return fmt.Errorf("%w: topic %q is at epoch %d version %d, the change was decided at epoch %d version %d", ErrStaleEpoch, c.Topic, t.Epoch, t.Version, c.Epoch, c.Version)
+		}
+		if len(c.ISR) == 0 {
+			return fmt.Errorf("%w: topic %q: an empty in-sync set", ErrBadCommand, c.Topic)
+		}
+		for i, r := range c.ISR {
+			if !t.IsReplica(r) || slices.Contains(c.ISR[:i], r) {
+				return fmt.Errorf("%w: topic %q: %q in the in-sync set", ErrBadCommand, c.Topic, r)
+			}
+		}
+		if c.Op == opISR {
+			if c.Leader != t.Leader || t.Leader == "" || c.ISR[0] != t.Leader {
+				return fmt.Errorf("%w: topic %q: an in-sync set change must keep the leader %q first", ErrBadCommand, c.Topic, t.Leader)
+			}
+			t.ISR = slices.Clone(c.ISR)
+			t.Version++
+			return nil
+		}
+		if c.Leader != "" && c.ISR[0] != c.Leader {
+			return fmt.Errorf("%w: topic %q: the new leader %q must be the first of the in-sync set", ErrBadCommand, c.Topic, c.Leader)
+		}
+		t.Leader, t.ISR = c.Leader, slices.Clone(c.ISR)
+		t.Epoch++
+		t.Version++
+		return nil
+	}
+	return fmt.Errorf("%w: unknown op %q", ErrBadCommand, c.Op)
+}

@@ -1,0 +1,79 @@
+package cluster
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestStateRules(t *testing.T) {
+	s := newState()
+	must := func(c Command) {
+		t.Helper()
+		if err := s.apply(c); err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+	}
+	refused := func(c Command, want error) {
+		t.Helper()
+		before, _ := s.Topics["t"]
+		var snap Topic
+		if before != nil {
+			snap = *before.clone()
+		}
+		if err := s.apply(c); !errors.Is(err, want) {
+			t.Fatalf("%+v: %v, want %v", c, err, want)
+		}
+		if after := s.Topics["t"]; before != nil && (after.Epoch != snap.Epoch || after.Leader != snap.Leader || len(after.ISR) != len(snap.ISR)) {
+			t.Fatalf("%+v changed the topic though refused: %+v", c, after)
+		}
+	}
+	must(Command{Op: opMembers, Members: []Member{{ID: "a"}, {ID: "b"}, {ID: "c"}}})
+	refused(Command{Op: opCreate, Topic: "t", Replicas: []string{"a", "x"}}, ErrBadCommand)
+	refused(Command{Op: opCreate, Topic: "t", Replicas: []string{"a", "a"}}, ErrBadCommand)
+	must(Command{Op: opCreate, Topic: "t", Replicas: []string{"b", "a", "c"}})
+	refused(Command{Op: opCreate, Topic: "t", Replicas: []string{"a"}}, ErrTopicExists)
+	if tp := s.Topics["t"]; tp.Leader != "b" || tp.Epoch != 1 {
+		t.Fatalf("created: %+v", tp)
+	}
+	// A leader change decided under an old epoch is refused.
+	refused(Command{Op: opLeader, Topic: "t", Epoch: 0, Leader: "a", ISR: []string{"a"}}, ErrStaleEpoch)
+	// The new leader must head the in-sync set, which holds only replicas.
+	refused(Command{Op: opLeader, Topic: "t", Epoch: 1, Version: 1, Leader: "a", ISR: []string{"c", "a"}}, ErrBadCommand)
+	refused(Command{Op: opLeader, Topic: "t", Epoch: 1, Version: 1, Leader: "a", ISR: []string{"a", "z"}}, ErrBadCommand)
+	must(Command{Op: opLeader, Topic: "t", Epoch: 1, Version: 1, Leader: "a", ISR: []string{"a", "c"}})
+	if tp := s.Topics["t"]; tp.Leader != "a" || tp.Epoch != 2 {
+		t.Fatalf("after the leader change: %+v", tp)
+	}
+	// An in-sync change keeps the leader and the epoch.
+	refused(Command{Op: opISR, Topic: "t", Epoch: 2, Version: 2, Leader: "c", ISR: []string{"c"}}, ErrBadCommand)
+	must(Command{Op: opISR, Topic: "t", Epoch: 2, Version: 2, Leader: "a", ISR: []string{"a", "c", "b"}})
+	// A second change decided on the same view is refused.
+	refused(Command{Op: opISR, Topic: "t", Epoch: 2, Version: 2, Leader: "a", ISR: []string{"a"}}, ErrStaleEpoch)
+	if tp := s.Topics["t"]; tp.Epoch != 2 || len(tp.ISR) != 3 {
+		t.Fatalf("after the in-sync change: %+v", tp)
+	}
+	// No leader: the epoch moves, the set stays.
+	must(Command{Op: opLeader, Topic: "t", Epoch: 2, Version: 3, Leader: "", ISR: []string{"a", "c", "b"}})
+	if tp := s.Topics["t"]; tp.Leader != "" || tp.Epoch != 3 {
+		t.Fatalf("offline: %+v", tp)
+	}
+	refused(Command{Op: opISR, Topic: "t", Epoch: 3, Version: 4, Leader: "", ISR: []string{"a"}}, ErrBadCommand)
+	must(Command{Op: opDelete, Topic: "t"})
+	refused(Command{Op: opDelete, Topic: "t"}, ErrTopicNotFound)
+	refused(Command{Op: "nope"}, ErrBadCommand)
+}
+
+func TestAnswerRoundTrip(t *testing.T) {
+	for _, e := range answerErrs[1:] {
+		_, err := decodeAnswer(encodeAnswer(0, e))
+		if !errors.Is(err, e) || err.Error() != e.Error() {
+			t.Fatalf("%v came back as %v", e, err)
+		}
+	}
+	if i, err := decodeAnswer(encodeAnswer(42, nil)); i != 42 || err != nil {
+		t.Fatalf("index 42: %d, %v", i, err)
+	}
+	if _, err := decodeAnswer(nil); err == nil {
+		t.Fatal("an empty answer decoded")
+	}
+}
