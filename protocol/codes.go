@@ -38,8 +38,11 @@ const (
 	CodeImportRefused      Code = 24 // import: the topic holds messages that were not imported
 	CodeProducerFenced     Code = 25 // an idempotent batch's producer id is bound to another token
 	CodeUnknownProducer    Code = 26 // an idempotent batch's producer was forgotten and the batch is not its first
+	CodeNotLeader          Code = 27 // a replicated topic's write on a server that does not lead it; the message is the leader's address
+	CodeNotEnoughReplicas  Code = 28 // acks=all: fewer in-sync replicas than -min-insync, or they did not confirm in time
+	CodeFencedEpoch        Code = 29 // a replica request under a leader epoch that is not the server's
 
-	codeMax = CodeUnknownProducer
+	codeMax = CodeFencedEpoch
 )
 
 var codeNames = [...]string{
@@ -70,6 +73,9 @@ var codeNames = [...]string{
 	CodeImportRefused:      "import refused",
 	CodeProducerFenced:     "producer fenced",
 	CodeUnknownProducer:    "unknown producer",
+	CodeNotLeader:          "not leader",
+	CodeNotEnoughReplicas:  "not enough replicas",
+	CodeFencedEpoch:        "fenced epoch",
 }
 
 func (c Code) String() string {

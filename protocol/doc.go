@@ -203,6 +203,21 @@
 //	                          than maybe stored twice; nothing was written.
 //	                          A batch never sent before may be sent again
 //	                          under a new producer id
+//	27   not leader           a write (produce, import, truncate, a group
+//	                          change) to a replicated topic on a server that
+//	                          does not lead it, or a read on one that is not
+//	                          in its in-sync set; the message is exactly the
+//	                          leader's binary address (host:port), or empty
+//	                          when no leader is known (an election is under
+//	                          way): ask again there, or after a moment
+//	28   not enough           produce with acks=all: the topic's in-sync set
+//	     replicas             is smaller than -min-insync (nothing was
+//	                          written), or its replicas did not confirm the
+//	                          batch within the server's -ack-timeout (it was
+//	                          written on the leader and may be read later):
+//	                          an idempotent producer sends it again
+//	29   fenced epoch         replica fetch: the follower's leader epoch is
+//	                          not the leader's (either side is stale)
 //
 // # Operations
 //
@@ -352,6 +367,51 @@
 // and nothing is written when any check fails. Committed offsets of
 // consumer groups are not part of an import: a mover copies them with
 // list groups and commit offset.
+//
+// # Replication
+//
+// A server of a cluster (-cluster, docs/replication.md) holds replicated
+// topics: one leader takes the writes, followers copy its log batch for
+// batch. Followers read the leader with replica fetch (op 17) and, after a
+// leader change, ask where the leader's log of their last leader epoch
+// ends with epoch end (op 18); both need the replication right. Cluster
+// status (op 19, any valid token) tells who leads what.
+//
+// Replica fetch (op 17) is a consume that names its follower and epoch:
+//
+//	request                                    response
+//	0   8  offset     int64, >= 0: the         0   8  start offset  int64, the offset asked
+//	                  follower's next offset   8   8  next offset   int64, the leader's
+//	8   4  max bytes  int32, <= 0: default     16  8  high water    int64, offsets below are
+//	12  4  max wait   int32, milliseconds                           on every in-sync replica
+//	16  8  epoch      int64, >= 1: the         24  8  epoch         int64, the leader's epoch
+//	                  epoch it follows under   32  8  batch epoch   int64, the epoch the batches
+//	24  2  topic len                                                were written under; 0: none
+//	26  n  topic                               40  4  size          uint32, bytes of batches
+//	-   2  follower len                        44  -  batches       whole stored batches
+//	-   n  follower   its member ID
+//
+// The offset tells the leader that the follower holds everything before
+// it. The batches are those a consume from offset would return, never
+// past the start of the next leader epoch, so that all were written
+// under batch epoch. At the leader's next offset with max wait > 0 the
+// leader holds the request until a batch comes or the wait ends. An
+// epoch other than the leader's is code 29; a server that does not lead
+// the topic answers code 27.
+//
+// Epoch end (op 18), KIP-279's offset for leader epoch:
+//
+//	request                                    response, 16 bytes
+//	0  8  epoch      int64, the follower's     0  8  epoch  int64, the largest epoch at
+//	                 last leader epoch                      most the one asked that the
+//	8  2  topic len                                         leader holds; -1: none
+//	10 n  topic                                8  8  end    int64, where its log of that
+//	                                                        epoch ends (the next epoch's
+//	                                                        start, or its next offset)
+//
+// Cluster status (op 19) has an empty request; its response is JSON: the
+// server's view of the members, the Raft leader, and each replicated
+// topic's replicas, leader, epoch and in-sync set (docs/replication.md).
 //
 // # Hello and tokens
 //

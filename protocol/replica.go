@@ -1,0 +1,167 @@
+package protocol
+
+// This file: the ops servers speak to each other for replicated topics,
+// and the cluster status op (see doc.go, "Replication").
+
+// ReplicaFetchRequest is a follower's read of its leader's log.
+type ReplicaFetchRequest struct {
+	// Offset is the follower's next offset: it holds everything before
+	// it, which the leader counts as replicated.
+	Offset int64
+	// MaxBytes bounds the batch bytes (but the first batch); <= 0: the
+	// server's default.
+	MaxBytes int32
+	// MaxWaitMs holds the request at the end of the log until a batch
+	// comes or the wait ends.
+	MaxWaitMs int32
+	// Epoch is the leader epoch the follower follows under: a leader at
+	// another epoch answers CodeFencedEpoch.
+	Epoch int64
+	// Topic is the topic, Follower the follower's member ID.
+	Topic    []byte
+	Follower []byte
+}
+
+// AppendReplicaFetchRequest appends a replica fetch request frame.
+func AppendReplicaFetchRequest(dst []byte, corrID uint32, r ReplicaFetchRequest) []byte {
+	start := len(dst)
+	dst = appendRequestHeader(dst, OpReplicaFetch, corrID)
+	dst = appendI64(dst, r.Offset)
+	dst = appendU32(dst, uint32(r.MaxBytes))
+	dst = appendU32(dst, uint32(r.MaxWaitMs))
+	dst = appendI64(dst, r.Epoch)
+	dst = appendString(dst, string(r.Topic))
+	dst = appendString(dst, string(r.Follower))
+	return finishFrame(dst, start)
+}
+
+// ParseReplicaFetchRequest parses the payload of a replica fetch request.
+// Topic and Follower alias payload.
+func ParseReplicaFetchRequest(payload []byte) (ReplicaFetchRequest, error) {
+	r := reader{b: payload}
+	req := ReplicaFetchRequest{Offset: r.i64(), MaxBytes: r.i32(), MaxWaitMs: r.i32(), Epoch: r.i64(), Topic: r.str(), Follower: r.str()}
+	if err := r.end(); err != nil {
+		return ReplicaFetchRequest{}, err
+	}
+	if req.Offset < 0 || req.Epoch < 1 || len(req.Follower) == 0 {
+		return ReplicaFetchRequest{}, ErrMalformed
+	}
+	return req, validTopic(req.Topic)
+}
+
+// ReplicaFetchResponse is the payload of a successful replica fetch.
+type ReplicaFetchResponse struct {
+	// StartOffset is the request's offset.
+	StartOffset int64
+	// NextOffset is the leader's next offset.
+	NextOffset int64
+	// HighWater is the leader's high-water mark: the offsets below it are
+	// on every in-sync replica, and consumers may read them.
+	HighWater int64
+	// Epoch is the leader epoch the leader leads under.
+	Epoch int64
+	// BatchEpoch is the leader epoch under which the batches were
+	// written (a response never holds batches of two epochs); 0 with no
+	// batches.
+	BatchEpoch int64
+	// Batches are whole batches from StartOffset on, as Consume's.
+	Batches []byte
+}
+
+// ReplicaFetchResponseHeaderSize is the size of a replica fetch
+// response before its batches, the frame header included.
+const ReplicaFetchResponseHeaderSize = HeaderSize + 44
+
+// AppendReplicaFetchResponseHeader appends the first
+// ReplicaFetchResponseHeaderSize bytes of a replica fetch response whose
+// batches, batchesSize bytes, the caller sends right after.
+func AppendReplicaFetchResponseHeader(dst []byte, corrID uint32, r ReplicaFetchResponse, batchesSize int) []byte {
+	start := len(dst)
+	dst = appendResponseHeader(dst, OpReplicaFetch, CodeOK, corrID)
+	dst = appendI64(dst, r.StartOffset)
+	dst = appendI64(dst, r.NextOffset)
+	dst = appendI64(dst, r.HighWater)
+	dst = appendI64(dst, r.Epoch)
+	dst = appendI64(dst, r.BatchEpoch)
+	dst = appendU32(dst, uint32(batchesSize))
+	dst = finishFrame(dst, start)
+	return addFrameLength(dst, start, batchesSize)
+}
+
+// ParseReplicaFetchResponse parses the payload of a successful replica
+// fetch response, checking the batch headers as ParseConsumeResponse
+// does (not their CRCs).
+func ParseReplicaFetchResponse(payload []byte) (ReplicaFetchResponse, error) {
+	r := reader{b: payload}
+	resp := ReplicaFetchResponse{StartOffset: r.i64(), NextOffset: r.i64(), HighWater: r.i64(), Epoch: r.i64(), BatchEpoch: r.i64()}
+	size := r.u32()
+	resp.Batches = r.rest()
+	if r.err != nil {
+		return ReplicaFetchResponse{}, r.err
+	}
+	if uint64(size) != uint64(len(resp.Batches)) {
+		return ReplicaFetchResponse{}, errBatchesSize
+	}
+	for b := resp.Batches; len(b) > 0; {
+		_, n, err := ParseBatch(b)
+		if err != nil {
+			return ReplicaFetchResponse{}, err
+		}
+		b = b[n:]
+	}
+	return resp, nil
+}
+
+// AppendEpochEndRequest appends an epoch end request: where the leader's
+// log of epoch (or of the largest epoch below it that it holds) ends.
+func AppendEpochEndRequest(dst []byte, corrID uint32, topic string, epoch int64) []byte {
+	start := len(dst)
+	dst = appendRequestHeader(dst, OpEpochEnd, corrID)
+	dst = appendI64(dst, epoch)
+	dst = appendString(dst, topic)
+	return finishFrame(dst, start)
+}
+
+// ParseEpochEndRequest parses the payload of an epoch end request.
+func ParseEpochEndRequest(payload []byte) (topic []byte, epoch int64, err error) {
+	r := reader{b: payload}
+	epoch, topic = r.i64(), r.str()
+	if err := r.end(); err != nil {
+		return nil, 0, err
+	}
+	return topic, epoch, validTopic(topic)
+}
+
+// AppendEpochEndResponse appends the answer to an epoch end request: the
+// largest epoch at most the one asked that the leader holds (-1: none)
+// and the offset its log of it ends at.
+func AppendEpochEndResponse(dst []byte, corrID uint32, epoch, end int64) []byte {
+	start := len(dst)
+	dst = appendResponseHeader(dst, OpEpochEnd, CodeOK, corrID)
+	dst = appendI64(dst, epoch)
+	dst = appendI64(dst, end)
+	return finishFrame(dst, start)
+}
+
+// ParseEpochEndResponse parses the payload of an epoch end response.
+func ParseEpochEndResponse(payload []byte) (epoch, end int64, err error) {
+	r := reader{b: payload}
+	epoch, end = r.i64(), r.i64()
+	return epoch, end, r.end()
+}
+
+// AppendClusterStatusRequest appends a cluster status request (empty).
+func AppendClusterStatusRequest(dst []byte, corrID uint32) []byte {
+	start := len(dst)
+	dst = appendRequestHeader(dst, OpClusterStatus, corrID)
+	return finishFrame(dst, start)
+}
+
+// AppendClusterStatusResponse appends a cluster status response: the
+// server's view of the cluster as JSON (its fields: docs/replication.md).
+func AppendClusterStatusResponse(dst []byte, corrID uint32, status []byte) []byte {
+	start := len(dst)
+	dst = appendResponseHeader(dst, OpClusterStatus, CodeOK, corrID)
+	dst = append(dst, status...)
+	return finishFrame(dst, start)
+}

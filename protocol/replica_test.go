@@ -1,0 +1,91 @@
+package protocol
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func TestReplicaFetchRoundTrip(t *testing.T) {
+	req := ReplicaFetchRequest{Offset: 42, MaxBytes: 1 << 20, MaxWaitMs: 500, Epoch: 7, Topic: []byte("orders"), Follower: []byte("10.0.0.2:14353")}
+	frame := AppendReplicaFetchRequest(nil, 3, req)
+	h, p, err := ParseRequestHeader(frame)
+	if err != nil || h.Op != OpReplicaFetch || h.CorrID != 3 {
+		t.Fatalf("%+v %v", h, err)
+	}
+	got, err := ParseReplicaFetchRequest(p)
+	if err != nil || got.Offset != 42 || got.MaxBytes != 1<<20 || got.MaxWaitMs != 500 || got.Epoch != 7 ||
+		string(got.Topic) != "orders" || string(got.Follower) != "10.0.0.2:14353" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	for _, bad := range []ReplicaFetchRequest{
+		{Offset: -1, Epoch: 1, Topic: []byte("t"), Follower: []byte("f")},
+		{Offset: 0, Epoch: 0, Topic: []byte("t"), Follower: []byte("f")},
+		{Offset: 0, Epoch: 1, Topic: []byte("t")},
+		{Offset: 0, Epoch: 1, Topic: []byte("../x"), Follower: []byte("f")},
+	} {
+		_, p, _ := ParseRequestHeader(AppendReplicaFetchRequest(nil, 1, bad))
+		if _, err := ParseReplicaFetchRequest(p); err == nil {
+			t.Errorf("%+v parsed", bad)
+		}
+	}
+	if _, err := ParseReplicaFetchRequest(p[:len(p)-1]); err == nil {
+		t.Error("a short request parsed")
+	}
+
+	batches := AppendBatch(nil, []byte("a"), []byte("b"))
+	resp := ReplicaFetchResponse{StartOffset: 42, NextOffset: 50, HighWater: 44, Epoch: 7, BatchEpoch: 6}
+	head := AppendReplicaFetchResponseHeader(nil, 3, resp, len(batches))
+	if len(head) != ReplicaFetchResponseHeaderSize {
+		t.Fatalf("header is %d bytes, want %d", len(head), ReplicaFetchResponseHeaderSize)
+	}
+	rh, rp, err := ParseResponseHeader(append(head, batches...))
+	if err != nil || rh.Op != OpReplicaFetch || rh.Code != CodeOK {
+		t.Fatalf("%+v %v", rh, err)
+	}
+	back, err := ParseReplicaFetchResponse(rp)
+	resp.Batches = batches
+	if err != nil || back.StartOffset != 42 || back.NextOffset != 50 || back.HighWater != 44 || back.Epoch != 7 || back.BatchEpoch != 6 || !bytes.Equal(back.Batches, batches) {
+		t.Fatalf("%+v %v", back, err)
+	}
+	bad := bytes.Clone(rp)
+	bad[40]++ // the size field
+	if _, err := ParseReplicaFetchResponse(bad); !errors.Is(err, ErrMalformed) {
+		t.Errorf("wrong size: %v", err)
+	}
+}
+
+func TestEpochEndRoundTrip(t *testing.T) {
+	_, p, err := ParseRequestHeader(AppendEpochEndRequest(nil, 1, "t", 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, epoch, err := ParseEpochEndRequest(p)
+	if err != nil || string(topic) != "t" || epoch != 9 {
+		t.Fatalf("%s %d %v", topic, epoch, err)
+	}
+	_, p, err = ParseResponseHeader(AppendEpochEndResponse(nil, 1, 8, 1234))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, end, err := ParseEpochEndResponse(p)
+	if err != nil || e != 8 || end != 1234 {
+		t.Fatalf("%d %d %v", e, end, err)
+	}
+	if _, _, err := ParseEpochEndResponse(p[:15]); err == nil {
+		t.Error("a short response parsed")
+	}
+}
+
+func TestReplicaCodesNamed(t *testing.T) {
+	for _, c := range []Code{CodeNotLeader, CodeNotEnoughReplicas, CodeFencedEpoch} {
+		if c.String() == "" || c.String()[:5] == "code " {
+			t.Errorf("code %d has no name", c)
+		}
+	}
+	for _, op := range []Op{OpReplicaFetch, OpEpochEnd, OpClusterStatus} {
+		if !op.Valid() || op.String() == "unknown op" {
+			t.Errorf("op %d", op)
+		}
+	}
+}
