@@ -346,10 +346,63 @@ func (k *cluster) onTopic(ctx context.Context, topic string, create bool, op fun
 		}
 		err = op(s)
 	}
+	// A replicated topic's write reached a server that does not lead it:
+	// nothing was written, so it goes to the leader the server names, or,
+	// while none is known (an election), to whoever answers next.
+	wait := notLeaderWait
+	for errors.Is(err, ErrNotLeader) {
+		k.forget(topic, s)
+		if addr, ok := LeaderOf(err); ok && k.server(addr) != nil && k.server(addr) != s {
+			s = k.server(addr)
+		} else {
+			select {
+			case <-ctx.Done():
+				return wrapAddr(s, err)
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, maxNotLeaderWait)
+			if s, _, err = k.route(ctx, topic, create); err != nil {
+				return err
+			}
+		}
+		k.remember(topic, s)
+		err = op(s)
+	}
 	if err == nil && create {
 		k.remember(topic, s)
 	}
 	return wrapAddr(s, err)
+}
+
+// The waits of a request for a replicated topic while no leader is known:
+// from notLeaderWait, doubling up to maxNotLeaderWait, until the
+// request's context ends.
+const (
+	notLeaderWait    = 20 * time.Millisecond
+	maxNotLeaderWait = 500 * time.Millisecond
+)
+
+// server returns the server of address addr, nil if the client has none.
+func (k *cluster) server(addr string) *Client {
+	for i, a := range k.addrs {
+		if a == addr {
+			return k.servers[i]
+		}
+	}
+	return nil
+}
+
+// anyServer runs op on the servers in turn until one succeeds.
+func (k *cluster) anyServer(ctx context.Context, op func(s *Client) error) error {
+	var errs []error
+	for _, s := range k.servers {
+		err := op(s)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		errs = append(errs, wrapAddr(s, err))
+	}
+	return errors.Join(errs...)
 }
 
 // each runs op on every server in parallel and returns the errors of

@@ -60,6 +60,17 @@ var (
 	// messages produced on the destination (code 24): only a topic that is
 	// empty or being imported is imported into. Nothing was stored.
 	ErrImportRefused = errors.New("client: import refused: the topic holds messages that were not imported")
+	// ErrNotLeader: a write to a replicated topic reached a server that
+	// does not lead it; the *Error's message is the leader's address
+	// (LeaderOf), or empty while an election is under way. A Client of
+	// several servers follows it by itself.
+	ErrNotLeader = errors.New("client: not the topic's leader")
+	// ErrNotEnoughReplicas: a produce with acks=all found fewer in-sync
+	// replicas than the server's -min-insync, or they did not confirm it
+	// in time; an idempotent producer may send it again.
+	ErrNotEnoughReplicas = errors.New("client: not enough in-sync replicas")
+	// ErrFencedEpoch: a replica request under a stale leader epoch.
+	ErrFencedEpoch = errors.New("client: fenced leader epoch")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrHTTPPort: the address answered in HTTP: it is a server's HTTP
@@ -107,6 +118,9 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeImportRefused:      ErrImportRefused,
 	protocol.CodeProducerFenced:     ErrProducerFenced,
 	protocol.CodeUnknownProducer:    ErrUnknownProducer,
+	protocol.CodeNotLeader:          ErrNotLeader,
+	protocol.CodeNotEnoughReplicas:  ErrNotEnoughReplicas,
+	protocol.CodeFencedEpoch:        ErrFencedEpoch,
 }
 
 // Error is an error answered by the server: the operation, the protocol's
@@ -178,3 +192,13 @@ const (
 	CodeProducerFenced     = protocol.CodeProducerFenced
 	CodeUnknownProducer    = protocol.CodeUnknownProducer
 )
+
+// LeaderOf returns the leader's address an ErrNotLeader error names, and
+// whether err is one that names it.
+func LeaderOf(err error) (string, bool) {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != protocol.CodeNotLeader || e.Message == "" {
+		return "", false
+	}
+	return e.Message, true
+}

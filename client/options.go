@@ -16,6 +16,7 @@ type options struct {
 	retries        int
 	backoff        time.Duration
 	autoCreate     bool
+	acksLeader     bool // WithAcks(AcksLeader)
 	codec          protocol.Codec
 	maxBatchBytes  int
 	maxResponse    int // 0: responseLimit's default
@@ -105,6 +106,23 @@ func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 
 // WithAutoCreate makes Produce create a missing topic (default true).
 func WithAutoCreate(on bool) Option { return func(o *options) { o.autoCreate = on } }
+
+// Acks says when a produce to a replicated topic is answered.
+type Acks int
+
+const (
+	// AcksAll (the default): once every in-sync replica has the batch
+	// (and, with the server's -fsync always, has fsynced it), so a
+	// leader's death loses no acknowledged message.
+	AcksAll Acks = iota
+	// AcksLeader: once the leader has it. A leader that dies before its
+	// followers copied the batch loses it (docs/replication.md).
+	AcksLeader
+)
+
+// WithAcks sets when produces to replicated topics are answered (default
+// AcksAll). Topics that are not replicated are answered once stored.
+func WithAcks(a Acks) Option { return func(o *options) { o.acksLeader = a == AcksLeader } }
 
 // WithCompression compresses produced batches with codec (default
 // CompressionNone; CompressionS2 or CompressionZstd).

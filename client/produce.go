@@ -198,6 +198,9 @@ func (c *Client) produceOnce(ctx context.Context, topic string, count, size int,
 	if c.opts.autoCreate && expect <= 0 {
 		flags = protocol.ProduceCreateTopic
 	}
+	if c.opts.acksLeader {
+		flags |= protocol.ProduceAcksLeader
+	}
 	if expect >= 0 {
 		flags |= protocol.ProduceExpectOffset
 	}

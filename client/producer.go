@@ -516,6 +516,9 @@ func (p *Producer) request(b *pbatch) func(dst []byte, corrID uint32) []byte {
 	if p.c.opts.autoCreate {
 		flags = protocol.ProduceCreateTopic
 	}
+	if p.c.opts.acksLeader {
+		flags |= protocol.ProduceAcksLeader
+	}
 	return func(dst []byte, corrID uint32) []byte {
 		return protocol.AppendProduceRequest(dst, corrID, p.topic, flags, b.batch)
 	}

@@ -258,6 +258,7 @@
 //	0  2  flags      uint16, bit 0: create    0  8  base offset  int64
 //	                 the topic if missing;    8  4  count        uint32
 //	                 bit 1: expect offset;
+//	                 bit 2: acks=leader;
 //	                 other bits 0
 //	2  8  expect     int64, only with bit 1:
 //	                 the topic's next offset
@@ -265,6 +266,11 @@
 //	-  2  topic len
 //	-  n  topic
 //	-  -  batch      the rest of the frame
+//
+// On a replicated topic (see Replication) the answer waits until every
+// in-sync replica has the batch (acks=all), unless bit 2 asks for an
+// answer once the leader has it (acks=leader). Elsewhere bit 2 changes
+// nothing.
 //
 // With bit 1 the batch is appended only if the topic's next offset is
 // expect when the server commits it; else code 23 (offset mismatch) and

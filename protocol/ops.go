@@ -288,8 +288,13 @@ const (
 	// offset is the request's Expect (optimistic concurrency, NATS's
 	// Expected-Last-Sequence); else code CodeOffsetMismatch.
 	ProduceExpectOffset ProduceFlags = 1 << 1
+	// ProduceAcksLeader answers once the leader has the batch (acks=
+	// leader) rather than once every in-sync replica has it (acks=all,
+	// the default on a replicated topic). Without replication it changes
+	// nothing.
+	ProduceAcksLeader ProduceFlags = 1 << 2
 
-	produceFlagsKnown = ProduceCreateTopic | ProduceExpectOffset
+	produceFlagsKnown = ProduceCreateTopic | ProduceExpectOffset | ProduceAcksLeader
 )
 
 // ProduceRequest appends one batch to a topic.

@@ -1,0 +1,80 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// This file: what servers of a cluster ask each other (a follower of its
+// leader), and the cluster's status. ReplicaFetch and EpochEnd need a
+// token with the replication right.
+
+// ReplicaFetch is what a follower asks its leader.
+type ReplicaFetch struct {
+	Topic    string
+	Follower string        // the follower's member ID
+	Epoch    int64         // the leader epoch it follows under
+	Offset   int64         // its next offset: it holds everything before
+	MaxBytes int32         // bound on batch bytes (but the first); <= 0: the server's
+	Wait     time.Duration // how long the leader may hold the request at its end
+}
+
+// ReplicaFetched is the leader's answer: ReplicaFetchResponse, whose
+// Batches the caller owns.
+type ReplicaFetched = protocol.ReplicaFetchResponse
+
+// ReplicaFetch reads the leader's log for a follower. It is for servers:
+// the batches are returned as stored, stamps included, for the follower
+// to store as they are.
+func (c *Client) ReplicaFetch(ctx context.Context, f ReplicaFetch) (ReplicaFetched, error) {
+	if c.cl != nil {
+		return ReplicaFetched{}, fmt.Errorf("%w: replica fetch", ErrSeveralServers)
+	}
+	p, err := c.do(ctx, protocol.OpReplicaFetch, f.Wait, true, func(dst []byte, id uint32) []byte {
+		return protocol.AppendReplicaFetchRequest(dst, id, protocol.ReplicaFetchRequest{
+			Offset: f.Offset, MaxBytes: f.MaxBytes, MaxWaitMs: int32(f.Wait / time.Millisecond),
+			Epoch: f.Epoch, Topic: []byte(f.Topic), Follower: []byte(f.Follower)})
+	})
+	if err != nil {
+		return ReplicaFetched{}, err
+	}
+	r, err := protocol.ParseReplicaFetchResponse(p)
+	if err != nil {
+		return ReplicaFetched{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return r, nil
+}
+
+// EpochEnd asks a topic's leader where its log of epoch ends (KIP-279):
+// the largest epoch at most epoch that it holds (-1: none) and the
+// offset its log of that epoch ends at. It is for servers.
+func (c *Client) EpochEnd(ctx context.Context, topic string, epoch int64) (found, end int64, err error) {
+	if c.cl != nil {
+		return 0, 0, fmt.Errorf("%w: epoch end", ErrSeveralServers)
+	}
+	p, err := c.do(ctx, protocol.OpEpochEnd, 0, true, func(dst []byte, id uint32) []byte {
+		return protocol.AppendEpochEndRequest(dst, id, topic, epoch)
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return protocol.ParseEpochEndResponse(p)
+}
+
+// ClusterStatus returns the server's view of its cluster as JSON (see
+// docs/replication.md): members, the Raft leader, and each replicated
+// topic's replicas, leader, epoch, in-sync set and, on the server that
+// leads it, each replica's lag.
+func (c *Client) ClusterStatus(ctx context.Context) ([]byte, error) {
+	if c.cl != nil {
+		var out []byte
+		err := c.cl.anyServer(ctx, func(s *Client) (err error) { out, err = s.ClusterStatus(ctx); return err })
+		return out, err
+	}
+	return c.do(ctx, protocol.OpClusterStatus, 0, true, func(dst []byte, id uint32) []byte {
+		return protocol.AppendClusterStatusRequest(dst, id)
+	})
+}
