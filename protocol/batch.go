@@ -448,6 +448,17 @@ func Messages(body []byte, count int, base int64, fn func(offset int64, msg []by
 	return nil
 }
 
+// BatchProducer returns the producer id and sequence of the batch header
+// at the start of hdr (BatchHeaderSize bytes of a version 2 batch with
+// FlagProducer), or 0, 0 for any other header.
+func BatchProducer(hdr []byte) (pid, seq uint64) {
+	if len(hdr) < BatchHeaderSize || hdr[batchMagicOff] != BatchMagic ||
+		BatchFlags(binary.LittleEndian.Uint16(hdr[batchFlagsOff:]))&FlagProducer == 0 {
+		return 0, 0
+	}
+	return binary.LittleEndian.Uint64(hdr[batchProducerOff:]), binary.LittleEndian.Uint64(hdr[batchSequenceOff:])
+}
+
 // BatchAppendTime returns the append time stamped in the batch header at the
 // start of hdr, or 0 when hdr is shorter than a header.
 func BatchAppendTime(hdr []byte) int64 {

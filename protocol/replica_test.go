@@ -89,3 +89,16 @@ func TestReplicaCodesNamed(t *testing.T) {
 		}
 	}
 }
+
+func TestBatchProducer(t *testing.T) {
+	b := AppendBatchMeta(nil, BatchMeta{ProducerID: 77, Sequence: 5}, []byte("a"))
+	if pid, seq := BatchProducer(b); pid != 77 || seq != 5 {
+		t.Fatalf("%d %d", pid, seq)
+	}
+	if pid, seq := BatchProducer(AppendBatch(nil, []byte("a"))); pid != 0 || seq != 0 {
+		t.Fatalf("a batch without a producer: %d %d", pid, seq)
+	}
+	if pid, _ := BatchProducer(b[:BatchHeaderSize-1]); pid != 0 {
+		t.Fatal("a short header gave a producer")
+	}
+}

@@ -18,6 +18,8 @@
 //	<volume>/topics/<topic>/meta       start offset, present after a truncation inside a segment
 //	<volume>/topics/<topic>/groups     consumer groups' committed offsets, present after a first commit
 //	<volume>/topics/<topic>/importing  empty marker: the topic is being imported (Import)
+//	<volume>/topics/<topic>/epochs     leader epochs and the offsets they began at, present after a first SetEpoch
+//	<volume>/topics/<topic>/truncating new next offset of a cut in progress (TruncateAfter)
 //	<volume>/topics/~deleted.<topic>.N a deleted topic being removed
 //
 // Topic names are 1-255 bytes of [A-Za-z0-9._-] and neither "." nor "..",
@@ -98,7 +100,53 @@
 //	12     4    uint32 little-endian: CRC32C (Castagnoli) of bytes [0, 12)
 //
 // Written durably on every volume when a truncation moves the start inside
-// a segment that is kept. Without it, the start is the first segment's base.
+// a segment that is kept, when a cut (TruncateAfter) leaves the topic
+// without segments, and when the first Replicate or Import goes into a
+// topic without segments. Without it, the start is the first segment's
+// base.
+//
+// The cut marker (truncating) has the same layout with "HRQT" for magic
+// and the topic's new next offset in place of the start; see Replication.
+//
+// # Epochs file (epochs)
+//
+// The leader epochs of a replicated topic (KIP-101, KIP-279), each with
+// the offset it began at:
+//
+//	offset  size field
+//	0       4    "HRQE"
+//	4       4    uint32 little-endian: format version, 1
+//	8       4    uint32 little-endian: entry count n, 0-65536
+//	12      16n  entries, each:
+//	               8  int64 little-endian: leader epoch, >= 0
+//	               8  int64 little-endian: start offset, >= 0
+//	12+16n  4    uint32 little-endian: CRC32C (Castagnoli) of bytes [0, 12+16n)
+//
+// Epochs and starts both strictly ascend; a file that breaks that, or
+// whose magic, version, count, length or CRC is wrong, is damaged (one
+// cut short is told apart as torn in the log). SetEpoch(epoch, start)
+// appends an entry: a start below the last entry's and an epoch below
+// the last one fail with ErrInvalidEpoch; the last epoch again is a
+// no-op; a new epoch starting where the last one started replaces it,
+// that epoch holding no offsets. Past 65536 entries the oldest is
+// forgotten. The whole file is written durably on every volume in volume
+// order (a temporary file, fsync, rename, fsync of the directory), so a
+// torn write leaves the old file, and the list changes in memory once
+// every volume has it. EpochEnd(e)
+// answers KIP-279's OffsetForLeaderEpoch: the largest epoch recorded at
+// or below e and its end, the next entry's start or, for the last entry,
+// the topic's next offset; with none, -1 and the topic's oldest offset.
+//
+// At open a missing file on every volume is an empty list. Otherwise the
+// reference copy is the one of the last volume, in reverse volume order,
+// whose file is valid: a write reaches the last volume last, so it never
+// holds an epoch the others lack. Every volume whose copy is missing,
+// damaged or different gets the reference, written durably, and the
+// repair is logged and counted in Stats.Repairs. When no volume holds a
+// valid copy, the topic opens without epochs, logged as an error and
+// counted in Stats.UnreadableRanges: never guessed, and never a reason to
+// fail Open (a repair that cannot be written is logged, and the next
+// SetEpoch rewrites every copy).
 //
 // # Groups file (groups)
 //
@@ -221,8 +269,9 @@
 // while groups are in flight is sealed once they are settled and its part
 // of the group being written is fsynced and published. A failed fsync fails its group and every group
 // written behind it, and so does a failed fsync after a cut back (below).
-// An AppendCallback must not delete, truncate, import into or close its
-// topic: with FsyncAlways those wait for the commit telling it.
+// An AppendCallback must not delete, truncate, import or replicate into,
+// set an epoch of or close its topic: with FsyncAlways those wait for the
+// commit telling it.
 // AppendAsync queues a batch without waiting for its commit (a compressed
 // batch may still wait for a decode worker to be checked): a goroutine leads its commit
 // and an AppendCallback hears the outcome, so one caller (a connection
@@ -358,6 +407,90 @@
 // being imported, so an import cut short by a restart goes on. Appends
 // stamp the destination's clock: if it is behind the source's, the first
 // appends after a move may be stamped before the last imported batch.
+//
+// # Replication
+//
+// A follower copies its leader's log with Replicate: the leader's batches
+// as it stored them, base offsets and append times kept, so every byte of
+// the follower's segments is the leader's (where segments begin follows
+// the follower's own Entries, SegmentBytes and cuts). Each batch is
+// validated as an append is, the batches must follow each other, and the
+// first must be at the topic's next offset (ErrOffsetMismatch); into a
+// topic without segments it may start anywhere in [0, MaxOffset], and
+// its base becomes the topic's start (the meta file is written first).
+// Append times are kept even where they go back: the copy may not refuse
+// what its leader stored. Replicate needs no marker and goes into any
+// topic, appended to or not; it is committed like Import, under the same
+// lock as appends, and records idempotent producers' batches in the
+// producers' table as appends do (bound to no owner: bindings are not in
+// the batches), so a follower that becomes leader answers a retried
+// batch with its first offset.
+//
+// TruncateAfter cuts the tail: the topic's next offset becomes the base
+// of the batch holding the offset given (the offset itself at a batch
+// boundary; the end of the last readable batch before it when it is
+// unreadable on every volume); every batch from there on goes from every
+// volume; an offset below the start, or in the batch holding the start,
+// leaves the topic without segments at its start offset. In order, under
+// the lock that orders commits, after the commits in flight have settled:
+//
+//  1. The cut marker (truncating) holding the new next offset N is
+//     written durably on every volume; if that fails, the markers written
+//     are removed and nothing else changed.
+//  2. Leaving no segment, the meta file holding N is written durably.
+//  3. Readers see the cut: the segment list, next offset, unreadable
+//     ranges and the cut segment's in-memory index end at N.
+//  4. The segments past N are deleted, newest first, on every volume
+//     (their files closed first, the read cache's handles dropped); the
+//     segment holding N loses its index file, its log is cut at the end
+//     of its last batch before N and fsynced on every volume, and it is
+//     sealed (its files closed, its index queued as a full segment's):
+//     the next append starts a new segment at N, so no byte is ever
+//     written where a read begun before the cut may still look. A
+//     prepared next.tmp is left as it is: it is empty.
+//  5. The directories are fsynced; the epochs starting at or after N are
+//     dropped (the epochs file rewritten durably); the idempotent
+//     producers' table is rebuilt from the batches kept (below).
+//  6. The markers are removed, and the directories fsynced.
+//
+// The cut is durable before TruncateAfter returns, whatever the fsync
+// policy. A failure after step 1 turns the topic read-only, the marker
+// staying. Crash safety: once a marker is on any volume, Open finishes
+// the cut: recovery first recovers the topic as it finds it, repairing
+// the volumes from each other as usual (a segment deleted on some
+// volumes only is copied back, a log cut on some only is refilled,
+// offsets whose segments are gone everywhere become unreadable ranges,
+// an index missing is written), then cuts it again to the smallest
+// valid marker's offset, from step 2, and logs it. So after a kill -9
+// or power loss at any point the topic opens either as it was before
+// the cut (no marker yet) or as the cut leaves it: never with a hole
+// below the new next offset or an index that disagrees with its log.
+// Segments past N that a crash left on some volumes are copied back
+// before being deleted again, and those copies are counted in Stats as
+// repairs. A marker whose CRC fails on every volume is removed and the
+// log kept as found (logged as an error).
+//
+// The producers' table is rebuilt as recovery builds it: every kept
+// batch's header is read (from the last volume, the first 52 bytes of
+// each batch) and its producer's sequence replayed in log order at its
+// append time, then the producers idle past ProducerIdle are forgotten;
+// owners stay bound and tombstones stay. So a batch that was cut, sent
+// again by its producer, is stored anew rather than answered as a
+// duplicate. It takes time in proportion to the batches kept.
+//
+// What a cut leaves alone: committed group offsets past N stay (a group
+// reading from there reads nothing until the topic grows past it again);
+// watchers registered at or past N keep waiting; the producers file keeps
+// its bindings. A read that found its spans before the cut holds the
+// files it opened: a deleted segment's bytes stay readable through them,
+// and a cut segment's bytes past the cut are gone, so its sendfile(2)
+// sends fewer bytes than the span says and ReadResult.WriteTo and AppendTo
+// fail with io.ErrUnexpectedEOF; the caller ends that response, never the
+// server. Such a read never finds bytes written after the cut.
+//
+// The leader epochs (Epochs file) are the follower's side of KIP-101: a
+// follower asks its leader EpochEnd of its last epoch and cuts what it
+// holds past the answer with TruncateAfter.
 //
 // # Recovery and repair
 //

@@ -76,6 +76,10 @@ var (
 	// the topic (offsets with gaps, append times that go back, a first
 	// batch that does not hold the import's offset). Nothing is written.
 	ErrInvalidImport = errors.New("storage: imported batches are out of order")
+	// ErrInvalidEpoch: SetEpoch with an epoch below the last recorded
+	// one, a start before the last entry's start or outside [0,
+	// MaxOffset], or a negative epoch. Nothing is recorded.
+	ErrInvalidEpoch = errors.New("storage: invalid leader epoch")
 	// ErrInvalidOptions: Options.Validate failed.
 	ErrInvalidOptions = errors.New("storage: invalid options")
 )

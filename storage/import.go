@@ -53,38 +53,54 @@ func (s *Store) Import(name string, offset int64, batches [][]byte) (oldest, nex
 	if offset < 0 || offset > MaxOffset {
 		return 0, 0, fmt.Errorf("%w: topic %q: offset %d is outside [0, %d]", ErrInvalidImport, name, offset, int64(MaxOffset))
 	}
-	reqs := make([]*appendReq, len(batches))
-	var prev protocol.Batch
-	for i, b := range batches {
-		bi, err := s.validate(name, b)
-		if err != nil {
-			return 0, 0, err
-		}
-		bt, _, _ := parseBatch(b, s.opts.MaxBatchBytes) // valid: validate parsed it
-		switch {
-		case bt.BaseOffset < 0 || bt.BaseOffset > MaxOffset-int64(bt.Count):
-			return 0, 0, fmt.Errorf("%w: topic %q: batch %d holds offsets from %d, outside [0, %d)", ErrInvalidImport, name, i, bt.BaseOffset, int64(MaxOffset))
-		case i == 0 && (bt.BaseOffset > offset || bt.BaseOffset+int64(bt.Count) <= offset):
-			return 0, 0, fmt.Errorf("%w: topic %q: the first batch holds offsets [%d, %d), not %d", ErrInvalidImport, name, bt.BaseOffset, bt.BaseOffset+int64(bt.Count), offset)
-		case i > 0 && bt.BaseOffset != prev.BaseOffset+int64(prev.Count):
-			return 0, 0, fmt.Errorf("%w: topic %q: batch %d starts at offset %d, not %d", ErrInvalidImport, name, i, bt.BaseOffset, prev.BaseOffset+int64(prev.Count))
-		case i > 0 && bt.AppendTime < prev.AppendTime:
-			return 0, 0, fmt.Errorf("%w: topic %q: batch %d was appended before the one it follows", ErrInvalidImport, name, i)
-		}
-		prev = bt
-		reqs[i] = &appendReq{batch: b, count: bi.count, pid: bi.pid, seq: bi.seq,
-			cond: true, expect: bt.BaseOffset, imp: true, at: bt.AppendTime}
+	reqs, err := s.copyReqs(name, offset, batches, false)
+	if err != nil {
+		return 0, 0, err
 	}
 	t, err := s.lookup(name)
 	if err != nil {
 		return 0, 0, err
 	}
-	return t.importBatches(offset, reqs)
+	return t.importBatches(offset, reqs, false)
 }
 
-// importBatches commits reqs, imported batches already checked against
-// each other, after checking them against the topic.
-func (t *topic) importBatches(offset int64, reqs []*appendReq) (oldest, next int64, err error) {
+// copyReqs validates batches another store kept (Import, Replicate) as
+// Append validates a batch, and against each other: offsets within
+// MaxOffset, each base the previous base plus its count and, for an
+// import, append times that never go back and a first batch holding
+// offset. It returns them as requests keeping their own offsets and
+// times.
+func (s *Store) copyReqs(name string, offset int64, batches [][]byte, replica bool) ([]*appendReq, error) {
+	reqs := make([]*appendReq, len(batches))
+	var prev protocol.Batch
+	for i, b := range batches {
+		bi, err := s.validate(name, b)
+		if err != nil {
+			return nil, err
+		}
+		bt, _, _ := parseBatch(b, s.opts.MaxBatchBytes) // valid: validate parsed it
+		switch {
+		case bt.BaseOffset < 0 || bt.BaseOffset > MaxOffset-int64(bt.Count):
+			return nil, fmt.Errorf("%w: topic %q: batch %d holds offsets from %d, outside [0, %d)", ErrInvalidImport, name, i, bt.BaseOffset, int64(MaxOffset))
+		case i == 0 && !replica && (bt.BaseOffset > offset || bt.BaseOffset+int64(bt.Count) <= offset):
+			return nil, fmt.Errorf("%w: topic %q: the first batch holds offsets [%d, %d), not %d", ErrInvalidImport, name, bt.BaseOffset, bt.BaseOffset+int64(bt.Count), offset)
+		case i > 0 && bt.BaseOffset != prev.BaseOffset+int64(prev.Count):
+			return nil, fmt.Errorf("%w: topic %q: batch %d starts at offset %d, not %d", ErrInvalidImport, name, i, bt.BaseOffset, prev.BaseOffset+int64(prev.Count))
+		case i > 0 && !replica && bt.AppendTime < prev.AppendTime:
+			return nil, fmt.Errorf("%w: topic %q: batch %d was appended before the one it follows", ErrInvalidImport, name, i)
+		}
+		prev = bt
+		reqs[i] = &appendReq{batch: b, count: bi.count, pid: bi.pid, seq: bi.seq,
+			cond: true, expect: bt.BaseOffset, imp: true, at: bt.AppendTime}
+	}
+	return reqs, nil
+}
+
+// importBatches commits reqs, copied batches already checked against
+// each other (copyReqs), after checking them against the topic: an
+// import (Import) or a follower's copy of its leader's log (replica,
+// Replicate), which needs no marker and goes into any topic.
+func (t *topic) importBatches(offset int64, reqs []*appendReq, replica bool) (oldest, next int64, err error) {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
 	t.committer.quiesce()
@@ -99,15 +115,20 @@ func (t *topic) importBatches(offset int64, reqs []*appendReq) (oldest, next int
 		return 0, 0, terr
 	}
 	switch {
-	case !empty && !t.importing:
+	case !empty && !replica && !t.importing:
 		return 0, 0, fmt.Errorf("%w: topic %q holds messages that were not imported", ErrImportRefused, t.name)
 	case !empty && offset != next:
 		return 0, 0, fmt.Errorf("%w: topic %q: its next offset is %d, not %d", ErrOffsetMismatch, t.name, next, offset)
-	case !empty && len(reqs) > 0 && reqs[0].at < lastTime:
+	case !empty && !replica && len(reqs) > 0 && reqs[0].at < lastTime:
 		return 0, 0, fmt.Errorf("%w: topic %q: the first batch was appended before the topic's newest", ErrInvalidImport, t.name)
 	}
 	if empty {
-		if err := t.beginImport(offset); err != nil {
+		if replica {
+			err = t.persistStart(offset)
+		} else {
+			err = t.beginImport(offset)
+		}
+		if err != nil {
 			return 0, 0, err
 		}
 		base := offset

@@ -121,6 +121,13 @@ func (r *recovery) topic(name string) (*topic, error) {
 			break
 		}
 	}
+	if err := r.epochs(t, dirs); err != nil {
+		return nil, err
+	}
+	// Last: a cut a crash interrupted is finished on the recovered topic.
+	if err := r.finishCut(t, dirs); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 

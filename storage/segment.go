@@ -113,22 +113,30 @@ func appendIndex(dst []byte, base int64, entries []entry) []byte {
 	return dst
 }
 
-func encodeMeta(start int64) []byte {
+func encodeMeta(start int64) []byte { return encodeStamp(metaMagic, start) }
+
+func decodeMeta(b []byte) (int64, bool) { return decodeStamp(metaMagic, b) }
+
+// encodeStamp encodes a file holding one offset, the meta file's layout
+// (metaSize bytes): magic, the offset, CRC32C of the first 12 bytes.
+func encodeStamp(magic string, off int64) []byte {
 	b := make([]byte, 0, metaSize)
-	b = append(b, metaMagic...)
-	b = binary.LittleEndian.AppendUint64(b, uint64(start))
+	b = append(b, magic...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(off))
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-func decodeMeta(b []byte) (int64, bool) {
-	if len(b) != metaSize || string(b[:4]) != metaMagic {
+// decodeStamp decodes a file encodeStamp wrote with magic; false if it
+// is not one, or its offset is negative.
+func decodeStamp(magic string, b []byte) (int64, bool) {
+	if len(b) != metaSize || string(b[:4]) != magic {
 		return 0, false
 	}
 	if crc32.Checksum(b[:12], castagnoli) != binary.LittleEndian.Uint32(b[12:]) {
 		return 0, false
 	}
-	start := int64(binary.LittleEndian.Uint64(b[4:]))
-	return start, start >= 0
+	off := int64(binary.LittleEndian.Uint64(b[4:]))
+	return off, off >= 0
 }
 
 // validTopic checks a topic name with protocol.ValidTopic: 1-255 bytes of

@@ -12,13 +12,14 @@ import (
 type Stats struct {
 	// Repairs counts repair actions at open: a batch rewritten on a volume,
 	// a torn tail cut, a missing directory or file recreated, an index
-	// rebuilt, a bad meta file replaced.
+	// rebuilt, a bad meta or epochs file replaced.
 	Repairs int64
 	// RepairedBytes counts bytes copied from one volume to another.
 	RepairedBytes int64
 	// TruncatedBytes counts bytes cut from torn tails.
 	TruncatedBytes int64
-	// UnreadableRanges counts offset ranges found corrupted on every volume.
+	// UnreadableRanges counts offset ranges found corrupted on every volume,
+	// and groups and epochs files unreadable on every volume.
 	UnreadableRanges int64
 	// DroppedTails counts last segments whose unacknowledged tail (on some
 	// volumes, not on the last) was cut at open because copying it to the

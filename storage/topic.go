@@ -55,6 +55,10 @@ type topic struct {
 
 	groups groupTable // consumer groups' committed offsets and leases (groups.go)
 
+	// epochs are the leader epochs, ascending (epochs.go): replaced, never
+	// modified in place; written under wmu and mu, read under mu.
+	epochs []EpochStart
+
 	lastWrite atomic.Int64 // append time of the last commit, Unix ns: the file budget parks the oldest first
 
 	produced, producedBytes atomic.Int64 // appended since open
@@ -157,8 +161,9 @@ func (t *topic) append(batch []byte, bi batchInfo, expect int64) (int64, error) 
 // queued, then Flush once: a caller that answers clients can send all the
 // answers of a commit together. Both run on a storage goroutine and must be
 // quick; neither may call Append or AppendMany, nor DeleteTopic, Truncate,
-// TruncateTime, Import or Close (with FsyncAlways these wait for the very
-// commit that is telling the callback).
+// TruncateTime, TruncateAfter, Import, Replicate, SetEpoch or Close (with
+// FsyncAlways these wait for the very commit that is telling the
+// callback).
 type AppendCallback interface {
 	// Appended reports the outcome of the append queued with arg: what
 	// Append would have returned.
