@@ -117,6 +117,9 @@ type Config struct {
 	// the other cores to the event loops. Up to 64 more per worker wait
 	// for one; past that a filter is refused with CodeLimitReached.
 	FilterWorkers int
+	// Replication, when set, is the cluster this server is a member of
+	// (service.Config.Replication). Default nil.
+	Replication service.Replication
 	// Logger receives connection and request errors (default slog.Default()).
 	Logger *slog.Logger
 	// ObserveRequest, when set, is told each answered request's op, whether

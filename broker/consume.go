@@ -24,11 +24,77 @@ type consume struct {
 	maxBytes int64
 	deadline time.Time // zero: answer at once
 
+	// replica, for a replica fetch (op 17): the follower and its epoch,
+	// and the leader's answer fields of the last read.
+	replica *replicaFetch
+
 	start  time.Time // when the request arrived, for Config.ObserveRequest
 	waited bool      // parked at least once
 	parked bool
 	cancel func() bool // storage watch
 	timer  *time.Timer
+}
+
+// replicaFetch is what a replica fetch adds to a consume.
+type replicaFetch struct {
+	follower string
+	epoch    int64
+	answer   service.FetchAnswer
+	parkedHW int64 // the high-water mark when it first parked; -1: not parked
+}
+
+// newHighWater reports whether a parked replica fetch should be answered
+// without batches: the high-water mark moved since it parked, which the
+// follower needs to serve reads (and nil is no replica fetch).
+func (rf *replicaFetch) newHighWater() bool {
+	return rf != nil && rf.parkedHW >= 0 && rf.answer.HighWater > rf.parkedHW
+}
+
+// handleReplicaFetch serves a follower's fetch as a consume that names
+// its follower and epoch: the same queue, parking and sendfile.
+func (cs *conn) handleReplicaFetch(h protocol.RequestHeader, payload []byte, start time.Time) {
+	b := cs.b
+	req, err := protocol.ParseReplicaFetchRequest(payload)
+	if err == nil {
+		err = b.svc.Allow(cs.caller, h.Op, string(req.Topic))
+	}
+	if err != nil {
+		cs.respondError(h.Op, h.CorrID, err)
+		b.observe(h.Op, false, start)
+		return
+	}
+	cr := &consume{corrID: h.CorrID, topic: string(req.Topic), caller: cs.caller, offset: req.Offset, resolved: true,
+		maxBytes: int64(b.cfg.MaxConsumeBytes), start: start,
+		replica: &replicaFetch{follower: string(req.Follower), epoch: req.Epoch, parkedHW: -1}}
+	if req.MaxBytes > 0 {
+		cr.maxBytes = min(cr.maxBytes, int64(req.MaxBytes))
+	}
+	if req.MaxWaitMs > 0 {
+		cr.deadline = time.Now().Add(min(time.Duration(req.MaxWaitMs)*time.Millisecond, b.cfg.MaxWait))
+	}
+	if len(cs.slots) == 0 && !cs.consumeWaits() && cs.serveConsume(cr) {
+		return
+	}
+	cs.slots = append(cs.slots, &slot{consume: cr})
+}
+
+// op is the op cr answers.
+func (cr *consume) op() protocol.Op {
+	if cr.replica != nil {
+		return protocol.OpReplicaFetch
+	}
+	return protocol.OpConsume
+}
+
+// read makes cr's read: a consume's, or a replica fetch's on the leader.
+func (cs *conn) read(cr *consume) (*service.ReadResult, error) {
+	b := cs.b
+	if rf := cr.replica; rf != nil {
+		r, ans, err := b.svc.ReplicaRead(cr.caller, cr.topic, rf.follower, rf.epoch, cr.offset, cr.maxBytes)
+		rf.answer = ans
+		return r, err
+	}
+	return b.svc.Read(cr.caller, cr.topic, cr.offset, cr.limit, cr.maxBytes)
 }
 
 // copyChunk is the size of the pooled buffer the copying path reads through.
@@ -69,29 +135,29 @@ func (cs *conn) handleConsume(h protocol.RequestHeader, payload []byte, start ti
 // connection) and returns false. Runs on the event loop.
 func (cs *conn) serveConsume(cr *consume) bool {
 	b := cs.b
-	r, err := b.svc.Read(cr.caller, cr.topic, cr.offset, cr.limit, cr.maxBytes)
+	r, err := cs.read(cr)
 	if err == nil && !cr.resolved {
 		cr.offset, cr.resolved = r.Offset, true
 	}
 	if err != nil {
 		b.unpark(cr)
-		cs.out = b.appendError(cs.out, protocol.OpConsume, cr.corrID, err)
-		b.observe(protocol.OpConsume, cr.waited, cr.start)
+		cs.out = b.appendError(cs.out, cr.op(), cr.corrID, err)
+		b.observe(cr.op(), cr.waited, cr.start)
 		return true
 	}
-	if r.Batches == 0 && !cr.deadline.IsZero() && time.Now().Before(cr.deadline) {
+	if r.Batches == 0 && !cr.deadline.IsZero() && time.Now().Before(cr.deadline) && !cr.replica.newHighWater() {
 		r.Release()
 		if err := cs.park(cr); err != nil {
 			b.unpark(cr)
-			cs.out = b.appendError(cs.out, protocol.OpConsume, cr.corrID, err)
-			b.observe(protocol.OpConsume, cr.waited, cr.start)
+			cs.out = b.appendError(cs.out, cr.op(), cr.corrID, err)
+			b.observe(cr.op(), cr.waited, cr.start)
 			return true
 		}
 		return false
 	}
 	b.unpark(cr)
 	cs.sendConsume(cr, r) // releases r
-	b.observe(protocol.OpConsume, cr.waited, cr.start)
+	b.observe(cr.op(), cr.waited, cr.start)
 	return true
 }
 
@@ -103,9 +169,26 @@ func (cs *conn) park(cr *consume) error {
 	if cr.cancel != nil {
 		cr.cancel()
 	}
-	cancel, err := b.svc.Watch(cr.caller, cr.topic, cr.offset, wake)
+	watch := b.svc.Watch
+	if cr.replica != nil {
+		watch = b.svc.ReplicaWatch // the log, not the high-water mark
+	}
+	cancel, err := watch(cr.caller, cr.topic, cr.offset, wake)
 	if err != nil {
 		return err
+	}
+	if rf := cr.replica; rf != nil {
+		// A follower also hears of a new high-water mark.
+		if rf.parkedHW < 0 {
+			rf.parkedHW = rf.answer.HighWater
+		}
+		hwCancel, err := b.svc.ReplicaWatchHighWater(cr.caller, cr.topic, rf.parkedHW, wake)
+		if err != nil {
+			cancel()
+			return err
+		}
+		logCancel := cancel
+		cancel = func() bool { a, b := logCancel(), hwCancel(); return a || b }
 	}
 	cr.cancel = cancel
 	if !cr.parked {
@@ -135,7 +218,13 @@ func (b *Broker) unpark(cr *consume) {
 // batches (tlsout.go). It releases r.
 func (cs *conn) sendConsume(cr *consume, r *service.ReadResult) {
 	b, c := cs.b, cs.c
-	cs.out = protocol.AppendConsumeResponseHeader(cs.out, cr.corrID, cr.offset, r.End, int(r.Bytes))
+	if rf := cr.replica; rf != nil {
+		cs.out = protocol.AppendReplicaFetchResponseHeader(cs.out, cr.corrID, protocol.ReplicaFetchResponse{
+			StartOffset: cr.offset, NextOffset: r.End, HighWater: rf.answer.HighWater,
+			Epoch: rf.answer.Epoch, BatchEpoch: rf.answer.BatchEpoch}, int(r.Bytes))
+	} else {
+		cs.out = protocol.AppendConsumeResponseHeader(cs.out, cr.corrID, cr.offset, r.End, int(r.Bytes))
+	}
 	cs.flush() // the header goes before the batch bytes
 	if cs.fatal != nil {
 		r.Release()

@@ -17,10 +17,11 @@ import (
 const DefaultMaxControlRate = 5000
 
 // isControl reports whether op counts against Config.MaxControlRate: every
-// request but those that move data (produce, consume, import) and hello.
+// request but those that move data (produce, consume, import, a replica
+// fetch) and hello.
 func isControl(op protocol.Op) bool {
 	switch op {
-	case protocol.OpProduce, protocol.OpConsume, protocol.OpImport, protocol.OpHello:
+	case protocol.OpProduce, protocol.OpConsume, protocol.OpImport, protocol.OpHello, protocol.OpReplicaFetch:
 		return false
 	}
 	return true

@@ -64,6 +64,19 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 	case protocol.OpConsume:
 		cs.handleConsume(h, payload, start)
 		return h.Op, true
+	case protocol.OpReplicaFetch:
+		cs.handleReplicaFetch(h, payload, start)
+		return h.Op, true
+	case protocol.OpEpochEnd:
+		cs.epochEnd(h, payload)
+		return h.Op, false
+	case protocol.OpClusterStatus:
+		if st, err := b.svc.ClusterStatus(cs.caller); err != nil {
+			cs.respondError(h.Op, h.CorrID, err)
+		} else {
+			cs.end(protocol.AppendClusterStatusResponse(cs.begin(), h.CorrID, st))
+		}
+		return h.Op, false
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTopicInfo:
 		jb, err = b.topicJob(h, payload)
 	case protocol.OpListTopics:
@@ -93,7 +106,9 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 	switch {
 	case cs.w.busy():
 		// Behind the storage requests the connection's goroutine runs.
-	case h.Op == protocol.OpProduce && b.fsync && !jb.decode:
+	case h.Op == protocol.OpProduce && (b.fsync || b.svc.Replicated(jb.topic)) && !jb.decode:
+		// A replicated topic's produce waits for its followers: through
+		// storage's callbacks, never on the loop.
 		cs.produceAsync(jb)
 		return h.Op, true
 	case cs.w.inStore.Load() > 0:
@@ -129,9 +144,23 @@ func (b *Broker) offLoop(j *job) bool {
 	case protocol.OpListTopics:
 		return j.regex != "" // compiling and matching: CPU no event loop may spend
 	case protocol.OpProduce:
-		return b.fsync || j.decode
+		return b.fsync || j.decode || b.svc.Replicated(j.topic)
 	}
 	return false
+}
+
+// epochEnd answers a follower's epoch end request.
+func (cs *conn) epochEnd(h protocol.RequestHeader, payload []byte) {
+	topic, epoch, err := protocol.ParseEpochEndRequest(payload)
+	var found, end int64
+	if err == nil {
+		found, end, err = cs.b.svc.EpochEnd(cs.caller, string(topic), epoch)
+	}
+	if err != nil {
+		cs.respondError(h.Op, h.CorrID, err)
+		return
+	}
+	cs.end(protocol.AppendEpochEndResponse(cs.begin(), h.CorrID, found, end))
 }
 
 // decodeFits refuses at once, on the loop, a compressed batch that

@@ -109,7 +109,7 @@ func (b *Broker) appendAsync(w *worker, j *job, create bool) bool {
 	b.stopMu.RUnlock()
 	w.appending.Add(1)
 	w.inStore.Add(1)
-	p := service.Produce{Batch: j.raw, Expect: j.expect}
+	p := service.Produce{Batch: j.raw, Expect: j.expect, AcksLeader: j.flags&protocol.ProduceAcksLeader != 0}
 	err := b.svc.ProduceAsync(j.caller, j.topic, p, w, j)
 	if errors.Is(err, storage.ErrTopicNotFound) && j.flags&protocol.ProduceCreateTopic != 0 {
 		if !create {
@@ -278,7 +278,8 @@ func (w *worker) wake() {
 func (b *Broker) produce(jobs []*job, resps [][]byte) {
 	ps := make([]service.Produce, len(jobs))
 	for i, j := range jobs {
-		ps[i] = service.Produce{Batch: j.raw, Expect: j.expect, Create: j.flags&protocol.ProduceCreateTopic != 0}
+		ps[i] = service.Produce{Batch: j.raw, Expect: j.expect, Create: j.flags&protocol.ProduceCreateTopic != 0,
+			AcksLeader: j.flags&protocol.ProduceAcksLeader != 0}
 	}
 	bases, errs := b.svc.ProduceMany(jobs[0].caller, jobs[0].topic, ps)
 	for i, j := range jobs {

@@ -29,6 +29,10 @@ type Client struct {
 
 	cl       *cluster     // several servers: see cluster.go; nil for one
 	producer *producerSeq // idempotence: Produce's producer id and sequences; nil when off
+	// reroute, on a server of a Client of several, finds the server to
+	// send a produce to once this one refused it as not the topic's
+	// leader or could not be reached (cluster.reroute); nil for one.
+	reroute func(ctx context.Context, topic string, from *Client, err error) (*Client, error)
 }
 
 // Dial connects to the server at addr (host:port) and checks it answers.

@@ -37,9 +37,10 @@ type cluster struct {
 	servers []*Client // one per address, in the order given
 	addrs   []string  // their addresses
 
-	mu      sync.Mutex
-	where   map[string]*Client // topic -> the server it was found or placed on
-	finding map[string]*search // searches under way, by topic: one at a time per topic
+	mu        sync.Mutex
+	where     map[string]*Client   // topic -> the server it was found or placed on
+	finding   map[string]*search   // searches under way, by topic: one at a time per topic
+	rerouting map[string]time.Time // topic -> when its produces began to look for its leader
 }
 
 // search is one find under way; requests for the same topic meanwhile
@@ -71,8 +72,17 @@ func splitAddrs(list string) []string {
 func dialCluster(ctx context.Context, addrs []string, o options) (*Client, error) {
 	top := &Client{addr: strings.Join(addrs, ","), opts: o, done: make(chan struct{}), polls: make(map[*connSlot]struct{})}
 	k := &cluster{top: top, where: make(map[string]*Client), finding: make(map[string]*search)}
+	var seq *producerSeq
+	if o.idempotent {
+		seq = newProducerSeq() // one producer id over the servers: a batch retried on another keeps its id and sequence
+	}
 	for _, a := range addrs {
-		k.servers = append(k.servers, newClient(a, o))
+		s := newClient(a, o)
+		if seq != nil {
+			s.producer = seq
+		}
+		s.reroute = k.reroute
+		k.servers = append(k.servers, s)
 	}
 	k.addrs = addrs
 	top.cl = k
@@ -368,8 +378,8 @@ func (k *cluster) onTopic(ctx context.Context, topic string, create bool, op fun
 		k.remember(topic, s)
 		err = op(s)
 	}
-	if err == nil && create {
-		k.remember(topic, s)
+	if err == nil && create && k.cached(topic) == nil {
+		k.remember(topic, s) // unless op went on to another server (a produce that followed a new leader), which it remembered
 	}
 	return wrapAddr(s, err)
 }
@@ -381,6 +391,69 @@ const (
 	notLeaderWait    = 20 * time.Millisecond
 	maxNotLeaderWait = 500 * time.Millisecond
 )
+
+// rerouteBudget bounds how long a produce looks for a replicated topic's
+// leader after its server refused it or went away, within its context:
+// a failover takes a few seconds (docs/replication.md).
+const rerouteBudget = 15 * time.Second
+
+// reroute is the servers' Client.reroute: after a produce to topic was
+// refused by from as not the leader, or from could not be reached, it
+// returns the server to send the same batch to: the leader from named,
+// else, after a pause, whichever server the topic is found on (which
+// names the leader in turn). It gives up after rerouteBudget.
+func (k *cluster) reroute(ctx context.Context, topic string, from *Client, err error) (*Client, error) {
+	if err == nil {
+		k.rerouted(topic)
+		k.remember(topic, from)
+		return from, nil
+	}
+	k.forget(topic, from)
+	if addr, ok := LeaderOf(err); ok {
+		if s := k.server(addr); s != nil && s != from {
+			k.remember(topic, s)
+			return s, nil
+		}
+	}
+	k.mu.Lock()
+	if k.rerouting == nil {
+		k.rerouting = make(map[string]time.Time)
+	}
+	began, ok := k.rerouting[topic]
+	if !ok {
+		began = time.Now()
+		k.rerouting[topic] = began
+	}
+	k.mu.Unlock()
+	if time.Since(began) > rerouteBudget {
+		k.mu.Lock()
+		delete(k.rerouting, topic)
+		k.mu.Unlock()
+		return nil, err
+	}
+	select {
+	case <-ctx.Done():
+		return nil, err
+	case <-time.After(notLeaderWait * 5):
+	}
+	s, _, rerr := k.route(ctx, topic, false)
+	if rerr != nil {
+		if errors.Is(rerr, ErrUnavailable) || errors.Is(rerr, ErrTopicNotFound) {
+			return from, nil // nobody answers for it yet: try again where it was
+		}
+		return nil, rerr
+	}
+	return s, nil
+}
+
+// rerouted ends topic's reroute budget after a produce went through.
+func (k *cluster) rerouted(topic string) {
+	k.mu.Lock()
+	if k.rerouting != nil {
+		delete(k.rerouting, topic)
+	}
+	k.mu.Unlock()
+}
 
 // server returns the server of address addr, nil if the client has none.
 func (k *cluster) server(addr string) *Client {

@@ -214,7 +214,7 @@ func (c *Client) produceOnce(ctx context.Context, topic string, count, size int,
 	c.stats.bytesSent.Add(int64(size))
 	c.stats.inFlight.Add(1)
 	defer c.stats.inFlight.Add(-1)
-	p, err := c.do(ctx, protocol.OpProduce, 0, c.producer != nil, func(dst []byte, id uint32) []byte {
+	build := func(dst []byte, id uint32) []byte {
 		built.Add(1)
 		if !assigned {
 			meta.ProducerID, meta.Sequence = c.producer.next(topic)
@@ -224,7 +224,20 @@ func (c *Client) produceOnce(ctx context.Context, topic string, count, size int,
 		dst = slices.Grow(dst, protocol.HeaderSize+16+len(topic)+size)
 		dst = protocol.AppendProduceRequestHeaderExpect(dst, id, topic, flags, expect, size)
 		return appendBatch(dst, meta)
-	})
+	}
+	p, err := c.do(ctx, protocol.OpProduce, 0, c.producer != nil, build)
+	// On a Client of several servers, a replicated topic's produce goes
+	// on to its leader: the same batch, same producer id and sequence, so
+	// that one stored before the failover is answered with its offset.
+	for s := c; s.reroute != nil && s.mayReroute(err, built.Load()); {
+		if s, err = s.reroute(ctx, topic, s, err); s == nil {
+			break
+		}
+		p, err = s.do(ctx, protocol.OpProduce, 0, c.producer != nil, build)
+		if err == nil {
+			_, _ = s.reroute(ctx, topic, s, nil) // through: the budget starts afresh
+		}
+	}
 	if err != nil {
 		return 0, pid, 0, err
 	}
@@ -361,4 +374,21 @@ func (p *producerSeq) renew(old uint64) {
 		clear(p.open) // the old id's sequences: their answers no longer hold anyone back
 		p.wake()
 	}
+}
+
+// mayReroute reports whether a produce that failed with err, its frame
+// built builds times, may be sent to another server: a server that is not
+// the leader stored nothing; a server that could not be reached may have
+// stored it only if it was sent, which an idempotent producer's id and
+// sequence make harmless.
+func (c *Client) mayReroute(err error, builds int32) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrNotLeader):
+		return true
+	case errors.Is(err, ErrConnection):
+		return c.producer != nil || builds == 0
+	}
+	return false
 }

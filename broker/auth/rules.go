@@ -18,13 +18,15 @@ import (
 // Right is a set of rights a token holds on a topic.
 type Right uint8
 
-// Rights. Admin implies the other three: a rule giving admin holds all
-// four.
+// Rights. Admin implies produce, consume and metrics: a rule giving
+// admin holds all four. Replication is apart: admin does not imply it,
+// and it implies nothing else.
 const (
-	Produce Right = 1 << iota // append to a topic
-	Consume                   // read a topic and use its groups
-	Admin                     // create, delete, truncate a topic
-	Metrics                   // read /metrics (the topics the patterns match)
+	Produce     Right = 1 << iota // append to a topic
+	Consume                       // read a topic and use its groups
+	Admin                         // create, delete, truncate a topic
+	Metrics                       // read /metrics (the topics the patterns match)
+	Replication                   // a cluster's servers: copy a topic's log, speak on the cluster port
 
 	// Any asks for any right at all: topic info and list topics need it.
 	Any = Produce | Consume | Admin | Metrics
@@ -35,7 +37,7 @@ func (r Right) String() string {
 	for _, n := range [...]struct {
 		r    Right
 		name string
-	}{{Produce, "produce"}, {Consume, "consume"}, {Admin, "admin"}, {Metrics, "metrics"}} {
+	}{{Produce, "produce"}, {Consume, "consume"}, {Admin, "admin"}, {Metrics, "metrics"}, {Replication, "replication"}} {
 		if r&n.r != 0 {
 			names = append(names, n.name)
 		}
@@ -224,8 +226,10 @@ func parseRule(fields []string) (*Grant, error) {
 			g.rights |= Metrics
 		case "admin":
 			g.rights |= Any
+		case "replication":
+			g.rights |= Replication
 		default:
-			return nil, fmt.Errorf("unknown right %q: want produce, consume, admin or metrics, comma-separated", r)
+			return nil, fmt.Errorf("unknown right %q: want produce, consume, admin, metrics or replication, comma-separated", r)
 		}
 	}
 	for _, f := range fields[2:] {

@@ -236,6 +236,13 @@ func (n *Node) waitApplied(ctx context.Context, index uint64) error {
 	}
 }
 
+// InContact reports whether this member has heard from the Raft leader
+// within d (or is the leader): a member cut off from the group longer
+// stops serving its topics, since the others may have moved them.
+func (n *Node) InContact(d time.Duration) bool {
+	return n.IsLeader() || time.Since(n.raft.LastContact()) < d
+}
+
 // ID returns this member's ID.
 func (n *Node) ID() string { return n.cfg.Self.ID }
 
@@ -468,16 +475,11 @@ func decodeAnswer(b []byte) (uint64, error) {
 // slogWriter passes hashicorp/raft's log lines to a slog.Logger.
 type slogWriter struct{ l *slog.Logger }
 
+// Its lines go at debug level: with a member down it logs a failed
+// heartbeat several times a second; the cluster's own lines (a member
+// down or back, a topic moved) say what matters.
 func (w slogWriter) Write(p []byte) (int, error) {
-	line := string(bytes.TrimSpace(p))
-	switch {
-	case strings.Contains(line, "[ERROR]"):
-		w.l.Error(line)
-	case strings.Contains(line, "[WARN]"):
-		w.l.Warn(line)
-	default:
-		w.l.Info(line)
-	}
+	w.l.Debug(string(bytes.TrimSpace(p)))
 	return len(p), nil
 }
 

@@ -42,7 +42,7 @@ type consumeReq struct {
 func (a *API) consume(w http.ResponseWriter, r *http.Request, c call) {
 	q, err := a.consumeParams(r, c)
 	if err != nil {
-		a.fail(w, err)
+		a.failOn(w, r, err)
 		return
 	}
 	res, err := a.read(r, c, q)
@@ -58,7 +58,7 @@ func (a *API) consume(w http.ResponseWriter, r *http.Request, c call) {
 				w.Header().Set("X-Oldest", strconv.FormatInt(info.Oldest, 10))
 			}
 		}
-		a.fail(w, err)
+		a.failOn(w, r, err)
 		return
 	}
 	defer res.Release()
@@ -77,7 +77,7 @@ func (a *API) consume(w http.ResponseWriter, r *http.Request, c call) {
 		err = a.commitRead(w, c, q, res.Offset, sizes)
 	}
 	if err != nil {
-		a.fail(w, err)
+		a.failOn(w, r, err)
 		return
 	}
 	h := w.Header()

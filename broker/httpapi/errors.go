@@ -79,8 +79,8 @@ func statusOf(code protocol.Code) int {
 		return http.StatusRequestedRangeNotSatisfiable
 	case protocol.CodeNoSpace:
 		return http.StatusInsufficientStorage
-	case protocol.CodeTopicReadOnly, protocol.CodeShuttingDown:
-		return http.StatusServiceUnavailable
+	case protocol.CodeTopicReadOnly, protocol.CodeShuttingDown, protocol.CodeNotLeader, protocol.CodeNotEnoughReplicas:
+		return http.StatusServiceUnavailable // not leader: no leader known yet
 	case protocol.CodeUnauthenticated:
 		return http.StatusUnauthorized
 	case protocol.CodeForbidden:
@@ -91,6 +91,26 @@ func statusOf(code protocol.Code) int {
 		return http.StatusRequestTimeout
 	}
 	return http.StatusInternalServerError // CodeUnknown, CodeUnreadableRange
+}
+
+// failOn answers err for request r: as fail does, except that a request
+// for a replicated topic that another server serves (its leader, for a
+// write) is answered 307 to that server, same path and query.
+func (a *API) failOn(w http.ResponseWriter, r *http.Request, err error) {
+	var nl *service.NotLeaderError
+	if !errors.As(err, &nl) || nl.LeaderHTTP == "" {
+		a.fail(w, err)
+		return
+	}
+	loc := nl.LeaderHTTP + r.URL.EscapedPath()
+	if r.URL.RawQuery != "" {
+		loc += "?" + r.URL.RawQuery
+	}
+	h := w.Header()
+	h.Set("Location", loc)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusTemporaryRedirect)
+	_, _ = io.WriteString(w, "topic "+nl.Topic+" is led by "+nl.LeaderHTTP+"\n")
 }
 
 // fail answers err: the status of its code, the X-Errors header and a

@@ -86,7 +86,7 @@ func (a *API) onTopic(op protocol.Op, h topicHandler) http.HandlerFunc {
 		}
 		name := r.PathValue("topic")
 		if err := service.ValidTopic(name); err != nil {
-			a.fail(w, err)
+			a.failOn(w, r, err)
 			return
 		}
 		caller, ok := a.authorize(w, r, st.svc, op, name)
@@ -126,7 +126,7 @@ func (a *API) listTopics(w http.ResponseWriter, r *http.Request) {
 	// A regex runs on the service's filter workers: bounded, compiled once.
 	names, err := st.svc.ListTopics(c, q.Get("prefix"), q.Get("regex"))
 	if err != nil {
-		a.fail(w, err) // a bad regex is 400, full filter workers 429, by their codes
+		a.failOn(w, r, err) // a bad regex is 400, full filter workers 429, by their codes
 		return
 	}
 	// As the original server: CSV unless the client asks for JSON, HTML or
@@ -221,7 +221,7 @@ func (a *API) truncate(w http.ResponseWriter, r *http.Request, c call) {
 	if before == "" && r.ContentLength != 0 {
 		var err error
 		if before, err = patchBody(r); err != nil {
-			a.fail(w, err)
+			a.failOn(w, r, err)
 			return
 		}
 	}
@@ -231,7 +231,7 @@ func (a *API) truncate(w http.ResponseWriter, r *http.Request, c call) {
 		info, err = c.svc.Truncate(c.caller, c.topic, off) // the service's bounds: [0, next]
 	} else if t, terr := time.Parse(time.RFC3339Nano, before); terr == nil {
 		if err = timeInRange("before", before, t); err != nil {
-			a.fail(w, err)
+			a.failOn(w, r, err)
 			return
 		}
 		info, err = c.svc.TruncateTime(c.caller, c.topic, t)
@@ -292,12 +292,12 @@ func (a *API) produce(w http.ResponseWriter, r *http.Request, c call) {
 	body := bytebufferpool.Get()
 	defer bytebufferpool.Put(body)
 	if err := a.readBody(w, r, body, &res); err != nil {
-		a.fail(w, err)
+		a.failOn(w, r, err)
 		return
 	}
 	sizes, err := parseSizes(r.Header.Get("X-Sizes"), body.Len())
 	if err != nil {
-		a.fail(w, err)
+		a.failOn(w, r, err)
 		return
 	}
 	msgs := make([][]byte, len(sizes))
@@ -306,7 +306,7 @@ func (a *API) produce(w http.ResponseWriter, r *http.Request, c call) {
 		msgs[i], rest = rest[:n:n], rest[n:]
 	}
 	if err := res.grow(int64(protocol.MinBatchHeaderSize + protocol.MessagesSize(msgs...))); err != nil {
-		a.fail(w, err)
+		a.failOn(w, r, err)
 		return
 	}
 	batch := bytebufferpool.Get()
@@ -317,7 +317,7 @@ func (a *API) produce(w http.ResponseWriter, r *http.Request, c call) {
 		err = fmt.Errorf("%w: batch too large: the messages with their framing exceed the server's frame limit", ErrTooLarge)
 	}
 	if err != nil {
-		a.fail(w, err)
+		a.failOn(w, r, err)
 		return
 	}
 	w.Header().Set("X-Id", strconv.FormatInt(base, 10))

@@ -35,6 +35,12 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 type cliFlags struct {
 	httpPort, tcpPort       uint
 	listen, logLevel, peers string
+
+	cluster                            bool
+	clusterPort                        uint
+	replicas, minInsync                int
+	lagTime, ackTimeout, memberTimeout time.Duration
+	clusterTokenFile                   string
 }
 
 // newFlagSet defines the haraqa binary's flags: onto c's fields, or f's.
@@ -84,6 +90,14 @@ func newFlagSet(c *Config, f *cliFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.TLSKeyFile, "tls-key", "", "PEM private key file of -tls-cert")
 	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca", "", "PEM file of the CAs whose client certificates both ports then require (mutual TLS)")
 	fs.StringVar(&f.peers, "peers", "", "comma-separated binary protocol addresses of the servers sharing the topics, this one among them, as clients are given them (host:port, or host:port/httpport when a peer's HTTP port is not -http); the HTTP port then redirects (307) requests for topics that live on another")
+	fs.BoolVar(&f.cluster, "cluster", false, "make the -peers one cluster of replicated topics: their metadata in a Raft group on each server's -cluster-port, each topic on -replicas of them, led by one (docs/replication.md); implied by -replicas over 1")
+	fs.UintVar(&f.clusterPort, "cluster-port", DefaultClusterPort, "with -cluster: the port of the Raft group and of the commands servers forward to its leader, on -listen; a peer's is taken to be the same unless its -peers entry gives it (host:port/httpport/clusterport)")
+	fs.IntVar(&f.replicas, "replicas", 1, "with -cluster: how many servers a new topic lives on; over 1 implies -cluster")
+	fs.IntVar(&f.minInsync, "min-insync", 1, "with -cluster: the fewest in-sync replicas a produce with acks=all is taken with (else code not enough replicas) and the high-water mark advances with")
+	fs.DurationVar(&f.lagTime, "replica-lag-time", 5*time.Second, "with -cluster: a follower that has not reached its leader's end for this long leaves the in-sync set")
+	fs.DurationVar(&f.ackTimeout, "ack-timeout", 10*time.Second, "with -cluster: how long a produce with acks=all waits for its in-sync replicas before it is answered not enough replicas")
+	fs.DurationVar(&f.memberTimeout, "member-timeout", 1500*time.Millisecond, "with -cluster: how long the Raft leader's heartbeats to a server may fail before its topics get new leaders")
+	fs.StringVar(&f.clusterTokenFile, "cluster-token-file", "", "with -cluster and -auth-file: file whose first line is the token this server presents to the others (it needs the replication right on every topic)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: haraqa [flags] VOLUME...\n\n"+
 			"Serves topics stored on the volumes (directories). Messages are written to every\n"+
@@ -111,12 +125,31 @@ func (c *Config) applyFlags(f *cliFlags, usage func(), stderr io.Writer) error {
 	if f.httpPort > 65535 || f.tcpPort > 65535 {
 		return errors.New("ports must be at most 65535")
 	}
-	list, err := ParsePeers(f.peers, int(f.httpPort))
+	clusterPort := 0
+	if f.cluster || f.replicas > 1 {
+		if f.clusterPort == 0 || f.clusterPort > 65535 {
+			return errors.New("-cluster-port must be 1 to 65535")
+		}
+		clusterPort = int(f.clusterPort)
+		c.Cluster = &ClusterConfig{Addr: net.JoinHostPort(f.listen, strconv.Itoa(clusterPort)), Replicas: f.replicas,
+			MinInsync: f.minInsync, LagTime: f.lagTime, AckTimeout: f.ackTimeout, MemberTimeout: f.memberTimeout}
+		if f.clusterTokenFile != "" {
+			tok, err := readToken(f.clusterTokenFile)
+			if err != nil {
+				return fmt.Errorf("-cluster-token-file: %w", err)
+			}
+			c.Cluster.Token = tok
+		}
+	}
+	list, err := ParsePeers(f.peers, int(f.httpPort), clusterPort)
 	if err != nil {
 		return err
 	}
 	c.Peers = list
 	if err := checkPeers(c, f.tcpPort); err != nil {
+		return err
+	}
+	if err := c.checkCluster(); err != nil {
 		return err
 	}
 	var level slog.Level

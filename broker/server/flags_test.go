@@ -94,7 +94,7 @@ func TestParsePeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []server.Peer{{"a:14353", "http://a:4353"}, {"b:14353", "http://b:8080"}, {"[::1]:1", "http://[::1]:4353"}}
+	want := []server.Peer{{Addr: "a:14353", HTTP: "http://a:4353"}, {Addr: "b:14353", HTTP: "http://b:8080"}, {Addr: "[::1]:1", HTTP: "http://[::1]:4353"}}
 	if len(peers) != len(want) {
 		t.Fatalf("peers %+v, want %+v", peers, want)
 	}
@@ -115,11 +115,17 @@ func TestParsePeers(t *testing.T) {
 		{":14353", 4353, "is not host:port"},
 		{"a:0", 4353, "is not host:port"},
 		{"a:1/x", 4353, `"x" is not an HTTP port`},
+		{"a:1/2/x", 4353, `"x" is not a cluster port`},
 		{"a:1", 0, "-http is 0"},
 	} {
 		if _, err := server.ParsePeers(tc.list, tc.http); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("ParsePeers(%q, %d): %v, want an error holding %q", tc.list, tc.http, err, tc.err)
 		}
+	}
+	// Cluster ports: this server's unless an entry gives its own.
+	peers, err = server.ParsePeers("a:1/2/3,b:1", 80, 14355)
+	if err != nil || peers[0].Raft != "a:3" || peers[1].Raft != "b:14355" || peers[0].HTTP != "http://a:2" {
+		t.Errorf("cluster ports: %+v, %v", peers, err)
 	}
 	dir := t.TempDir()
 	c, err := server.ParseFlags([]string{"-peers", "h0:14353,h1:14353", "-http", "80", dir}, &bytes.Buffer{})
@@ -134,6 +140,10 @@ func TestParsePeers(t *testing.T) {
 		{[]string{"-peers", "a:1", "-auth-file", "x", dir}, "-auth-file"},
 		{[]string{"-peers", "a:1", "-tls-cert", "x", dir}, "-tls-cert"},
 		{[]string{"-peers", "a", dir}, "-peers"},
+		{[]string{"-replicas", "2", dir}, "a cluster needs -peers"},
+		{[]string{"-tcp", "1", "-peers", "127.0.0.1:1,b:1", "-replicas", "3", dir}, "-replicas 3"},
+		{[]string{"-tcp", "1", "-peers", "127.0.0.1:1,b:1", "-replicas", "2", "-min-insync", "3", dir}, "-min-insync 3"},
+		{[]string{"-tcp", "1", "-peers", "127.0.0.1:1,b:1", "-cluster", "-auth-file", "x", dir}, "-cluster-token-file"},
 	} {
 		if _, err := server.ParseFlags(tc.args, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("ParseFlags(%q): %v, want an error holding %q", tc.args, err, tc.err)

@@ -19,15 +19,20 @@ type Peer struct {
 	// HTTP is the base URL of the server's HTTP port, "http://host:port",
 	// where requests for its topics are redirected.
 	HTTP string
+	// Raft is the server's cluster port, host:port ("" without a
+	// cluster).
+	Raft string
 }
 
 // ParsePeers parses a -peers list: comma-separated binary protocol
 // addresses, host:port, the list the Go client takes
 // ("a:14353,b:14353,c:14353"). A peer's HTTP port is taken to be httpPort,
 // this server's own, unless its entry gives it after a slash
-// (host:port/httpport), which servers sharing one host need. Blank
-// entries and repeats are dropped; an empty list gives no peers.
-func ParsePeers(list string, httpPort int) ([]Peer, error) {
+// (host:port/httpport), which servers sharing one host need; likewise its
+// cluster port (clusterPort, 0 for none) after a second slash
+// (host:port/httpport/clusterport). Blank entries and repeats are
+// dropped; an empty list gives no peers.
+func ParsePeers(list string, httpPort int, clusterPort ...int) ([]Peer, error) {
 	var peers []Peer
 	var seen []string
 	for entry := range strings.SplitSeq(list, ",") {
@@ -36,6 +41,7 @@ func ParsePeers(list string, httpPort int) ([]Peer, error) {
 			continue
 		}
 		addr, hport, hasHTTP := strings.Cut(entry, "/")
+		hport, cport, hasCluster := strings.Cut(hport, "/")
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil || host == "" || !validPort(port) {
 			return nil, fmt.Errorf("-peers: %q is not host:port", entry)
@@ -48,11 +54,20 @@ func ParsePeers(list string, httpPort int) ([]Peer, error) {
 		} else if !validPort(hport) {
 			return nil, fmt.Errorf("-peers: %q: %q is not an HTTP port", entry, hport)
 		}
+		raft := ""
+		switch {
+		case hasCluster && !validPort(cport):
+			return nil, fmt.Errorf("-peers: %q: %q is not a cluster port", entry, cport)
+		case hasCluster:
+			raft = net.JoinHostPort(host, cport)
+		case len(clusterPort) > 0 && clusterPort[0] > 0:
+			raft = net.JoinHostPort(host, strconv.Itoa(clusterPort[0]))
+		}
 		if slices.Contains(seen, addr) {
 			continue
 		}
 		seen = append(seen, addr)
-		peers = append(peers, Peer{Addr: addr, HTTP: "http://" + net.JoinHostPort(host, hport)})
+		peers = append(peers, Peer{Addr: addr, HTTP: "http://" + net.JoinHostPort(host, hport), Raft: raft})
 	}
 	return peers, nil
 }
@@ -70,8 +85,8 @@ func checkPeers(c *Config, tcpPort uint) error {
 		return nil
 	case tcpPort == 0:
 		return errors.New("-peers needs a -tcp port other than 0: the server finds itself in the list by it")
-	case c.AuthFile != "":
-		return errors.New("-peers does not work with -auth-file yet: peers are asked for topics without a token")
+	case c.AuthFile != "" && c.Cluster == nil:
+		return errors.New("-peers does not work with -auth-file yet: peers are asked for topics without a token (a -cluster does, with -cluster-token-file)")
 	case c.TLSCertFile != "":
 		return errors.New("-peers does not work with -tls-cert yet: peers are asked for topics in plaintext")
 	}

@@ -35,7 +35,9 @@ import (
 
 	"github.com/haraqa/haraqa/broker"
 	"github.com/haraqa/haraqa/broker/auth"
+	"github.com/haraqa/haraqa/broker/cluster"
 	"github.com/haraqa/haraqa/broker/httpapi"
+	"github.com/haraqa/haraqa/broker/replica"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
@@ -131,6 +133,12 @@ type Config struct {
 	// requests for their topics, and that knows this server in the list
 	// by Broker.Addr. HTTP.Peers must then be nil. Default nil.
 	Peers []Peer
+	// Cluster, when set, makes the Peers one cluster of replicated topics
+	// (the -cluster flag, or -replicas over 1): their metadata in a Raft
+	// group on each server's cluster port, each topic on Replicas of
+	// them, led by one (docs/replication.md). HTTP requests for a topic
+	// another server serves are redirected by the cluster, not by Peers.
+	Cluster *ClusterConfig
 	// Logger receives the server's logs and is handed to the storage,
 	// broker and HTTP parts that have none of their own (default
 	// slog.Default()).
@@ -177,6 +185,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: TLS reload check %s: want 0 (the default) or more", ErrInvalidConfig, c.TLSReloadCheck)
 	case c.TLSReloadCheck == 0:
 		c.TLSReloadCheck = DefaultTLSReloadCheck
+	}
+	if err := c.checkCluster(); err != nil {
+		return err
 	}
 	if len(c.Peers) > 0 && c.HTTP.Peers != nil {
 		return fmt.Errorf("%w: both Peers and HTTP.Peers: give one", ErrInvalidConfig)
@@ -237,6 +248,8 @@ type Server struct {
 	oldLimit int64            // the runtime's memory limit before Start set one; -1: not set
 	auth     *auth.Authorizer // nil without Config.AuthFile
 	peers    *peerLocator     // nil without Config.Peers or an HTTP port
+	repl     *replica.Manager // nil without Config.Cluster
+	node     *cluster.Node    // nil without Config.Cluster
 	certs    *certs           // nil unless TLSCertFile is set
 	tls      *tls.Config      // both ports' TLS configuration; nil: plaintext
 	tlsStop  chan struct{}    // ends certs.watch
@@ -286,7 +299,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger.Info("tokens required on both ports", "auth_file", cfg.AuthFile, "rules", a.Rules().Len())
 	}
 	if cfg.HTTPAddr != "" {
-		if len(cfg.Peers) > 0 {
+		if len(cfg.Peers) > 0 && cfg.Cluster == nil {
 			s.peers = newPeerLocator(cfg.Peers, cfg.Broker.Addr, cfg.Logger)
 			s.run.HTTP.Peers = s.peers
 		}
@@ -350,12 +363,21 @@ func (s *Server) Start() (err error) {
 	if s.tls != nil {
 		bc.TLS = s.tls // else Broker.TLS as given
 	}
+	if s.cfg.Cluster != nil {
+		s.repl = s.newReplicas()
+		bc.Replication = s.repl
+	}
 	if s.broker, err = broker.New(s.store, bc); err != nil {
 		return err
 	}
 	if err := s.broker.Start(); err != nil {
 		s.broker = nil // never started: nothing to shut down
 		return err
+	}
+	if s.cfg.Cluster != nil {
+		if err := s.startCluster(); err != nil {
+			return err
+		}
 	}
 	if s.api != nil {
 		s.api.Ready(s.broker)
@@ -600,6 +622,12 @@ func (s *Server) closeLocked(ctx context.Context) error {
 	var errs []error
 	if s.httpStop != nil {
 		s.httpStop() // long polls answer now instead of holding the shutdown
+	}
+	if s.repl != nil {
+		s.repl.Close() // produces waiting for replicas are answered
+	}
+	if s.node != nil {
+		errs = append(errs, s.node.Close())
 	}
 	if s.broker != nil {
 		errs = append(errs, s.broker.Shutdown(ctx))

@@ -74,6 +74,10 @@ func Message(err error, code protocol.Code) string {
 	if errors.Is(err, storage.ErrClosed) {
 		return "server is shutting down"
 	}
+	var nl *NotLeaderError
+	if errors.As(err, &nl) {
+		return nl.Leader // the wire's rule: exactly the leader's address
+	}
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
 		return pe.Message

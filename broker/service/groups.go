@@ -33,6 +33,9 @@ func (s *Service) CommitOffset(c Caller, topic, group string, cm Commit) error {
 	if err := s.AllowGroup(c, protocol.OpCommitOffset, topic, group); err != nil {
 		return err
 	}
+	if err := s.groupLeader(topic); err != nil {
+		return err
+	}
 	cm.Owner = c.Owner()
 	return s.store.CommitOffset(topic, group, cm)
 }
@@ -40,6 +43,9 @@ func (s *Service) CommitOffset(c Caller, topic, group string, cm Commit) error {
 // FetchOffset returns group's committed offset on topic and its lease.
 func (s *Service) FetchOffset(c Caller, topic, group string) (GroupOffset, error) {
 	if err := s.AllowGroup(c, protocol.OpFetchOffset, topic, group); err != nil {
+		return GroupOffset{}, err
+	}
+	if err := s.groupLeader(topic); err != nil {
 		return GroupOffset{}, err
 	}
 	return s.store.FetchOffset(topic, group)
@@ -50,6 +56,9 @@ func (s *Service) Lease(c Caller, topic, group, member string, ttl time.Duration
 	if err := s.AllowGroup(c, protocol.OpGroupLease, topic, group); err != nil {
 		return GroupOffset{}, err
 	}
+	if err := s.groupLeader(topic); err != nil {
+		return GroupOffset{}, err
+	}
 	return s.store.LeaseFor(c.Owner(), topic, group, member, ttl)
 }
 
@@ -58,12 +67,18 @@ func (s *Service) ReleaseLease(c Caller, topic, group, member string) (GroupOffs
 	if err := s.AllowGroup(c, protocol.OpGroupLease, topic, group); err != nil {
 		return GroupOffset{}, err
 	}
+	if err := s.groupLeader(topic); err != nil {
+		return GroupOffset{}, err
+	}
 	return s.store.ReleaseLease(topic, group, member)
 }
 
 // ListGroups returns topic's info and its groups, those c may use.
 func (s *Service) ListGroups(c Caller, topic string) (TopicInfo, []GroupOffset, error) {
 	if err := s.Allow(c, protocol.OpListGroups, topic); err != nil {
+		return TopicInfo{}, nil, err
+	}
+	if err := s.groupLeader(topic); err != nil {
 		return TopicInfo{}, nil, err
 	}
 	info, err := s.store.Info(topic)
@@ -85,6 +100,9 @@ func (s *Service) DeleteGroup(c Caller, topic, group string) error {
 	if err := s.AllowGroup(c, protocol.OpDeleteGroup, topic, group); err != nil {
 		return err
 	}
+	if err := s.groupLeader(topic); err != nil {
+		return err
+	}
 	return s.store.DeleteGroup(topic, group)
 }
 
@@ -97,4 +115,14 @@ func (s *Service) FetchUnleased(c Caller, topic, group string) (GroupOffset, err
 		return o, fmt.Errorf("%w: topic %q, group %q: a member holds the lease for %s more", storage.ErrGroupBusy, topic, group, o.LeaseLeft.Round(time.Millisecond))
 	}
 	return o, err
+}
+
+// groupLeader refuses the group calls of a replicated topic on a server
+// that does not lead it: a group's offsets and lease live with the
+// topic's leader.
+func (s *Service) groupLeader(topic string) error {
+	if s.repl == nil {
+		return nil
+	}
+	return s.repl.Writable(topic)
 }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
@@ -21,6 +22,9 @@ type Produce struct {
 	Expect int64
 	// Create creates the topic first if it is missing.
 	Create bool
+	// AcksLeader answers a produce to a replicated topic once the leader
+	// has it (acks=leader), not once every in-sync replica has (acks=all).
+	AcksLeader bool
 }
 
 // Produce appends p to topic (the produce right) and returns its base
@@ -46,6 +50,15 @@ func (s *Service) ProduceMany(c Caller, topic string, ps []Produce) (bases []int
 		}
 		return make([]int64, len(ps)), errs
 	}
+	if s.repl != nil {
+		if err := s.replicaChecks(topic, ps); err != nil {
+			errs = make([]error, len(ps))
+			for i := range errs {
+				errs[i] = err
+			}
+			return make([]int64, len(ps)), errs
+		}
+	}
 	batches := make([][]byte, len(ps))
 	var expects []int64
 	for i, p := range ps {
@@ -70,7 +83,42 @@ func (s *Service) ProduceMany(c Caller, topic string, ps []Produce) (bases []int
 	if len(retry) > 0 {
 		s.retryCreated(c.Owner(), topic, ps, retry, bases, errs)
 	}
+	if s.repl != nil {
+		s.awaitReplicas(topic, ps, bases, errs)
+	}
 	return bases, errs
+}
+
+// replicaChecks refuses produces that this server may not take for a
+// replicated topic: it does not lead it, or acks=all finds too few
+// in-sync replicas.
+func (s *Service) replicaChecks(topic string, ps []Produce) error {
+	if err := s.repl.Writable(topic); err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if !p.AcksLeader {
+			return s.repl.CanAckAll(topic)
+		}
+	}
+	return nil
+}
+
+// awaitReplicas waits until each stored produce of ps is committed as it
+// asked (acks=all: on every in-sync replica), filing why not in errs.
+func (s *Service) awaitReplicas(topic string, ps []Produce, bases []int64, errs []error) {
+	done := make(chan error, 1)
+	for i, p := range ps {
+		if errs[i] != nil {
+			continue
+		}
+		bt, _, err := protocol.ParseBatch(p.Batch) // valid: storage took it
+		if err != nil {
+			continue
+		}
+		s.repl.Appended(topic, bases[i]+int64(bt.Count), !p.AcksLeader, func(err error) { done <- err })
+		errs[i] = <-done // in order: a later batch is committed no earlier
+	}
 }
 
 // retryCreated creates topic and appends again the produces of ps at the
@@ -104,8 +152,41 @@ func (s *Service) ProduceAsync(c Caller, topic string, p Produce, cb AppendCallb
 	if err := s.Allow(c, protocol.OpProduce, topic); err != nil {
 		return err
 	}
+	if s.repl != nil && s.repl.Replicated(topic) {
+		if err := s.replicaChecks(topic, []Produce{p}); err != nil {
+			return err
+		}
+		bt, _, err := protocol.ParseBatch(p.Batch)
+		if err != nil {
+			return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.Expect, cb, arg) // storage says what is wrong
+		}
+		cb = &replicaAck{inner: cb, repl: s.repl, topic: topic, count: int64(bt.Count), acksAll: !p.AcksLeader}
+	}
 	return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.Expect, cb, arg)
 }
+
+// replicaAck holds the answer to a produce to a replicated topic until
+// its replicas have the batch (acks=all), then passes it on.
+type replicaAck struct {
+	inner   AppendCallback
+	repl    Replication
+	topic   string
+	count   int64
+	acksAll bool
+}
+
+func (a *replicaAck) Appended(arg any, base int64, err error) {
+	if err != nil {
+		a.inner.Appended(arg, base, err)
+		return
+	}
+	a.repl.Appended(a.topic, base+a.count, a.acksAll, func(err error) {
+		a.inner.Appended(arg, base, err)
+		a.inner.Flush()
+	})
+}
+
+func (a *replicaAck) Flush() { a.inner.Flush() }
 
 // CreateForProduce creates topic for a produce that asked for it (the
 // produce right): nil when it exists now, whoever created it, or why it
@@ -119,6 +200,10 @@ func (s *Service) CreateForProduce(c Caller, topic string) error {
 }
 
 func (s *Service) create(topic string) error {
+	if s.repl != nil {
+		_, err := s.repl.Create(topic)
+		return err
+	}
 	if err := s.store.CreateTopic(topic); err != nil && !errors.Is(err, storage.ErrTopicExists) {
 		return err
 	}
@@ -133,6 +218,9 @@ func (s *Service) create(topic string) error {
 func (s *Service) Import(c Caller, topic string, offset int64, raw []byte, create bool) (oldest, next int64, err error) {
 	if err := s.Allow(c, protocol.OpImport, topic); err != nil {
 		return 0, 0, err
+	}
+	if s.repl != nil {
+		return 0, 0, fmt.Errorf("%w: import into a server of a cluster is not supported: produce to the topic's leader", protocol.ErrInvalidArgument)
 	}
 	var batches [][]byte
 	for rest := raw; len(rest) > 0; {

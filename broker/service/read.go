@@ -27,6 +27,15 @@ func (s *Service) Read(c Caller, topic string, offset int64, limit int, maxBytes
 	if err := s.Allow(c, protocol.OpConsume, topic); err != nil {
 		return nil, err
 	}
+	if s.repl != nil {
+		hw, replicated, err := s.repl.Readable(topic)
+		if err != nil {
+			return nil, err
+		}
+		if replicated {
+			return s.readCommitted(topic, offset, limit, maxBytes, hw)
+		}
+	}
 	r, err := s.store.Read(topic, offset, limit, maxBytes)
 	if err != nil {
 		return nil, err
@@ -46,7 +55,118 @@ func (s *Service) Watch(c Caller, topic string, offset int64, fn func()) (cancel
 	if err := s.Allow(c, protocol.OpConsume, topic); err != nil {
 		return nil, err
 	}
+	if s.repl != nil {
+		if cancel, ok := s.repl.WatchReadable(topic, offset, fn); ok {
+			return cancel, nil
+		}
+	}
 	return s.store.Watch(topic, offset, fn)
+}
+
+// readCommitted is Read of a replicated topic: only the offsets below
+// its high-water mark hw, which every in-sync replica holds, are read; a
+// negative offset counts back from hw, and the result's End is hw.
+func (s *Service) readCommitted(topic string, offset int64, limit int, maxBytes, hw int64) (*ReadResult, error) {
+	if offset < 0 {
+		info, err := s.store.Info(topic)
+		if err != nil {
+			return nil, err
+		}
+		offset = max(hw+offset, info.Oldest)
+	}
+	if offset >= hw {
+		if offset > hw {
+			// Past what consumers may see, whatever this replica holds.
+			info, err := s.store.Info(topic)
+			if err != nil {
+				return nil, err
+			}
+			if offset > info.Next || offset > hw {
+				return nil, fmt.Errorf("%w: topic %q: offset %d is past the end (%d)", storage.ErrOffsetOutOfRange, topic, offset, hw)
+			}
+		}
+		return &ReadResult{Offset: offset, First: offset, Next: offset, End: hw}, nil
+	}
+	n := hw - offset
+	if limit > 0 {
+		n = min(n, int64(limit))
+	}
+	r, err := s.store.Read(topic, offset, int(min(n, 1<<31-1)), maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	r.End = min(r.End, hw)
+	return r, nil
+}
+
+// ReplicaRead serves a follower's fetch on the leader (the replication
+// right): it records the follower's offset and reads from it, never past
+// the start of the next leader epoch. It returns the answer's fields
+// with the read. The result must be released.
+func (s *Service) ReplicaRead(c Caller, topic, follower string, epoch, offset, maxBytes int64) (*ReadResult, FetchAnswer, error) {
+	if err := s.Allow(c, protocol.OpReplicaFetch, topic); err != nil {
+		return nil, FetchAnswer{}, err
+	}
+	if s.repl == nil {
+		return nil, FetchAnswer{}, &NotLeaderError{Topic: topic}
+	}
+	ans, err := s.repl.Fetch(topic, follower, epoch, offset)
+	if err != nil {
+		return nil, ans, err
+	}
+	r, err := s.store.Read(topic, offset, ans.Limit, maxBytes)
+	if err != nil {
+		return nil, ans, err
+	}
+	return r, ans, nil
+}
+
+// ReplicaWatch calls fn once topic's log (not its high-water mark) grows
+// past offset: a follower's fetch parks on it (the replication right).
+func (s *Service) ReplicaWatch(c Caller, topic string, offset int64, fn func()) (cancel func() bool, err error) {
+	if err := s.Allow(c, protocol.OpReplicaFetch, topic); err != nil {
+		return nil, err
+	}
+	return s.store.Watch(topic, offset, fn)
+}
+
+// ReplicaWatchHighWater calls fn once topic's high-water mark passes hw
+// (the replication right): a parked follower's fetch is answered then, so
+// that the follower's own mark follows the leader's.
+func (s *Service) ReplicaWatchHighWater(c Caller, topic string, hw int64, fn func()) (cancel func() bool, err error) {
+	if err := s.Allow(c, protocol.OpReplicaFetch, topic); err != nil {
+		return nil, err
+	}
+	if s.repl != nil {
+		if cancel, ok := s.repl.WatchReadable(topic, hw, fn); ok {
+			return cancel, nil
+		}
+	}
+	return func() bool { return false }, nil
+}
+
+// EpochEnd answers a follower's epoch end request (the replication
+// right).
+func (s *Service) EpochEnd(c Caller, topic string, epoch int64) (found, end int64, err error) {
+	if err := s.Allow(c, protocol.OpEpochEnd, topic); err != nil {
+		return 0, 0, err
+	}
+	if s.repl == nil {
+		return 0, 0, &NotLeaderError{Topic: topic}
+	}
+	return s.repl.EpochEnd(topic, epoch)
+}
+
+// ClusterStatus returns the cluster status as JSON (any valid token);
+// without a cluster, an error of CodeInvalidArgument.
+func (s *Service) ClusterStatus(c Caller) ([]byte, error) {
+	if !s.Authenticated(c) {
+		return nil, ErrUnauthenticated
+	}
+	if s.repl == nil {
+		return nil, fmt.Errorf("%w: this server is not in a cluster (-cluster)", protocol.ErrInvalidArgument)
+	}
+	return s.repl.Status(), nil
 }
 
 // DecodeBody decodes the body of bt, a batch of a ReadResult, into dst's

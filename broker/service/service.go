@@ -40,6 +40,11 @@ type Config struct {
 	// least 1; 0 means that default too). Up to 64 more per worker wait
 	// for one; past that a filter is refused with CodeLimitReached.
 	FilterWorkers int
+	// Replication, when set, is the cluster this server is a member of
+	// (package broker/replica): writes to a replicated topic are taken
+	// only by its leader, produces with acks=all answered once its
+	// in-sync replicas have them, and reads stop at its high-water mark.
+	Replication Replication
 }
 
 // DefaultFilterWorkers is the default Config.FilterWorkers: half of
@@ -53,6 +58,7 @@ type Service struct {
 	store   *storage.Store
 	auth    *auth.Authorizer
 	filters *filters
+	repl    Replication // nil: no cluster
 }
 
 // New returns the service of store.
@@ -60,8 +66,12 @@ func New(store *storage.Store, cfg Config) *Service {
 	if cfg.FilterWorkers <= 0 {
 		cfg.FilterWorkers = DefaultFilterWorkers()
 	}
-	return &Service{store: store, auth: cfg.Auth, filters: newFilters(cfg.FilterWorkers)}
+	return &Service{store: store, auth: cfg.Auth, filters: newFilters(cfg.FilterWorkers), repl: cfg.Replication}
 }
+
+// Replicated reports whether topic is a replicated topic of this
+// server's cluster.
+func (s *Service) Replicated(topic string) bool { return s.repl != nil && s.repl.Replicated(topic) }
 
 // FsyncAlways reports whether appends fsync before they return (and so
 // should not run on an event loop).
@@ -185,6 +195,8 @@ func RightOf(op protocol.Op) auth.Right {
 		return auth.Consume // a group is a consumer's position
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpImport:
 		return auth.Admin // import: it writes at chosen offsets and times
+	case protocol.OpReplicaFetch, protocol.OpEpochEnd:
+		return auth.Replication // only a cluster's servers copy a log
 	}
 	return auth.Any // topic info; list topics filters by it
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -20,6 +21,17 @@ func (s *Service) CreateTopic(c Caller, topic string) error {
 	if err := s.Allow(c, protocol.OpCreateTopic, topic); err != nil {
 		return err
 	}
+	if s.repl != nil {
+		existed, err := s.repl.Create(topic)
+		var nl *NotLeaderError
+		switch {
+		case existed:
+			return fmt.Errorf("%w: %q", storage.ErrTopicExists, topic)
+		case errors.As(err, &nl):
+			return nil // created in the cluster; it lives on its replicas
+		}
+		return err
+	}
 	return s.store.CreateTopic(topic)
 }
 
@@ -28,6 +40,9 @@ func (s *Service) CreateTopic(c Caller, topic string) error {
 func (s *Service) DeleteTopic(c Caller, topic string) error {
 	if err := s.Allow(c, protocol.OpDeleteTopic, topic); err != nil {
 		return err
+	}
+	if s.repl != nil && s.repl.Replicated(topic) {
+		return s.repl.Delete(topic)
 	}
 	return s.store.DeleteTopic(topic)
 }
@@ -104,6 +119,9 @@ func (s *Service) truncateInfo(c Caller, topic string) (TopicInfo, error) {
 	if err := s.Allow(c, protocol.OpTruncate, topic); err != nil {
 		return TopicInfo{}, err
 	}
+	if s.repl != nil && s.repl.Replicated(topic) {
+		return TopicInfo{}, errReplicatedTruncate
+	}
 	return s.store.Info(topic)
 }
 
@@ -127,3 +145,7 @@ func ValidTopic(name string) error {
 	}
 	return fmt.Errorf("%w %q: %s", storage.ErrInvalidTopic, name, strings.TrimPrefix(err.Error(), protocol.ErrInvalidTopic.Error()+": "))
 }
+
+// errReplicatedTruncate refuses a truncation of a replicated topic: its
+// followers would keep what the leader dropped (docs/replication.md).
+var errReplicatedTruncate = fmt.Errorf("%w: truncating a replicated topic is not supported: retention (-retention-age, -retention-bytes) runs on each replica", protocol.ErrInvalidArgument)

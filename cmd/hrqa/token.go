@@ -95,9 +95,9 @@ const maxPatternLen = 255
 func checkRule(rights string, patterns []string) error {
 	for _, r := range strings.Split(rights, ",") {
 		switch r {
-		case "produce", "consume", "admin", "metrics":
+		case "produce", "consume", "admin", "metrics", "replication":
 		default:
-			return fmt.Errorf("unknown right %q: want produce, consume, admin or metrics, comma-separated", r)
+			return fmt.Errorf("unknown right %q: want produce, consume, admin, metrics or replication, comma-separated", r)
 		}
 	}
 	if len(patterns) == 0 {

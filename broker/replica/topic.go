@@ -1,0 +1,166 @@
+package replica
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/haraqa/haraqa/broker/cluster"
+)
+
+// rtopic is one replicated topic this member holds.
+type rtopic struct {
+	name string
+
+	mu      sync.Mutex
+	meta    cluster.Topic // the metadata this replica acts on
+	started bool          // meta was applied once
+	ready   bool          // leader: set up at meta.Epoch, taking writes
+	hw      int64         // high-water mark: what every in-sync replica holds
+	fol     map[string]*fstate
+	waiters []*waiter
+	watches map[*watch]struct{}
+
+	altering bool // an in-sync set change is being recorded
+
+	cancel  context.CancelFunc // the follower loop's
+	stopped chan struct{}      // closed when it has returned
+}
+
+// fstate is a follower's position, on its leader.
+type fstate struct {
+	leo      int64     // its next offset at its last fetch
+	fetched  time.Time // that fetch
+	caughtUp time.Time // when it last reached the leader's end
+}
+
+// waiter is a produce with acks=all waiting for the high-water mark.
+type waiter struct {
+	end      int64
+	fn       func(error)
+	deadline time.Time
+}
+
+// watch is a consume parked until the high-water mark passes offset.
+type watch struct {
+	offset int64
+	fn     func()
+}
+
+// callbacks are what a change under rt.mu owes others, run once it is
+// released.
+type callbacks struct {
+	fns     []func()
+	watches []*watch
+}
+
+func (c callbacks) run() {
+	for _, f := range c.fns {
+		f()
+	}
+	for _, w := range c.watches {
+		w.fn()
+	}
+}
+
+// leading reports whether this replica leads, set up. rt.mu held.
+func (rt *rtopic) leading(self string) bool { return rt.ready && rt.meta.Leader == self }
+
+// advance moves the leader's high-water mark to the lowest next offset of
+// the in-sync replicas, if the set holds at least MinInsync, and returns
+// the waiters and watches it satisfied. rt.mu held.
+func (rt *rtopic) advance(m *Manager) callbacks {
+	if !rt.leading(m.cfg.Self) || len(rt.meta.ISR) < m.cfg.MinInsync {
+		return callbacks{}
+	}
+	info, err := m.store.Info(rt.name)
+	if err != nil {
+		return callbacks{}
+	}
+	hw := info.Next
+	for _, id := range rt.meta.ISR {
+		if id == m.cfg.Self {
+			continue
+		}
+		f := rt.fol[id]
+		if f == nil {
+			return callbacks{}
+		}
+		hw = min(hw, f.leo)
+	}
+	return rt.raise(hw)
+}
+
+// raise sets the high-water mark to hw if that is higher. rt.mu held.
+func (rt *rtopic) raise(hw int64) callbacks {
+	if hw <= rt.hw {
+		return callbacks{}
+	}
+	rt.hw = hw
+	var c callbacks
+	kept := rt.waiters[:0]
+	for _, w := range rt.waiters {
+		if w.end <= hw {
+			c.fns = append(c.fns, func() { w.fn(nil) })
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(rt.waiters[len(kept):])
+	rt.waiters = kept
+	for w := range rt.watches {
+		if w.offset < hw {
+			c.watches = append(c.watches, w)
+			delete(rt.watches, w)
+		}
+	}
+	return c
+}
+
+// failWaiters answers every waiting produce with err. rt.mu held.
+func (rt *rtopic) failWaiters(err error) callbacks {
+	var c callbacks
+	for _, w := range rt.waiters {
+		c.fns = append(c.fns, func() { w.fn(err) })
+	}
+	clear(rt.waiters)
+	rt.waiters = rt.waiters[:0]
+	return c
+}
+
+// takeWatches removes and returns every parked consume: they read again
+// and hear of the change. rt.mu held.
+func (rt *rtopic) takeWatches() []*watch {
+	ws := make([]*watch, 0, len(rt.watches))
+	for w := range rt.watches {
+		ws = append(ws, w)
+	}
+	clear(rt.watches)
+	return ws
+}
+
+// stop ends what the replica does: its follower loop, its waiting
+// produces (answered err) and parked consumes.
+func (rt *rtopic) stop(m *Manager, err error) {
+	rt.mu.Lock()
+	rt.ready = false
+	calls := rt.failWaiters(err)
+	calls.watches = rt.takeWatches()
+	cancel, stopped := rt.cancel, rt.stopped
+	rt.cancel, rt.stopped = nil, nil
+	rt.mu.Unlock()
+	calls.run()
+	if cancel != nil {
+		cancel()
+		<-stopped
+	}
+}
+
+// stats are the manager's counters (Stats).
+type stats struct {
+	leaderChanges atomic.Int64
+	isrChanges    atomic.Int64
+	truncations   atomic.Int64
+	fetchedBytes  atomic.Int64
+}

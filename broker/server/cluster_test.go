@@ -1,0 +1,333 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/haraqa/haraqa/broker/server"
+	"github.com/haraqa/haraqa/client"
+)
+
+// testCluster is n server processes' worth of servers in one test: each
+// with its own volume, binary, HTTP and cluster ports on 127.0.0.1.
+type testCluster struct {
+	t       *testing.T
+	cfgs    []server.Config
+	servers []*server.Server
+	addrs   []string
+}
+
+func startTestCluster(t *testing.T, n, replicas, minInsync int) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t}
+	var entries []string
+	for range n {
+		bin, web, clu := freePort(t), freePort(t), freePort(t)
+		tc.addrs = append(tc.addrs, fmt.Sprintf("127.0.0.1:%d", bin))
+		entries = append(entries, fmt.Sprintf("127.0.0.1:%d/%d/%d", bin, web, clu))
+	}
+	peers, err := server.ParsePeers(strings.Join(entries, ","), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		cfg := server.DefaultConfig(t.TempDir())
+		cfg.Broker.Addr = tc.addrs[i]
+		cfg.HTTPAddr = strings.TrimPrefix(peers[i].HTTP, "http://")
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		if testing.Verbose() {
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("server", i)
+		}
+		cfg.Peers = peers
+		cfg.Cluster = &server.ClusterConfig{Addr: peers[i].Raft, Replicas: replicas, MinInsync: minInsync,
+			MemberTimeout: 600 * time.Millisecond, LagTime: 2 * time.Second, AckTimeout: 5 * time.Second}
+		tc.cfgs = append(tc.cfgs, cfg)
+	}
+	tc.servers = make([]*server.Server, n)
+	for i := range n {
+		tc.start(i)
+	}
+	t.Cleanup(func() {
+		for i := range tc.servers {
+			tc.stop(i)
+		}
+	})
+	return tc
+}
+
+func (tc *testCluster) start(i int) {
+	tc.t.Helper()
+	cfg := tc.cfgs[i]
+	l, err := listenRetry(cfg.Cluster.Addr)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	cfg.Cluster.Listener = l
+	srv, err := server.New(cfg)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.servers[i] = srv
+}
+
+// listenRetry listens on addr, retrying while a closed listener's port
+// is not free yet.
+func listenRetry(addr string) (net.Listener, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l, err := net.Listen("tcp", addr)
+		if err == nil || time.Now().After(deadline) {
+			return l, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (tc *testCluster) stop(i int) {
+	if s := tc.servers[i]; s != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		tc.servers[i] = nil
+	}
+}
+
+func (tc *testCluster) index(addr string) int {
+	for i, a := range tc.addrs {
+		if a == addr {
+			return i
+		}
+	}
+	tc.t.Fatalf("%s is not a server of the cluster", addr)
+	return -1
+}
+
+// status is what cluster status (op 19) tells of a topic.
+type topicStatus struct {
+	Name      string   `json:"name"`
+	Replicas  []string `json:"replicas"`
+	Leader    string   `json:"leader"`
+	Epoch     int64    `json:"epoch"`
+	ISR       []string `json:"isr"`
+	HighWater int64    `json:"high_water"`
+	Next      int64    `json:"next"`
+}
+
+// waitTopic waits up to 20 s until topic's status on c satisfies ok.
+func waitTopic(t *testing.T, c *client.Client, topic string, what string, ok func(topicStatus) bool) topicStatus {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := topicOf(t, c, topic)
+		if ok(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 20 s: %s: %+v", what, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func topicOf(t *testing.T, c *client.Client, topic string) topicStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b, err := c.ClusterStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Topics []topicStatus `json:"topics"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	for _, ts := range st.Topics {
+		if ts.Name == topic {
+			return ts
+		}
+	}
+	return topicStatus{}
+}
+
+func dialAll(t *testing.T, addrs []string, opts ...client.Option) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, strings.Join(addrs, ","), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func dialOne(t *testing.T, addr string) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, addr, client.WithRetries(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestClusterReplicatesAndFailsOver: a topic on three servers, produced
+// with acks=all through a client of all three, is byte-identical on every
+// replica; with its leader stopped, a follower leads and the client goes
+// on producing; every acknowledged message is there, once, in order.
+func TestClusterReplicatesAndFailsOver(t *testing.T) {
+	tc := startTestCluster(t, 3, 3, 2)
+	c := dialAll(t, tc.addrs, client.WithIdempotence(true))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const topic = "orders"
+	if err := c.CreateTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	produce := func(n int) {
+		t.Helper()
+		for range n {
+			msg := fmt.Sprintf("m%05d", len(acked))
+			if _, err := c.Produce(ctx, topic, []byte(msg)); err != nil {
+				t.Fatalf("produce %s: %v", msg, err)
+			}
+			acked = append(acked, msg)
+		}
+	}
+	produce(200)
+	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, "200 messages on three replicas", func(st topicStatus) bool {
+		return len(st.Replicas) == 3 && st.Leader != "" && len(st.ISR) == 3 && st.HighWater == 200
+	})
+	// Every replica holds the 200, readable up to the high-water mark.
+	for _, a := range tc.addrs {
+		checkTopic(t, dialOne(t, a), topic, acked)
+	}
+	// The leader goes; a follower takes over within seconds.
+	old := st.Leader
+	t.Logf("servers %v; stopping the leader %s", tc.addrs, old)
+	tc.stop(tc.index(old))
+	began := time.Now()
+	produce(1)
+	t.Logf("the first produce after the leader stopped took %v", time.Since(began).Round(time.Millisecond))
+	produce(199)
+	var live string
+	for _, a := range tc.addrs {
+		if a != old {
+			live = a
+		}
+	}
+	st = waitTopic(t, dialOne(t, live), topic, "a new leader", func(st topicStatus) bool {
+		return st.Leader != old && st.Leader != "" && st.Epoch >= 2
+	})
+	for _, a := range tc.addrs {
+		if a != old {
+			checkTopic(t, dialOne(t, a), topic, acked)
+		}
+	}
+	// The old leader comes back, catches up and is in sync again.
+	tc.start(tc.index(old))
+	produce(50)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st = topicOf(t, dialOne(t, live), topic)
+		if len(st.ISR) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted server is not back in sync: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	produce(10)
+	for _, a := range tc.addrs {
+		checkTopic(t, dialOne(t, a), topic, acked)
+	}
+}
+
+// checkTopic reads topic from one server until it holds want, in order
+// and once each.
+func checkTopic(t *testing.T, c *client.Client, topic string, want []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var got []string
+	for off := int64(0); len(got) < len(want); {
+		msgs, err := c.Consume(ctx, topic, off, len(want))
+		if err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("%s: read %d of %d: %v", c.Servers()[0], len(got), len(want), err)
+			}
+			time.Sleep(20 * time.Millisecond) // not in sync yet, or its high-water mark behind
+			continue
+		}
+		if len(msgs) == 0 {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		for _, m := range msgs {
+			got = append(got, string(m.Value))
+		}
+		off += int64(len(msgs))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("%s: message %d is %q, want %q", c.Servers()[0], i, got[i], want[i])
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d messages, want %d", c.Servers()[0], len(got), len(want))
+	}
+}
+
+// TestClusterNotLeaderOnBothPorts: a write to a follower is refused with
+// the leader's address on the binary port and redirected to it on HTTP.
+func TestClusterNotLeaderOnBothPorts(t *testing.T) {
+	tc := startTestCluster(t, 3, 3, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := dialAll(t, tc.addrs)
+	if err := c.CreateTopic(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	st := waitTopic(t, dialOne(t, tc.addrs[0]), "t", "a leader", func(st topicStatus) bool { return st.Leader != "" })
+	var follower string
+	for _, a := range tc.addrs {
+		if a != st.Leader {
+			follower = a
+		}
+	}
+	_, err := dialOne(t, follower).Produce(ctx, "t", []byte("x"))
+	if leader, ok := client.LeaderOf(err); !errors.Is(err, client.ErrNotLeader) || !ok || leader != st.Leader {
+		t.Fatalf("produce to a follower: %v, want not leader naming %s", err, st.Leader)
+	}
+	web := tc.cfgs[tc.index(follower)].HTTPAddr
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+web+"/topics/t", strings.NewReader("x"))
+	req.Header.Set("X-Sizes", "1")
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	leaderWeb := tc.cfgs[tc.index(st.Leader)].HTTPAddr
+	if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != "http://"+leaderWeb+"/topics/t" {
+		t.Fatalf("HTTP produce to a follower: %d, Location %q, want 307 to the leader %s", resp.StatusCode, resp.Header.Get("Location"), leaderWeb)
+	}
+}

@@ -1,0 +1,85 @@
+package service
+
+import (
+	"fmt"
+
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// This file: what the service asks of a cluster about replicated topics
+// (package broker/replica implements it), so that both ports apply one
+// rule: writes go to the leader, reads stop at the high-water mark.
+
+// Replication is a cluster's view of its replicated topics. A topic it
+// does not know is served as on a single server.
+type Replication interface {
+	// Writable returns nil when this server takes writes to topic (it
+	// leads it, or topic is not replicated), else a *NotLeaderError.
+	Writable(topic string) error
+	// CanAckAll returns nil when a produce to topic with acks=all may be
+	// appended: its in-sync set holds at least the minimum, else an
+	// error of CodeNotEnoughReplicas.
+	CanAckAll(topic string) error
+	// Appended tells of a batch this server appended to topic, whose
+	// messages end before end; fn hears once the batch is committed as
+	// acksAll asks: nil, or why it is not (leadership lost, the in-sync
+	// replicas did not confirm in time). For acks=leader and topics not
+	// replicated fn runs before Appended returns. fn must not block.
+	Appended(topic string, end int64, acksAll bool, fn func(error))
+	// Readable returns the offset reads of topic stop before (its
+	// high-water mark) and whether topic is replicated, or why this
+	// server may not serve its reads (a *NotLeaderError).
+	Readable(topic string) (highWater int64, replicated bool, err error)
+	// WatchReadable calls fn once topic's high-water mark passes offset
+	// (or its leadership changes): ok false when topic is not replicated
+	// (fn is not kept). fn must not block.
+	WatchReadable(topic string, offset int64, fn func()) (cancel func() bool, ok bool)
+	// Fetch serves a follower's fetch on the leader: it records that
+	// follower holds topic's offsets before offset, and returns how to
+	// answer it.
+	Fetch(topic, follower string, epoch, offset int64) (FetchAnswer, error)
+	// EpochEnd answers a follower's epoch end request (KIP-279).
+	EpochEnd(topic string, epoch int64) (found, end int64, err error)
+	// Create records a new topic in the cluster, on its default number of
+	// replicas (existed: it was there already), and returns once this
+	// server can take its writes (nil), or a *NotLeaderError naming the
+	// server that leads it.
+	Create(topic string) (existed bool, err error)
+	// Delete removes topic from the cluster; its replicas delete it.
+	Delete(topic string) error
+	// Replicated reports whether the cluster knows topic.
+	Replicated(topic string) bool
+	// Status returns the cluster status as JSON (op 19).
+	Status() []byte
+}
+
+// FetchAnswer is how a leader answers a replica fetch.
+type FetchAnswer struct {
+	HighWater  int64 // the high-water mark after this fetch
+	Epoch      int64 // the leader's epoch
+	BatchEpoch int64 // the epoch of the batches at the fetch offset
+	// Limit bounds the messages read (0: no bound), so that no batch of
+	// the next epoch is sent with BatchEpoch's.
+	Limit int
+}
+
+// NotLeaderError refuses a request for a replicated topic on a server
+// that does not lead it (or, for a read, is not in its in-sync set).
+type NotLeaderError struct {
+	Topic string
+	// Leader is the leader's binary protocol address ("" when none is
+	// known), LeaderHTTP the base URL of its HTTP port.
+	Leader, LeaderHTTP string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == "" {
+		return fmt.Sprintf("service: topic %q has no leader at the moment: retry shortly", e.Topic)
+	}
+	return fmt.Sprintf("service: topic %q is led by %s", e.Topic, e.Leader)
+}
+
+// WireCode implements Coded.
+func (e *NotLeaderError) WireCode() protocol.Code { return protocol.CodeNotLeader }
+
+var _ Coded = (*NotLeaderError)(nil)
