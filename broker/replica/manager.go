@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/haraqa/haraqa/broker/cluster"
@@ -65,7 +66,7 @@ type Config struct {
 // Manager serves the service's Replication calls for one member.
 type Manager struct {
 	cfg   Config
-	node  *cluster.Node
+	node  atomic.Pointer[cluster.Node] // set by Start; the ports serve before it
 	store *storage.Store
 	log   *slog.Logger
 
@@ -126,7 +127,7 @@ func (m *Manager) Poke() {
 
 // Start runs the manager with node, the member's part of the cluster.
 func (m *Manager) Start(node *cluster.Node) {
-	m.node = node
+	m.node.Store(node)
 	m.wg.Go(m.run)
 	m.Poke()
 }
@@ -177,7 +178,7 @@ func (m *Manager) run() {
 // reconcile brings the topics this member holds in line with the
 // cluster's metadata.
 func (m *Manager) reconcile() {
-	st := m.node.State()
+	st := m.node.Load().State()
 	meta := make(map[string]cluster.Topic, len(st.Topics))
 	for name, t := range st.Topics {
 		meta[name] = *t
@@ -287,10 +288,11 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 
 // httpOf returns a member's HTTP base URL.
 func (m *Manager) httpOf(id string) string {
-	if id == "" || m.node == nil {
+	n := m.node.Load()
+	if id == "" || n == nil {
 		return ""
 	}
-	mb, _ := m.node.Member(id)
+	mb, _ := n.Member(id)
 	return mb.HTTP
 }
 
@@ -307,7 +309,13 @@ func (m *Manager) notLeader(topic, leader string) error {
 }
 
 // inContact reports whether this member may act on its replicated topics.
-func (m *Manager) inContact() bool { return m.node.InContact(m.cfg.Lease) }
+func (m *Manager) inContact() bool {
+	n := m.node.Load()
+	return n != nil && n.InContact(m.cfg.Lease)
+}
+
+// errStarting answers what needs the cluster before this member joined it.
+var errStarting = &protocol.Error{Code: protocol.CodeShuttingDown, Message: "the server is joining its cluster: retry shortly"}
 
 // Replicated implements service.Replication.
 func (m *Manager) Replicated(topic string) bool {
@@ -531,7 +539,11 @@ func (m *Manager) EpochEnd(topic string, epoch int64) (int64, int64, error) {
 func (m *Manager) Create(topic string) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
 	defer cancel()
-	t, err := m.node.CreateTopic(ctx, topic, m.cfg.Replicas)
+	n := m.node.Load()
+	if n == nil {
+		return false, errStarting
+	}
+	t, err := n.CreateTopic(ctx, topic, m.cfg.Replicas)
 	existed := errors.Is(err, cluster.ErrTopicExists)
 	switch {
 	case existed:
@@ -566,7 +578,11 @@ const createTimeout = 10 * time.Second
 func (m *Manager) Delete(topic string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
 	defer cancel()
-	err := m.node.DeleteTopic(ctx, topic)
+	n := m.node.Load()
+	if n == nil {
+		return errStarting
+	}
+	err := n.DeleteTopic(ctx, topic)
 	if errors.Is(err, cluster.ErrTopicNotFound) {
 		return fmt.Errorf("%w: %q", storage.ErrTopicNotFound, topic)
 	}
@@ -595,7 +611,11 @@ type TopicStatus struct {
 
 // Status implements service.Replication: the cluster status of op 19.
 func (m *Manager) Status() []byte {
-	st := m.node.Status()
+	n := m.node.Load()
+	if n == nil {
+		return []byte(`{"error":"the server is joining its cluster"}`)
+	}
+	st := n.Status()
 	out := struct {
 		Self       string           `json:"self"`
 		RaftLeader string           `json:"raft_leader"`
@@ -684,7 +704,7 @@ func (m *Manager) alterISR(rt *rtopic, epoch, version int64, isr []string, why, 
 			case <-ctx.Done():
 			}
 		}()
-		err := m.node.SetISR(ctx, rt.name, epoch, version, isr)
+		err := m.node.Load().SetISR(ctx, rt.name, epoch, version, isr)
 		rt.mu.Lock()
 		rt.altering = false
 		rt.mu.Unlock()

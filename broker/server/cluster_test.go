@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -26,12 +27,31 @@ type testCluster struct {
 	addrs   []string
 }
 
+// fixedPort returns a loopback port below the kernel's ephemeral range
+// (32768 on) that was free a moment ago: the servers of a cluster are
+// named by their binary addresses, which all must know before any
+// starts, and a port outside the ephemeral range is not taken meanwhile
+// by another test's outgoing connection.
+func fixedPort(t *testing.T) int {
+	t.Helper()
+	for range 1000 {
+		p := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err == nil {
+			l.Close()
+			return p
+		}
+	}
+	t.Fatal("no free port in 20000-31999")
+	return 0
+}
+
 func startTestCluster(t *testing.T, n, replicas, minInsync int) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t}
 	var entries []string
 	for range n {
-		bin, web, clu := freePort(t), freePort(t), freePort(t)
+		bin, web, clu := fixedPort(t), fixedPort(t), fixedPort(t)
 		tc.addrs = append(tc.addrs, fmt.Sprintf("127.0.0.1:%d", bin))
 		entries = append(entries, fmt.Sprintf("127.0.0.1:%d/%d/%d", bin, web, clu))
 	}
