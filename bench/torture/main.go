@@ -5,7 +5,9 @@
 // it is stopped, a full disk and a descriptor limit while it runs, and
 // 1,000 hostile connections beside a well-behaved producer and consumer;
 // then (hostile2) each row of the second security review's threat table
-// against a server with -auth-file, one tenant attacking another.
+// against a server with -auth-file, one tenant attacking another; then
+// (failover) three servers as one cluster of replicated topics, their
+// leaders killed under idempotent producers with acks=all.
 // Every phase prints one line of what it checked (hostile2 one per row
 // too); the exit status is 1 if any acknowledged message was lost,
 // changed or stored twice, or a check failed.
@@ -69,6 +71,7 @@ var phases = []phase{
 	{"emfile", runEMFILE},
 	{"hostile", runHostile},
 	{"hostile2", runHostile2},
+	{"failover", runFailover},
 }
 
 func main() {
@@ -79,7 +82,7 @@ func run() int {
 	var cfg config
 	flag.StringVar(&cfg.dir, "dir", os.TempDir(), "parent directory of the run's volumes")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the volumes and logs")
-	flag.StringVar(&cfg.phases, "phases", "crash,idempotent,faults,enospc,emfile,hostile,hostile2", "phases to run")
+	flag.StringVar(&cfg.phases, "phases", "crash,idempotent,faults,enospc,emfile,hostile,hostile2,failover", "phases to run")
 	flag.IntVar(&cfg.cycles, "cycles", 10, "kill -9 cycles")
 	flag.IntVar(&cfg.faults, "faults", 10, "volume-fault cycles")
 	flag.IntVar(&cfg.producers, "producers", 6, "concurrent producers in the kill cycles")

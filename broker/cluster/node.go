@@ -322,6 +322,14 @@ func (n *Node) CreateTopic(ctx context.Context, name string, replicas int) (Topi
 	return t, err
 }
 
+// Sync returns once this member has applied everything the Raft group
+// had committed when it was called: it commits a no-op through the
+// leader and waits for it here. A member that restarted knows the
+// cluster's metadata only after it.
+func (n *Node) Sync(ctx context.Context) error {
+	return n.Propose(ctx, Command{Op: opNoop})
+}
+
 // DeleteTopic removes a topic from the metadata.
 func (n *Node) DeleteTopic(ctx context.Context, name string) error {
 	return n.Propose(ctx, Command{Op: opDelete, Topic: name})

@@ -95,6 +95,7 @@ const (
 	opDelete  = "delete"  // forget a topic
 	opLeader  = "leader"  // a new leader (or none) and in-sync set, under Epoch
 	opISR     = "isr"     // a new in-sync set, same leader, under Epoch
+	opNoop    = "noop"    // nothing: a member's barrier (Node.Sync)
 )
 
 // Command is one change to the State, as the Raft log carries it (JSON).
@@ -124,6 +125,8 @@ func (c Command) encode() []byte {
 // unchanged).
 func (s *State) apply(c Command) error {
 	switch c.Op {
+	case opNoop:
+		return nil
 	case opMembers:
 		if len(c.Members) == 0 {
 			return fmt.Errorf("%w: an empty member list", ErrBadCommand)

@@ -71,6 +71,7 @@ type Manager struct {
 	log   *slog.Logger
 
 	mu      sync.Mutex
+	synced  bool                     // the metadata was reconciled after a Sync: until then nothing is served
 	meta    map[string]cluster.Topic // every topic of the cluster, as last reconciled
 	topics  map[string]*rtopic       // those this member holds
 	clients map[string]*client.Client
@@ -162,6 +163,34 @@ func (m *Manager) Close() {
 func (m *Manager) run() {
 	tick := time.NewTicker(min(m.cfg.LagTime, m.cfg.AckTimeout) / 4)
 	defer tick.Stop()
+	// Until the member has caught up with the Raft group it cannot tell
+	// a replicated topic from another, nor whether it leads one: a
+	// restarted leader must not take writes the new leader never sees.
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		go func() {
+			select {
+			case <-m.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		err := m.node.Load().Sync(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-m.done:
+			return
+		default:
+		}
+	}
+	m.reconcile()
+	m.mu.Lock()
+	m.synced = true
+	m.mu.Unlock()
+	m.log.Info("replica: in step with the cluster", "topics", len(m.topics))
 	for {
 		select {
 		case <-m.done:
@@ -304,6 +333,13 @@ func (m *Manager) lookup(topic string) (cluster.Topic, *rtopic, bool) {
 	return t, m.topics[topic], ok
 }
 
+// isSynced reports whether the member has caught up with the cluster.
+func (m *Manager) isSynced() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.synced
+}
+
 func (m *Manager) notLeader(topic, leader string) error {
 	return &service.NotLeaderError{Topic: topic, Leader: leader, LeaderHTTP: m.httpOf(leader)}
 }
@@ -320,11 +356,14 @@ var errStarting = &protocol.Error{Code: protocol.CodeShuttingDown, Message: "the
 // Replicated implements service.Replication.
 func (m *Manager) Replicated(topic string) bool {
 	_, _, ok := m.lookup(topic)
-	return ok
+	return ok || !m.isSynced() // before, every topic may be: Writable refuses
 }
 
 // Writable implements service.Replication.
 func (m *Manager) Writable(topic string) error {
+	if !m.isSynced() {
+		return m.notLeader(topic, "") // not known yet: ask again shortly
+	}
 	t, rt, ok := m.lookup(topic)
 	if !ok {
 		return nil
@@ -369,6 +408,10 @@ func (m *Manager) CanAckAll(topic string) error {
 func (m *Manager) Appended(topic string, end int64, acksAll bool, fn func(error)) {
 	_, rt, ok := m.lookup(topic)
 	if !ok || rt == nil {
+		if acksAll && ok {
+			fn(m.notLeader(topic, "")) // no longer a replica here
+			return
+		}
 		fn(nil)
 		return
 	}
@@ -399,6 +442,9 @@ func (m *Manager) Appended(topic string, end int64, acksAll bool, fn func(error)
 
 // Readable implements service.Replication.
 func (m *Manager) Readable(topic string) (int64, bool, error) {
+	if !m.isSynced() {
+		return 0, true, m.notLeader(topic, "")
+	}
 	t, rt, ok := m.lookup(topic)
 	if !ok {
 		return 0, false, nil

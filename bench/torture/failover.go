@@ -1,0 +1,626 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/haraqa/haraqa/client"
+)
+
+// The failover phase: three server processes as one cluster, every topic
+// on all three (-replicas 3 -min-insync 2), idempotent producers with
+// acks=all through clients of all three; the leader of the busiest topic
+// killed with kill -9 again and again, a follower twice, and two servers
+// at once, each restarted after a random pause. Then every topic is read
+// from every server: no acknowledged message may be missing, none may be
+// there twice, each producer's messages must be in the order it sent
+// them, and the servers' logs must be byte-identical. It prints
+//
+//	failover ok acked=N lost=0 dups=0 reordered=0 max_unavailable_ms=M leader_kills=K leader_changes=L
+//
+// (or "failover FAIL ..." with the same fields).
+
+// foTopics are the phase's topics; the first is the busiest (half the
+// producers write it).
+var foTopics = []string{"fo-a", "fo-b", "fo-c"}
+
+const (
+	foServers = 3
+	// foHealthyWait bounds the wait for every topic to have its three
+	// replicas in sync before a kill, and at the end.
+	foHealthyWait = 60 * time.Second
+	// foProgress is how many acknowledgements each kill waits for first,
+	// so that every kill finds the producers writing.
+	foProgress = 3000
+	// foRequest bounds one produce, the failover it may wait through
+	// included.
+	foRequest = 30 * time.Second
+)
+
+// foServer is one member: its ports and volume, and the process.
+type foServer struct {
+	bin, web, clu int
+	vol           string
+	s             *server
+}
+
+func (f *foServer) addr() string { return "127.0.0.1:" + strconv.Itoa(f.bin) }
+
+// lowPort returns a loopback port below the ephemeral range (32768 on)
+// that was free a moment ago: a member keeps its ports across restarts,
+// and others name it by them, so a port another connection could take
+// meanwhile will not do.
+func lowPort(e *env) (int, error) {
+	for range 1000 {
+		p := 20000 + e.rnd.IntN(12000)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err == nil {
+			l.Close()
+			return p, nil
+		}
+	}
+	return 0, errors.New("no free port in 20000-31999")
+}
+
+// foStatus is one server's cluster status (protocol op 19).
+type foStatus struct {
+	RaftLeader string `json:"raft_leader"`
+	Topics     []struct {
+		Name      string   `json:"name"`
+		Leader    string   `json:"leader"`
+		Epoch     int64    `json:"epoch"`
+		ISR       []string `json:"isr"`
+		HighWater int64    `json:"high_water"`
+		Next      int64    `json:"next"`
+	} `json:"topics"`
+}
+
+func runFailover(ctx context.Context, e *env) (string, error) {
+	srv := make([]*foServer, foServers)
+	var entries []string
+	for i := range srv {
+		f := &foServer{vol: filepath.Join(e.dir, "failover", fmt.Sprintf("s%d", i))}
+		var err error
+		for _, p := range []*int{&f.bin, &f.web, &f.clu} {
+			if *p, err = lowPort(e); err != nil {
+				return "ports", err
+			}
+		}
+		srv[i] = f
+		entries = append(entries, fmt.Sprintf("%s/%d/%d", f.addr(), f.web, f.clu))
+	}
+	peers := strings.Join(entries, ",")
+	startOne := func(i int) error {
+		f := srv[i]
+		s, err := start(serverSpec{bin: e.bin, volumes: []string{f.vol}, tcp: f.bin,
+			args: []string{"-http", strconv.Itoa(f.web), "-cluster", "-replicas", "3", "-min-insync", "2",
+				"-cluster-port", strconv.Itoa(f.clu), "-peers", peers, "-entries", "2000", "-ballast", "0"}})
+		if err != nil {
+			return fmt.Errorf("server %d: %w", i, err)
+		}
+		f.s = s
+		return nil
+	}
+	for i := range srv {
+		if err := startOne(i); err != nil {
+			return "start", err
+		}
+	}
+	defer func() {
+		for _, f := range srv {
+			if f.s != nil && f.s.alive() {
+				f.s.kill()
+			}
+		}
+	}()
+	addrs := make([]string, len(srv))
+	for i, f := range srv {
+		addrs[i] = f.addr()
+	}
+	all := strings.Join(addrs, ",")
+	admin, err := client.Dial(ctx, all, client.WithDialTimeout(time.Second), client.WithRequestTimeout(10*time.Second))
+	if err != nil {
+		return "dial", err
+	}
+	defer admin.Close()
+	for _, t := range foTopics {
+		if err := retry(ctx, 30*time.Second, func() error { return admin.CreateTopic(ctx, t) }); err != nil && !errors.Is(err, client.ErrTopicExists) {
+			return "create topics", err
+		}
+	}
+	ps, err := startFoProducers(ctx, all, e.cfg.producers)
+	if err != nil {
+		return "producers", err
+	}
+	defer ps.stopAll()
+
+	leaderKills, followerKills, doubleKills := max(10, e.cfg.cycles), 2, 1
+	plan := make([]string, 0, leaderKills+followerKills+doubleKills)
+	for range leaderKills {
+		plan = append(plan, "leader")
+	}
+	// The follower kills and the double kill go among the leader kills.
+	for _, k := range []string{"follower", "follower", "double"} {
+		at := 1 + e.rnd.IntN(len(plan))
+		plan = slices.Insert(plan, at, k)
+	}
+	kills := 0
+	for i, what := range plan {
+		if err := foHealthy(ctx, srv, foHealthyWait, false); err != nil {
+			return ps.partial(kills), fmt.Errorf("before kill %d (%s): %w", i, what, err)
+		}
+		if err := ps.progress(ctx, foProgress, foHealthyWait); err != nil {
+			return ps.partial(kills), fmt.Errorf("before kill %d (%s): %w", i, what, err)
+		}
+		st, err := foStatusOf(ctx, srv)
+		if err != nil {
+			return ps.partial(kills), err
+		}
+		leader := ""
+		for _, t := range st.Topics {
+			if t.Name == foTopics[0] {
+				leader = t.Leader
+			}
+		}
+		li := slices.IndexFunc(srv, func(f *foServer) bool { return f.addr() == leader })
+		if li < 0 {
+			return ps.partial(kills), fmt.Errorf("before kill %d: %s has no leader: %+v", i, foTopics[0], st)
+		}
+		var victims []int
+		switch what {
+		case "leader":
+			victims = []int{li}
+			kills++
+		case "follower":
+			victims = []int{(li + 1 + e.rnd.IntN(foServers-1)) % foServers}
+		case "double":
+			// The leader and a follower: the survivor alone is under
+			// -min-insync 2, so produces are refused until one is back.
+			victims = []int{li, (li + 1 + e.rnd.IntN(foServers-1)) % foServers}
+			kills++
+		}
+		for _, v := range victims {
+			srv[v].s.kill()
+		}
+		// Some pauses end before the cluster takes the server as down
+		// (-member-timeout, 1.5 s): it comes back as the leader it was.
+		time.Sleep(200*time.Millisecond + time.Duration(e.rnd.Int64N(int64(2800*time.Millisecond))))
+		for _, v := range victims {
+			if err := startOne(v); err != nil {
+				return ps.partial(kills), fmt.Errorf("kill %d (%s): restart: %w", i, what, err)
+			}
+		}
+	}
+	if err := ps.progress(ctx, foProgress, foHealthyWait); err != nil {
+		return ps.partial(kills), fmt.Errorf("after the last kill: %w", err)
+	}
+	ps.finish()
+	if err := foHealthy(ctx, srv, foHealthyWait, true); err != nil {
+		return ps.partial(kills), fmt.Errorf("at the end: %w", err)
+	}
+	st, err := foStatusOf(ctx, srv)
+	if err != nil {
+		return ps.partial(kills), err
+	}
+	var changes int64
+	for _, t := range st.Topics {
+		changes += t.Epoch - 1
+	}
+	r, err := foCheck(ctx, srv, ps)
+	res := "ok"
+	if err != nil || r.lost > 0 || r.dups > 0 || r.reordered > 0 || ps.maxGap() > 10*time.Second {
+		res = "FAIL"
+	}
+	line := fmt.Sprintf("failover %s acked=%d lost=%d dups=%d reordered=%d max_unavailable_ms=%d leader_kills=%d leader_changes=%d",
+		res, ps.acked.Load(), r.lost, r.dups, r.reordered, ps.maxGap().Milliseconds(), kills, changes)
+	fmt.Println(line)
+	detail := fmt.Sprintf("%d producers, %d kills (%d of the busiest topic's leader, %d of a follower, %d of two servers at once), %d produces failed and not resent (%s), replicas byte-identical: %v",
+		len(ps.p), len(plan), leaderKills, followerKills, doubleKills, ps.failed.Load(), ps.errSummary(), r.identical)
+	if err != nil {
+		return detail, err
+	}
+	if res != "ok" {
+		return detail, fmt.Errorf("%s", line)
+	}
+	for _, f := range srv {
+		if err := f.s.stop(); err != nil {
+			return detail, err
+		}
+	}
+	return detail, nil
+}
+
+// retry calls fn until it succeeds or wait passes.
+func retry(ctx context.Context, wait time.Duration, fn func() error) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := fn()
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// foStatusOf asks the live servers in turn for the cluster status.
+func foStatusOf(ctx context.Context, srv []*foServer) (foStatus, error) {
+	var errs []error
+	for _, f := range srv {
+		if f.s == nil || !f.s.alive() {
+			continue
+		}
+		c, err := f.s.dial(ctx)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		b, err := c.ClusterStatus(ctx)
+		c.Close()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var st foStatus
+		if err := json.Unmarshal(b, &st); err != nil {
+			return st, err
+		}
+		return st, nil
+	}
+	return foStatus{}, fmt.Errorf("no server answers cluster status: %w", errors.Join(errs...))
+}
+
+// foHealthy waits until every topic has a leader, its three replicas in
+// sync and, on every server, the leader's end as its high-water mark.
+func foHealthy(ctx context.Context, srv []*foServer, wait time.Duration, end bool) error {
+	deadline := time.Now().Add(wait)
+	var last string
+	for time.Now().Before(deadline) {
+		ok := true
+		for _, f := range srv {
+			c, err := f.s.dial(ctx)
+			if err != nil {
+				ok, last = false, err.Error()
+				break
+			}
+			b, err := c.ClusterStatus(ctx)
+			c.Close()
+			var st foStatus
+			if err == nil {
+				err = json.Unmarshal(b, &st)
+			}
+			if err != nil {
+				ok, last = false, err.Error()
+				break
+			}
+			if len(st.Topics) != len(foTopics) {
+				ok, last = false, fmt.Sprintf("%s knows %d topics", f.addr(), len(st.Topics))
+				break
+			}
+			for _, t := range st.Topics {
+				if t.Leader == "" || len(t.ISR) != foServers {
+					ok, last = false, fmt.Sprintf("%s: %s led by %q, in sync %v", f.addr(), t.Name, t.Leader, t.ISR)
+				}
+				if end && t.HighWater != t.Next {
+					ok, last = false, fmt.Sprintf("%s: %s at high-water mark %d of %d", f.addr(), t.Name, t.HighWater, t.Next)
+				}
+			}
+			if !ok {
+				break
+			}
+		}
+		if ok {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("not healthy within %v: %s", wait, last)
+}
+
+// foProducer is one client producing batches to one topic, each batch of
+// new messages: a batch that fails is not sent again (it may or may not
+// be stored; it is not counted as acknowledged).
+type foProducer struct {
+	id    int
+	topic string
+	c     *client.Client
+
+	mu     sync.Mutex
+	offs   map[int]int64 // sequence -> acknowledged offset
+	sent   int           // sequences handed out
+	lastOK time.Time
+	gap    time.Duration // the longest time between acknowledgements while failing
+}
+
+type foProducers struct {
+	p      []*foProducer
+	stop   atomic.Bool
+	acked  atomic.Int64
+	failed atomic.Int64
+	wg     sync.WaitGroup
+
+	errMu sync.Mutex
+	errs  map[string]int // failed produces by error kind
+}
+
+// kind is a short name for a failed produce's error.
+func kind(err error) string {
+	for _, k := range []error{client.ErrNotLeader, client.ErrNotEnoughReplicas, client.ErrConnection, client.ErrShuttingDown, context.DeadlineExceeded} {
+		if errors.Is(err, k) {
+			return k.Error()
+		}
+	}
+	msg := err.Error()
+	return msg[:min(len(msg), 80)]
+}
+
+// errSummary lists the failed produces by kind, most first.
+func (ps *foProducers) errSummary() string {
+	ps.errMu.Lock()
+	defer ps.errMu.Unlock()
+	type kv struct {
+		k string
+		n int
+	}
+	var l []kv
+	for k, n := range ps.errs {
+		l = append(l, kv{k, n})
+	}
+	sort.Slice(l, func(i, j int) bool { return l[i].n > l[j].n })
+	var parts []string
+	for _, x := range l {
+		parts = append(parts, fmt.Sprintf("%d %q", x.n, x.k))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func startFoProducers(ctx context.Context, addrs string, n int) (*foProducers, error) {
+	ps := &foProducers{}
+	for i := range max(n, 3) {
+		c, err := client.Dial(ctx, addrs, client.WithIdempotence(true), client.WithDialTimeout(time.Second),
+			client.WithRequestTimeout(foRequest), client.WithRetries(3, 20*time.Millisecond))
+		if err != nil {
+			ps.stopAll()
+			return nil, err
+		}
+		topic := foTopics[0]
+		if i%2 == 1 {
+			topic = foTopics[1+i/2%(len(foTopics)-1)]
+		}
+		ps.p = append(ps.p, &foProducer{id: i, topic: topic, c: c, offs: map[int]int64{}, lastOK: time.Now()})
+	}
+	for _, p := range ps.p {
+		ps.wg.Go(func() { p.run(ctx, ps) })
+	}
+	return ps, nil
+}
+
+func (p *foProducer) run(ctx context.Context, ps *foProducers) {
+	for k := 0; !ps.stop.Load(); k++ {
+		n := []int{1, 10, 50, 100}[k%4]
+		msgs := make([][]byte, n)
+		first := p.sent
+		for j := range msgs {
+			msgs[j] = payload(p.id, first+j)
+		}
+		p.sent += n
+		rctx, cancel := context.WithTimeout(ctx, foRequest)
+		base, err := p.c.Produce(rctx, p.topic, msgs...)
+		cancel()
+		now := time.Now()
+		p.mu.Lock()
+		if err == nil {
+			p.gap = max(p.gap, now.Sub(p.lastOK))
+			p.lastOK = now
+			for j := range n {
+				p.offs[first+j] = base + int64(j)
+			}
+			p.mu.Unlock()
+			ps.acked.Add(int64(n))
+			continue
+		}
+		p.mu.Unlock()
+		ps.failed.Add(1)
+		ps.errMu.Lock()
+		if ps.errs == nil {
+			ps.errs = map[string]int{}
+		}
+		ps.errs[kind(err)]++
+		ps.errMu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// maxGap is the longest time any producer went without an
+// acknowledgement.
+func (ps *foProducers) maxGap() time.Duration {
+	var g time.Duration
+	for _, p := range ps.p {
+		p.mu.Lock()
+		g = max(g, p.gap)
+		p.mu.Unlock()
+	}
+	return g
+}
+
+func (ps *foProducers) progress(ctx context.Context, n int64, wait time.Duration) error {
+	from := ps.acked.Load()
+	deadline := time.Now().Add(wait)
+	for ps.acked.Load() < from+n {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d messages acknowledged in %v, want %d", ps.acked.Load()-from, wait, n)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
+
+func (ps *foProducers) finish() {
+	ps.stop.Store(true)
+	ps.wg.Wait()
+}
+
+func (ps *foProducers) stopAll() {
+	ps.finish()
+	for _, p := range ps.p {
+		p.c.Close()
+	}
+}
+
+func (ps *foProducers) partial(kills int) string {
+	return fmt.Sprintf("%d acknowledged, %d leader kills done", ps.acked.Load(), kills)
+}
+
+// foResult is what the check found.
+type foResult struct {
+	lost, dups, reordered int
+	identical             bool
+}
+
+// foCheck reads every topic from every server and compares.
+func foCheck(ctx context.Context, srv []*foServer, ps *foProducers) (foResult, error) {
+	r := foResult{identical: true}
+	var problems []string
+	for _, topic := range foTopics {
+		var ref []string
+		for i, f := range srv {
+			c, err := f.s.dial(ctx, client.WithRequestTimeout(30*time.Second))
+			if err != nil {
+				return r, err
+			}
+			msgs, err := foReadAll(ctx, c, topic)
+			c.Close()
+			if err != nil {
+				return r, fmt.Errorf("%s on %s: %w", topic, f.addr(), err)
+			}
+			if i == 0 {
+				ref = msgs
+			} else if !slices.Equal(ref, msgs) {
+				r.identical = false
+				problems = append(problems, fmt.Sprintf("%s: %s holds %d messages, %s %d, and they differ", topic, srv[0].addr(), len(ref), f.addr(), len(msgs)))
+			}
+		}
+		// Every message once, in each producer's order, at its offset.
+		seen := map[[2]int]int64{}
+		lastSeq := map[int]int{}
+		for off, m := range ref {
+			prod, seq, ok := parsePayload([]byte(m))
+			if !ok {
+				problems = append(problems, fmt.Sprintf("%s: offset %d holds a message that is not the torture's", topic, off))
+				continue
+			}
+			k := [2]int{prod, seq}
+			if _, dup := seen[k]; dup {
+				r.dups++
+				continue
+			}
+			seen[k] = int64(off)
+			if s, ok := lastSeq[prod]; ok && seq < s {
+				r.reordered++
+			}
+			lastSeq[prod] = seq
+		}
+		for _, p := range ps.p {
+			if p.topic != topic {
+				continue
+			}
+			for seq, off := range p.offs {
+				got, ok := seen[[2]int{p.id, seq}]
+				if !ok || got != off {
+					if r.lost < 5 {
+						problems = append(problems, fmt.Sprintf("%s: P%d S%d acknowledged at %d, found %v at %d", topic, p.id, seq, off, ok, got))
+					}
+					r.lost++
+				}
+			}
+		}
+	}
+	// The logs themselves, byte for byte.
+	for _, topic := range foTopics {
+		var ref []byte
+		for i, f := range srv {
+			b, err := foLogBytes(f.vol, topic)
+			if err != nil {
+				return r, err
+			}
+			if i == 0 {
+				ref = b
+			} else if !bytes.Equal(ref, b) {
+				r.identical = false
+				problems = append(problems, fmt.Sprintf("%s: the logs of %s (%d bytes) and %s (%d bytes) differ", topic, srv[0].addr(), len(ref), f.addr(), len(b)))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return r, errors.New(strings.Join(problems, "; "))
+	}
+	return r, nil
+}
+
+// foReadAll reads topic from offset 0 to its end (as the server serves
+// it: up to its high-water mark) as strings.
+func foReadAll(ctx context.Context, c *client.Client, topic string) ([]string, error) {
+	info, err := c.TopicInfo(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	var msgs []client.Message
+	for off := int64(0); off < info.Next; {
+		if msgs, _, err = c.ConsumeInto(ctx, msgs[:0], topic, off, 5000); err != nil {
+			return nil, fmt.Errorf("consume at %d of %d: %w", off, info.Next, err)
+		}
+		if len(msgs) == 0 {
+			return nil, fmt.Errorf("consume at %d returned nothing, next offset %d", off, info.Next)
+		}
+		for _, m := range msgs {
+			if m.Offset != off {
+				return nil, fmt.Errorf("offsets not dense: got %d, want %d", m.Offset, off)
+			}
+			out = append(out, string(m.Value))
+			off++
+		}
+	}
+	return out, nil
+}
+
+// foLogBytes concatenates the segment logs of topic on volume vol, in
+// offset order: the topic's log as stored, whatever its segment bounds.
+func foLogBytes(vol, topic string) ([]byte, error) {
+	dir := filepath.Join(vol, "topics", topic)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".log") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names) // zero-padded base offsets
+	var out []byte
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b...)
+	}
+	return out, nil
+}
