@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/haraqa/haraqa/protocol"
@@ -69,7 +70,9 @@ func WithMaxBuffered(msgs, bytes int) ProducerOption {
 // the server refuses fails its Futures either way. A Producer is safe for
 // concurrent use.
 type Producer struct {
-	c      *Client
+	// cp is the Client of the server the batches go to: over several
+	// servers, a replicated topic's Producer follows its leader (follow).
+	cp     atomic.Pointer[Client]
 	topic  string
 	o      producerOptions
 	pid    uint64 // idempotence: this Producer's id; 0 when off
@@ -142,18 +145,40 @@ func (c *Client) NewProducer(topic string, opts ...ProducerOption) *Producer {
 		f(&o)
 	}
 	p := &Producer{
-		c: c, topic: topic, o: o,
+		topic: topic, o: o,
 		room: make(chan struct{}),
 		kick: make(chan struct{}, 1),
 		quit: make(chan struct{}),
 		sem:  make(chan struct{}, o.maxInFlight),
 		done: make(chan struct{}),
 	}
+	p.cp.Store(c)
 	if c.opts.idempotent {
 		p.pid = newProducerSeq().id
 	}
 	go p.sender()
 	return p
+}
+
+// cl is the Client of the server the batches go to now.
+func (p *Producer) cl() *Client { return p.cp.Load() }
+
+// follow, after a batch failed with err on a server of a Client of
+// several, moves the Producer to the topic's leader when err says the
+// server does not lead it or, for an idempotent Producer (whose batches
+// a server answers once), could not be reached; it reports whether it
+// moved. The batch is then sent again, as it was built: same producer id
+// and sequence.
+func (p *Producer) follow(ctx context.Context, err error) bool {
+	c := p.cl()
+	if c.reroute == nil || !(errors.Is(err, ErrNotLeader) || (p.pid != 0 && errors.Is(err, ErrConnection))) {
+		return false
+	}
+	s, rerr := c.reroute(ctx, p.topic, c, err)
+	if rerr != nil || s == nil || s == c {
+		return false
+	}
+	return p.cp.CompareAndSwap(c, s) || p.cl() != c
 }
 
 // Send adds msg (copied) to the current batch, waiting for room in the
@@ -168,7 +193,7 @@ func (p *Producer) Send(ctx context.Context, msg []byte) (*Future, error) {
 		case <-room:
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-p.c.done:
+		case <-p.cl().done:
 			return nil, ErrClosed
 		}
 	}
@@ -200,7 +225,7 @@ func (p *Producer) SendMessage(ctx context.Context, m Message) (*Future, error) 
 		case <-room:
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-p.c.done:
+		case <-p.cl().done:
 			return nil, ErrClosed
 		}
 	}
@@ -228,7 +253,7 @@ func (p *Producer) addBatch(msg []byte, headers bool) (*Future, chan struct{}, *
 		return nil, nil, nil, p.err
 	}
 	size := len(msg) + 10
-	if size+protocol.BatchHeaderSize > p.c.opts.maxBatchBytes {
+	if size+protocol.BatchHeaderSize > p.cl().opts.maxBatchBytes {
 		return nil, nil, nil, fmt.Errorf("%w: message of %d bytes", ErrFrameTooLarge, len(msg))
 	}
 	p.mu.Lock()
@@ -239,7 +264,7 @@ func (p *Producer) addBatch(msg []byte, headers bool) (*Future, chan struct{}, *
 	if p.bufMsgs > 0 && (p.bufMsgs+1 > p.o.maxMsgs || p.bufBytes+size > p.o.maxBytes) {
 		return nil, p.room, nil, ErrBufferFull
 	}
-	if p.cur != nil && (len(p.cur.raw)+size+protocol.BatchHeaderSize > p.c.opts.maxBatchBytes || p.cur.headers != headers) {
+	if p.cur != nil && (len(p.cur.raw)+size+protocol.BatchHeaderSize > p.cl().opts.maxBatchBytes || p.cur.headers != headers) {
 		p.sealLocked()
 	}
 	if p.cur == nil {
@@ -320,7 +345,7 @@ func (p *Producer) takeLocked() *pbatch {
 // never waits for a dial, a backoff or the socket.
 func (p *Producer) sendNow(b *pbatch) {
 	defer p.endSending()
-	cn := p.c.liveConn(&p.c.main)
+	cn := p.cl().liveConn(&p.cl().main)
 	if cn == nil || cn.sock == nil || (p.pid != 0 && !p.flyingOnlyOn(cn)) {
 		p.handBack(b)
 		return
@@ -418,7 +443,7 @@ func (p *Producer) sender() {
 			slot := true
 			select {
 			case p.sem <- struct{}{}:
-			case <-p.c.done:
+			case <-p.cl().done:
 				slot = false
 			}
 			p.mu.Lock()
@@ -454,7 +479,7 @@ func (p *Producer) sender() {
 func (p *Producer) send(b *pbatch) {
 	p.encode(b)
 	ctx, cancel := context.WithDeadline(context.Background(), b.deadline)
-	rt := p.c.newRetrier(untilDone, producerBackoffMax)
+	rt := p.cl().newRetrier(untilDone, producerBackoffMax)
 	if b.sends > 0 {
 		// A resend after a broken connection: not at once, in case the
 		// new connection breaks at once too.
@@ -474,7 +499,7 @@ func (p *Producer) send(b *pbatch) {
 	var ch chan response
 	for {
 		var err error
-		if cn, err = p.c.connect(ctx, &p.c.main); err == nil {
+		if cn, err = p.cl().connect(ctx, &p.cl().main); err == nil {
 			if p.pid != 0 && p.behindResends(b, cn) {
 				cancel()
 				<-p.sem
@@ -488,6 +513,9 @@ func (p *Producer) send(b *pbatch) {
 		}
 		if err == nil {
 			break
+		}
+		if p.follow(ctx, err) {
+			continue
 		}
 		if err := rt.retry(ctx, err); err != nil {
 			cancel()
@@ -505,18 +533,18 @@ func (p *Producer) encode(b *pbatch) {
 		if p.pid != 0 {
 			meta.ProducerID, meta.Sequence = p.pid, b.seq
 		}
-		b.batch = protocol.AppendBatchRawMeta(nil, meta, p.c.opts.codec, len(b.futures), b.raw)
-		b.deadline = time.Now().Add(p.c.opts.requestTimeout)
+		b.batch = protocol.AppendBatchRawMeta(nil, meta, p.cl().opts.codec, len(b.futures), b.raw)
+		b.deadline = time.Now().Add(p.cl().opts.requestTimeout)
 	}
 }
 
 // request returns the builder of b's produce request frame.
 func (p *Producer) request(b *pbatch) func(dst []byte, corrID uint32) []byte {
 	var flags protocol.ProduceFlags
-	if p.c.opts.autoCreate {
+	if p.cl().opts.autoCreate {
 		flags = protocol.ProduceCreateTopic
 	}
-	if p.c.opts.acksLeader {
+	if p.cl().opts.acksLeader {
 		flags |= protocol.ProduceAcksLeader
 	}
 	return func(dst []byte, corrID uint32) []byte {
@@ -529,9 +557,9 @@ func (p *Producer) request(b *pbatch) func(dst []byte, corrID uint32) []byte {
 func (p *Producer) inFlight(ctx context.Context, cancel context.CancelFunc, b *pbatch, cn *conn, id uint32, ch chan response) {
 	count, batch := len(b.futures), b.batch
 	b.sends++
-	p.c.stats.msgsSent.Add(int64(count))
-	p.c.stats.bytesSent.Add(int64(len(batch)))
-	p.c.stats.inFlight.Add(1)
+	p.cl().stats.msgsSent.Add(int64(count))
+	p.cl().stats.bytesSent.Add(int64(len(batch)))
+	p.cl().stats.inFlight.Add(1)
 	go func() {
 		defer cancel()
 		var resp response
@@ -543,7 +571,7 @@ func (p *Producer) inFlight(ctx context.Context, cancel context.CancelFunc, b *p
 		}
 		// Out of flight before the futures complete, so that Stats
 		// after Flush counts it so.
-		p.c.stats.inFlight.Add(-1)
+		p.cl().stats.inFlight.Add(-1)
 		base, err := int64(0), resp.err
 		if err == nil && resp.hdr.Code != protocol.CodeOK {
 			err = serverError(protocol.OpProduce, resp)
@@ -552,11 +580,15 @@ func (p *Producer) inFlight(ctx context.Context, cancel context.CancelFunc, b *p
 			var r protocol.ProduceResponse
 			if r, err = protocol.ParseProduceResponse(resp.payload); err == nil {
 				base = r.BaseOffset
-				p.c.stats.msgsAcked.Add(int64(count))
-				p.c.stats.bytesAcked.Add(int64(len(batch)))
+				p.cl().stats.msgsAcked.Add(int64(count))
+				p.cl().stats.bytesAcked.Add(int64(len(batch)))
 			}
 		}
-		if p.pid != 0 && p.c.retryable(ctx, err) {
+		if err != nil && p.follow(ctx, err) {
+			p.resend(b) // nothing stored (not the leader), or stored once (idempotent)
+			return
+		}
+		if p.pid != 0 && p.cl().retryable(ctx, err) {
 			// Stored or not, the server answers a resend with the
 			// batch's first offset: put it back in order.
 			p.resend(b)
@@ -564,7 +596,7 @@ func (p *Producer) inFlight(ctx context.Context, cancel context.CancelFunc, b *p
 		}
 		p.land(b)
 		if err != nil {
-			p.c.stats.errors.Add(1)
+			p.cl().stats.errors.Add(1)
 		}
 		p.complete(b, true, base, err)
 	}()

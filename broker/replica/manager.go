@@ -328,9 +328,19 @@ func (m *Manager) httpOf(id string) string {
 // lookup returns the cluster's metadata of topic, and its replica here.
 func (m *Manager) lookup(topic string) (cluster.Topic, *rtopic, bool) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	t, ok := m.meta[topic]
-	return t, m.topics[topic], ok
+	rt := m.topics[topic]
+	m.mu.Unlock()
+	if !ok {
+		// Recorded in the Raft group but not reconciled here yet: known,
+		// with no replica here until the reconcile runs.
+		if n := m.node.Load(); n != nil {
+			if t, ok = n.Topic(topic); ok {
+				m.Poke()
+			}
+		}
+	}
+	return t, rt, ok
 }
 
 // isSynced reports whether the member has caught up with the cluster.
@@ -664,10 +674,11 @@ func (m *Manager) Status() []byte {
 	st := n.Status()
 	out := struct {
 		Self       string           `json:"self"`
+		InStep     bool             `json:"in_step"` // caught up with the Raft group since it started: serving
 		RaftLeader string           `json:"raft_leader"`
 		Members    []cluster.Member `json:"members"`
 		Topics     []TopicStatus    `json:"topics"`
-	}{Self: st.Self, RaftLeader: st.RaftLeader, Members: st.Members}
+	}{Self: st.Self, InStep: m.isSynced(), RaftLeader: st.RaftLeader, Members: st.Members}
 	for _, t := range st.Topics {
 		ts := TopicStatus{Topic: t}
 		if info, err := m.store.Info(t.Name); err == nil {

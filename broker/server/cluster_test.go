@@ -161,6 +161,27 @@ func waitTopic(t *testing.T, c *client.Client, topic string, what string, ok fun
 	}
 }
 
+// waitInStep waits until the server of c has caught up with its cluster.
+func waitInStep(t *testing.T, c *client.Client) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		b, err := c.ClusterStatus(ctx)
+		cancel()
+		var st struct {
+			InStep bool `json:"in_step"`
+		}
+		if err == nil && json.Unmarshal(b, &st) == nil && st.InStep {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not in step with its cluster within 20 s: %s %v", c.Servers()[0], b, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func topicOf(t *testing.T, c *client.Client, topic string) topicStatus {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -333,6 +354,8 @@ func TestClusterNotLeaderOnBothPorts(t *testing.T) {
 			follower = a
 		}
 	}
+	waitInStep(t, dialOne(t, follower))
+	waitTopic(t, dialOne(t, follower), "t", "the follower knows the leader", func(st topicStatus) bool { return st.Leader != "" })
 	_, err := dialOne(t, follower).Produce(ctx, "t", []byte("x"))
 	if leader, ok := client.LeaderOf(err); !errors.Is(err, client.ErrNotLeader) || !ok || leader != st.Leader {
 		t.Fatalf("produce to a follower: %v, want not leader naming %s", err, st.Leader)
@@ -349,5 +372,30 @@ func TestClusterNotLeaderOnBothPorts(t *testing.T) {
 	leaderWeb := tc.cfgs[tc.index(st.Leader)].HTTPAddr
 	if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != "http://"+leaderWeb+"/topics/t" {
 		t.Fatalf("HTTP produce to a follower: %d, Location %q, want 307 to the leader %s", resp.StatusCode, resp.Header.Get("Location"), leaderWeb)
+	}
+}
+
+// TestClusterProduceCreates: a produce to a topic no server has creates it
+// in the cluster, whichever server it reaches first, and is stored on its
+// leader.
+func TestClusterProduceCreates(t *testing.T) {
+	tc := startTestCluster(t, 3, 3, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := dialAll(t, tc.addrs)
+	for i := range 5 {
+		topic := fmt.Sprintf("auto-%d", i)
+		if _, err := c.Produce(ctx, topic, []byte("x")); err != nil {
+			t.Fatalf("produce to a new topic %s: %v", topic, err)
+		}
+		p := c.NewProducer(topic + "-p")
+		f, err := p.Send(ctx, []byte("y"))
+		if err == nil {
+			_, err = f.Wait(ctx)
+		}
+		p.Close()
+		if err != nil {
+			t.Fatalf("a Producer to a new topic %s-p: %v", topic, err)
+		}
 	}
 }

@@ -18,6 +18,8 @@
 //	groups info TOPIC GROUP              show a group's offsets on a topic
 //	groups reset TOPIC GROUP -to WHERE   set where a group reads next: oldest, end, OFFSET
 //	groups delete TOPIC GROUP            forget a group's offset on a topic
+//	cluster status                       members, the Raft leader, each replicated topic's
+//	                                     leader, epoch, in-sync set and replica lag
 //	ping                                 check that the server answers
 //	token new                            print a fresh token and its auth-file line
 //	help [COMMAND]                       show the help of hrqa or of a command
@@ -172,7 +174,7 @@ func init() {
 		topicsListCmd, topicsCreateCmd, topicsDeleteCmd, topicsInfoCmd, topicsMoveCmd,
 		produceCmd, consumeCmd, truncateCmd,
 		groupsListCmd, groupsInfoCmd, groupsResetCmd, groupsDeleteCmd,
-		pingCmd, tokenNewCmd, helpCmd,
+		clusterStatusCmd, pingCmd, tokenNewCmd, helpCmd,
 	}
 }
 
@@ -291,6 +293,14 @@ func findCommand(e *env, args []string) (*command, []string, error) {
 			return nil, nil, errors.New("topics needs a subcommand: list, create, delete or info")
 		}
 		name, rest = "topics "+rest[0], rest[1:]
+	} else if name == "cluster" {
+		if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help") {
+			return nil, nil, flag.ErrHelp
+		}
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			return nil, nil, errors.New("cluster needs a subcommand: status")
+		}
+		name, rest = "cluster "+rest[0], rest[1:]
 	} else if name == "groups" {
 		if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help") {
 			return nil, nil, flag.ErrHelp

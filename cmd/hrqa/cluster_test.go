@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	hserver "github.com/haraqa/haraqa/broker/server"
+)
+
+// TestClusterStatus: a one-server cluster's status, as text and JSON; a
+// server without -cluster says it is in none.
+func TestClusterStatus(t *testing.T) {
+	port := func() int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	cl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := fmt.Sprintf("127.0.0.1:%d", port())
+	peers, err := hserver.ParsePeers(bin+"/1/"+fmt.Sprint(cl.Addr().(*net.TCPAddr).Port), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := hserver.DefaultConfig(t.TempDir())
+	cfg.Broker.Addr, cfg.HTTPAddr, cfg.Peers = bin, "", peers
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.Cluster = &hserver.ClusterConfig{Addr: cl.Addr().String(), Replicas: 1, MinInsync: 1, Listener: cl}
+	s, err := hserver.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	deadline := time.Now().Add(20 * time.Second)
+	for hrqa(t, bin, "", "topics", "create", "orders").code != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("topics create never succeeded")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ok(t, bin, "", "produce", "orders", "a", "b")
+	out := ok(t, bin, "", "cluster", "status")
+	for _, want := range []string{"raft leader  " + bin, "orders", "1/1"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("cluster status lacks %q:\n%s", want, out)
+		}
+	}
+	var st clusterStatus
+	if err := json.Unmarshal([]byte(ok(t, bin, "", "cluster", "status", "-format", "json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Topics) != 1 || st.Topics[0].Leader != bin || st.Topics[0].HighWater != 2 {
+		t.Fatalf("%+v", st)
+	}
+	plain, _ := server(t)
+	fails(t, plain, "", "not in a cluster", "cluster", "status")
+}
