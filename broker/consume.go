@@ -63,19 +63,9 @@ func (cs *conn) handleReplicaFetch(h protocol.RequestHeader, payload []byte, sta
 		b.observe(h.Op, false, start)
 		return
 	}
-	cr := &consume{corrID: h.CorrID, topic: string(req.Topic), caller: cs.caller, offset: req.Offset, resolved: true,
-		maxBytes: int64(b.cfg.MaxConsumeBytes), start: start,
+	cr := &consume{corrID: h.CorrID, topic: string(req.Topic), caller: cs.caller, offset: req.Offset, resolved: true, start: start,
 		replica: &replicaFetch{follower: string(req.Follower), epoch: req.Epoch, parkedHW: -1}}
-	if req.MaxBytes > 0 {
-		cr.maxBytes = min(cr.maxBytes, int64(req.MaxBytes))
-	}
-	if req.MaxWaitMs > 0 {
-		cr.deadline = time.Now().Add(min(time.Duration(req.MaxWaitMs)*time.Millisecond, b.cfg.MaxWait))
-	}
-	if len(cs.slots) == 0 && !cs.consumeWaits() && cs.serveConsume(cr) {
-		return
-	}
-	cs.slots = append(cs.slots, &slot{consume: cr})
+	cs.queueConsume(cr, req.MaxBytes, req.MaxWaitMs)
 }
 
 // op is the op cr answers.
@@ -111,18 +101,27 @@ func (cs *conn) handleConsume(h protocol.RequestHeader, payload []byte, start ti
 		b.observe(h.Op, false, start)
 		return
 	}
-	cr := &consume{corrID: h.CorrID, topic: string(req.Topic), caller: cs.caller, offset: req.Offset, maxBytes: int64(b.cfg.MaxConsumeBytes), start: start}
+	cr := &consume{corrID: h.CorrID, topic: string(req.Topic), caller: cs.caller, offset: req.Offset, start: start}
 	switch {
 	case req.Limit > 0:
 		cr.limit = int(req.Limit)
 	case b.cfg.DefaultLimit > 0:
 		cr.limit = b.cfg.DefaultLimit
 	}
-	if req.MaxBytes > 0 {
-		cr.maxBytes = min(cr.maxBytes, int64(req.MaxBytes))
+	cs.queueConsume(cr, req.MaxBytes, req.MaxWaitMs)
+}
+
+// queueConsume bounds cr by the request's max bytes and max wait and the
+// server's, then answers it at once if nothing is queued before it and it
+// can be, else queues it.
+func (cs *conn) queueConsume(cr *consume, maxBytes, maxWaitMs int32) {
+	b := cs.b
+	cr.maxBytes = int64(b.cfg.MaxConsumeBytes)
+	if maxBytes > 0 {
+		cr.maxBytes = min(cr.maxBytes, int64(maxBytes))
 	}
-	if req.MaxWaitMs > 0 {
-		cr.deadline = time.Now().Add(min(time.Duration(req.MaxWaitMs)*time.Millisecond, b.cfg.MaxWait))
+	if maxWaitMs > 0 {
+		cr.deadline = time.Now().Add(min(time.Duration(maxWaitMs)*time.Millisecond, b.cfg.MaxWait))
 	}
 	if len(cs.slots) == 0 && !cs.consumeWaits() && cs.serveConsume(cr) {
 		return

@@ -102,7 +102,13 @@ func (a *API) failOn(w http.ResponseWriter, r *http.Request, err error) {
 		a.fail(w, err)
 		return
 	}
-	loc := nl.LeaderHTTP + r.URL.EscapedPath()
+	redirect(w, r, nl.LeaderHTTP, "topic "+nl.Topic+" is led by "+nl.LeaderHTTP+"\n")
+}
+
+// redirect answers 307 to the same path and query on the server at base
+// ("http://host:port"), with text as the body.
+func redirect(w http.ResponseWriter, r *http.Request, base, text string) {
+	loc := base + r.URL.EscapedPath()
 	if r.URL.RawQuery != "" {
 		loc += "?" + r.URL.RawQuery
 	}
@@ -110,7 +116,7 @@ func (a *API) failOn(w http.ResponseWriter, r *http.Request, err error) {
 	h.Set("Location", loc)
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusTemporaryRedirect)
-	_, _ = io.WriteString(w, "topic "+nl.Topic+" is led by "+nl.LeaderHTTP+"\n")
+	_, _ = io.WriteString(w, text)
 }
 
 // fail answers err: the status of its code, the X-Errors header and a

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/haraqa/haraqa/broker/service"
@@ -42,14 +41,6 @@ func (a *API) elsewhere(w http.ResponseWriter, r *http.Request, s *service.Servi
 	case here:
 		return false
 	}
-	loc := base + r.URL.EscapedPath()
-	if r.URL.RawQuery != "" {
-		loc += "?" + r.URL.RawQuery
-	}
-	h := w.Header()
-	h.Set("Location", loc)
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusTemporaryRedirect)
-	_, _ = io.WriteString(w, "topic "+name+" is on "+base+"\n")
+	redirect(w, r, base, "topic "+name+" is on "+base+"\n")
 	return true
 }

@@ -260,17 +260,7 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 		return
 	}
 	rt.started = true
-	rt.ready = false
-	calls := rt.failWaiters(&service.NotLeaderError{Topic: rt.name, Leader: t.Leader, LeaderHTTP: m.httpOf(t.Leader)})
-	calls.watches = rt.takeWatches()
-	cancel, stopped := rt.cancel, rt.stopped
-	rt.cancel, rt.stopped = nil, nil
-	rt.mu.Unlock()
-	calls.run()
-	if cancel != nil {
-		cancel()
-		<-stopped
-	}
+	rt.halt(&service.NotLeaderError{Topic: rt.name, Leader: t.Leader, LeaderHTTP: m.httpOf(t.Leader)})
 	if !m.store.HasTopic(rt.name) {
 		if err := m.store.CreateTopic(rt.name); err != nil && !errors.Is(err, storage.ErrTopicExists) {
 			m.log.Error("replica: creating a replicated topic", "topic", rt.name, "err", err)

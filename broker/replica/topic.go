@@ -144,6 +144,11 @@ func (rt *rtopic) takeWatches() []*watch {
 // produces (answered err) and parked consumes.
 func (rt *rtopic) stop(m *Manager, err error) {
 	rt.mu.Lock()
+	rt.halt(err)
+}
+
+// halt is stop with rt.mu held, which it releases.
+func (rt *rtopic) halt(err error) {
 	rt.ready = false
 	calls := rt.failWaiters(err)
 	calls.watches = rt.takeWatches()
