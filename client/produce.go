@@ -389,6 +389,8 @@ func (c *Client) mayReroute(err error, builds int32) bool {
 		return true
 	case errors.Is(err, ErrConnection):
 		return c.producer != nil || builds == 0
+	case errors.Is(err, ErrShuttingDown):
+		return c.producer != nil // a stopping server may have stored it, waiting for its followers
 	}
 	return false
 }

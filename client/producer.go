@@ -166,12 +166,12 @@ func (p *Producer) cl() *Client { return p.cp.Load() }
 // follow, after a batch failed with err on a server of a Client of
 // several, moves the Producer to the topic's leader when err says the
 // server does not lead it or, for an idempotent Producer (whose batches
-// a server answers once), could not be reached; it reports whether it
-// moved. The batch is then sent again, as it was built: same producer id
+// a server answers once), could not be reached or is stopping; it
+// reports whether it moved. The batch is then sent again, as it was built: same producer id
 // and sequence.
 func (p *Producer) follow(ctx context.Context, err error) bool {
 	c := p.cl()
-	if c.reroute == nil || !(errors.Is(err, ErrNotLeader) || (p.pid != 0 && errors.Is(err, ErrConnection))) {
+	if c.reroute == nil || !(errors.Is(err, ErrNotLeader) || (p.pid != 0 && (errors.Is(err, ErrConnection) || errors.Is(err, ErrShuttingDown)))) {
 		return false
 	}
 	s, rerr := c.reroute(ctx, p.topic, c, err)

@@ -399,3 +399,50 @@ func TestClusterProduceCreates(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterProducerFollowsLeader: an idempotent Producer sending while
+// its topic's leader stops moves to the new leader; every message is
+// stored once, at the offset its Future gave.
+func TestClusterProducerFollowsLeader(t *testing.T) {
+	tc := startTestCluster(t, 3, 3, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := dialAll(t, tc.addrs, client.WithIdempotence(true))
+	if err := c.CreateTopic(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	st := waitTopic(t, dialOne(t, tc.addrs[0]), "p", "a leader", func(st topicStatus) bool { return st.Leader != "" && len(st.ISR) == 3 })
+	p := c.NewProducer("p", client.WithLinger(time.Millisecond), client.WithBatchSize(10))
+	var futures []*client.Future
+	var want []string
+	for i := range 600 {
+		if i == 300 {
+			tc.stop(tc.index(st.Leader))
+		}
+		msg := fmt.Sprintf("m%04d", i)
+		f, err := p.Send(ctx, []byte(msg))
+		if err != nil {
+			t.Fatalf("send %s: %v", msg, err)
+		}
+		futures = append(futures, f)
+		want = append(want, msg)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range futures {
+		off, err := f.Wait(ctx)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if off != int64(i) {
+			t.Fatalf("message %d stored at %d", i, off)
+		}
+	}
+	p.Close()
+	for _, a := range tc.addrs {
+		if a != st.Leader {
+			checkTopic(t, dialOne(t, a), "p", want)
+		}
+	}
+}
