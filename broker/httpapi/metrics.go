@@ -134,6 +134,15 @@ var (
 	descMaxOpenFiles  = prometheus.NewDesc("haraqa_max_open_files", "The budget of segment files, read and write (-max-open-files).", nil, nil)
 	descTopics        = prometheus.NewDesc("haraqa_topics", "Topics.", nil, nil)
 	descRefusalsPaced = prometheus.NewDesc("haraqa_http_refusals_paced_total", "Refused HTTP requests (401, 403, 429) whose answer waited because their client address was past -http-refusal-rate.", nil, nil)
+	descLeaderChanges = prometheus.NewDesc("haraqa_replica_leader_changes_total", "Replicated topics this server took the lead of (-cluster).", nil, nil)
+	descISRChanges    = prometheus.NewDesc("haraqa_replica_isr_changes_total", "In-sync set changes this server recorded as a topic's leader.", nil, nil)
+	descTruncations   = prometheus.NewDesc("haraqa_replica_truncations_total", "Follower logs cut back to their leader's log (a divergent tail after a leader change).", nil, nil)
+	descFetchedBytes  = prometheus.NewDesc("haraqa_replica_fetched_bytes_total", "Batch bytes this server copied from leaders as a follower.", nil, nil)
+	descTopicsLed     = prometheus.NewDesc("haraqa_replica_topics_led", "Replicated topics this server leads.", nil, nil)
+	descUnderRepl     = prometheus.NewDesc("haraqa_replica_under_replicated_topics", "Replicated topics this server leads whose in-sync set is smaller than their replicas.", nil, nil)
+	descInSyncMin     = prometheus.NewDesc("haraqa_replica_insync_min", "The smallest in-sync set among the replicated topics this server leads.", nil, nil)
+	descLagMessages   = prometheus.NewDesc("haraqa_replica_max_lag_messages", "On the topics this server leads: the most messages a follower has yet to copy.", nil, nil)
+	descLagBytes      = prometheus.NewDesc("haraqa_replica_max_lag_bytes", "On the topics this server leads: the most batch bytes a follower has yet to copy.", nil, nil)
 	descRenders       = prometheus.NewDesc("haraqa_metrics_renders_total", "Snapshots of /metrics computed; requests within a snapshot's life share it.", nil, nil)
 	descRenderSecs    = prometheus.NewDesc("haraqa_metrics_render_seconds", "How long the previous /metrics snapshot took to compute; a snapshot is served for ten times as long.", nil, nil)
 )
@@ -141,7 +150,8 @@ var (
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descVolumeBytes, descVolumeFree, descVolumeSegs, descSent, descRequests,
 		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descTurnsYielded, descControlPauses, descBuffered, descBudgetPauses, descBudgetClosed, descHelloTimeouts, descIdleClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
-		descUnreadable, descDroppedTails, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics, descRenders, descRefusalsPaced, descRenderSecs} {
+		descUnreadable, descDroppedTails, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics, descRenders, descRefusalsPaced, descRenderSecs,
+		descLeaderChanges, descISRChanges, descTruncations, descFetchedBytes, descTopicsLed, descUnderRepl, descInSyncMin, descLagMessages, descLagBytes} {
 		ch <- d
 	}
 }
@@ -198,4 +208,38 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descOpenFiles, int64(s.OpenFiles))
 	gauge(descWriteFiles, int64(s.WriteFiles))
 	gauge(descMaxOpenFiles, int64(s.MaxOpenFiles))
+	if rs := st.svc.ReplicationStats(); rs != nil {
+		counter(descLeaderChanges, rs.LeaderChanges)
+		counter(descISRChanges, rs.ISRChanges)
+		counter(descTruncations, rs.Truncations)
+		counter(descFetchedBytes, rs.FetchedBytes)
+		// Server-wide figures only: the per-topic state (leader, epoch,
+		// in-sync set, each follower's lag) is in the cluster status
+		// (hrqa cluster status), which does not pass topic names to
+		// tokens that may not see them.
+		var led, under, insyncMin, lagMsgs, lagBytes int64
+		insyncMin = -1
+		for _, t := range rs.Topics {
+			if !t.Leader {
+				continue
+			}
+			led++
+			if t.InSync < t.Replicas {
+				under++
+			}
+			if insyncMin < 0 || int64(t.InSync) < insyncMin {
+				insyncMin = int64(t.InSync)
+			}
+			for _, f := range t.Followers {
+				lagMsgs, lagBytes = max(lagMsgs, f.Messages), max(lagBytes, f.Bytes)
+			}
+		}
+		gauge(descTopicsLed, led)
+		gauge(descUnderRepl, under)
+		if insyncMin >= 0 {
+			gauge(descInSyncMin, insyncMin)
+		}
+		gauge(descLagMessages, lagMsgs)
+		gauge(descLagBytes, lagBytes)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -765,4 +766,47 @@ func (m *Manager) alterISR(rt *rtopic, epoch, version int64, isr []string, why, 
 		m.log.Info("replica: in-sync set changed", "topic", rt.name, "member", who, "why", why, "isr", isr)
 		m.Poke()
 	})
+}
+
+// Stats implements service.Replication.
+func (m *Manager) Stats() service.ReplicationStats {
+	st := service.ReplicationStats{LeaderChanges: m.stats.leaderChanges.Load(), ISRChanges: m.stats.isrChanges.Load(),
+		Truncations: m.stats.truncations.Load(), FetchedBytes: m.stats.fetchedBytes.Load()}
+	m.mu.Lock()
+	topics := make([]*rtopic, 0, len(m.topics))
+	for _, rt := range m.topics {
+		topics = append(topics, rt)
+	}
+	m.mu.Unlock()
+	slices.SortFunc(topics, func(a, b *rtopic) int { return strings.Compare(a.name, b.name) })
+	for _, rt := range topics {
+		rt.mu.Lock()
+		ts := service.ReplicaTopicStats{Topic: rt.name, Leader: rt.leading(m.cfg.Self), Replicas: len(rt.meta.Replicas),
+			InSync: len(rt.meta.ISR), Epoch: rt.meta.Epoch}
+		var fols []service.FollowerLag
+		if ts.Leader {
+			for _, id := range rt.meta.Replicas {
+				if f := rt.fol[id]; f != nil {
+					fols = append(fols, service.FollowerLag{ID: id, Messages: f.leo})
+				}
+			}
+		}
+		rt.mu.Unlock()
+		if ts.Leader {
+			info, err := m.store.Info(rt.name)
+			for i := range fols {
+				from := fols[i].Messages
+				fols[i].Messages = max(0, info.Next-from)
+				if err == nil && fols[i].Messages > 0 {
+					if r, rerr := m.store.Read(rt.name, from, 0, 1<<62); rerr == nil {
+						fols[i].Bytes = r.Bytes
+						r.Release()
+					}
+				}
+			}
+			ts.Followers = fols
+		}
+		st.Topics = append(st.Topics, ts)
+	}
+	return st
 }

@@ -373,6 +373,13 @@ func TestClusterNotLeaderOnBothPorts(t *testing.T) {
 	if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != "http://"+leaderWeb+"/topics/t" {
 		t.Fatalf("HTTP produce to a follower: %d, Location %q, want 307 to the leader %s", resp.StatusCode, resp.Header.Get("Location"), leaderWeb)
 	}
+	// The leader's metrics: one topic led, in sync, a leader change taken.
+	code, body := get(t, "http://"+leaderWeb+"/metrics")
+	for _, want := range []string{"haraqa_replica_topics_led 1\n", "haraqa_replica_under_replicated_topics 0\n", "haraqa_replica_insync_min 3\n", "haraqa_replica_leader_changes_total 1\n"} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Fatalf("the leader's /metrics (%d) lacks %q", code, want)
+		}
+	}
 }
 
 // TestClusterProduceCreates: a produce to a topic no server has creates it

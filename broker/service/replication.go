@@ -51,6 +51,45 @@ type Replication interface {
 	Replicated(topic string) bool
 	// Status returns the cluster status as JSON (op 19).
 	Status() []byte
+	// Stats returns the replication counters and, for each replicated
+	// topic this server holds, its state here, for /metrics.
+	Stats() ReplicationStats
+}
+
+// ReplicationStats are a cluster member's replication figures.
+type ReplicationStats struct {
+	LeaderChanges int64 // topics this server took the lead of
+	ISRChanges    int64 // in-sync set changes this server recorded as a leader
+	Truncations   int64 // follower logs cut back to their leader's
+	FetchedBytes  int64 // batch bytes this server copied as a follower
+	Topics        []ReplicaTopicStats
+}
+
+// ReplicaTopicStats is one replicated topic on this server.
+type ReplicaTopicStats struct {
+	Topic    string
+	Leader   bool  // this server leads it
+	Replicas int   // how many servers hold it
+	InSync   int   // the in-sync set's size
+	Epoch    int64 // the leader epoch
+	// On the leader, each follower's lag in messages and bytes (the
+	// bytes of the batches it has yet to copy, from the leader's log).
+	Followers []FollowerLag
+}
+
+// FollowerLag is a follower's lag, as its leader sees it.
+type FollowerLag struct {
+	ID              string
+	Messages, Bytes int64
+}
+
+// ReplicationStats returns the cluster's figures (nil without a cluster).
+func (s *Service) ReplicationStats() *ReplicationStats {
+	if s.repl == nil {
+		return nil
+	}
+	st := s.repl.Stats()
+	return &st
 }
 
 // FetchAnswer is how a leader answers a replica fetch.
