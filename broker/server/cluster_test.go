@@ -453,3 +453,51 @@ func TestClusterProducerFollowsLeader(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterReplicaFetchFencing: a replica fetch under another leader
+// epoch is refused (fenced epoch), one naming a server that is not a
+// replica is refused, a follower is not asked to serve fetches, and epoch
+// end answers the leader's end of an epoch (KIP-279: the largest epoch
+// at most the one asked).
+func TestClusterReplicaFetchFencing(t *testing.T) {
+	tc := startTestCluster(t, 3, 3, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := dialAll(t, tc.addrs)
+	if err := c.CreateTopic(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Produce(ctx, "f", []byte("a"), []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	st := waitTopic(t, dialOne(t, tc.addrs[0]), "f", "a leader", func(st topicStatus) bool { return st.Leader != "" && len(st.ISR) == 3 })
+	leader := dialOne(t, st.Leader)
+	var follower string
+	for _, a := range tc.addrs {
+		if a != st.Leader {
+			follower = a
+		}
+	}
+	_, err := leader.ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: follower, Epoch: st.Epoch + 1, Offset: 0})
+	if !errors.Is(err, client.ErrFencedEpoch) {
+		t.Fatalf("a fetch under a newer epoch: %v, want fenced epoch", err)
+	}
+	if _, err = leader.ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: "10.9.9.9:1", Epoch: st.Epoch}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("a fetch from a server that is no replica: %v, want invalid argument", err)
+	}
+	r, err := leader.ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: follower, Epoch: st.Epoch, Offset: 0})
+	if err != nil || r.BatchEpoch != 1 || r.NextOffset != 2 || len(r.Batches) == 0 {
+		t.Fatalf("a fetch at 0: %+v, %v", r, err)
+	}
+	if _, err := dialOne(t, follower).ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: st.Leader, Epoch: st.Epoch}); !errors.Is(err, client.ErrNotLeader) {
+		t.Fatalf("a fetch from a follower: %v, want not leader", err)
+	}
+	found, end, err := leader.EpochEnd(ctx, "f", 7)
+	if err != nil || found != st.Epoch || end != 2 {
+		t.Fatalf("epoch end of 7: %d %d %v, want %d 2", found, end, err, st.Epoch)
+	}
+	found, end, err = leader.EpochEnd(ctx, "f", 0)
+	if err != nil || found != -1 || end != 0 {
+		t.Fatalf("epoch end of 0: %d %d %v, want -1 0", found, end, err)
+	}
+}
