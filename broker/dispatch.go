@@ -67,15 +67,8 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 	case protocol.OpReplicaFetch:
 		cs.handleReplicaFetch(h, payload, start)
 		return h.Op, true
-	case protocol.OpEpochEnd:
-		cs.epochEnd(h, payload)
-		return h.Op, false
-	case protocol.OpClusterStatus:
-		if st, err := b.svc.ClusterStatus(cs.caller); err != nil {
-			cs.respondError(h.Op, h.CorrID, err)
-		} else {
-			cs.end(protocol.AppendClusterStatusResponse(cs.begin(), h.CorrID, st))
-		}
+	case protocol.OpEpochEnd, protocol.OpClusterStatus:
+		cs.clusterOp(h, payload)
 		return h.Op, false
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTopicInfo:
 		jb, err = b.topicJob(h, payload)
@@ -107,8 +100,7 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 	case cs.w.busy():
 		// Behind the storage requests the connection's goroutine runs.
 	case h.Op == protocol.OpProduce && (b.fsync || b.svc.Replicated(jb.topic)) && !jb.decode:
-		// A replicated topic's produce waits for its followers: through
-		// storage's callbacks, never on the loop.
+		// (A replicated topic's waits for its followers, off the loop.)
 		cs.produceAsync(jb)
 		return h.Op, true
 	case cs.w.inStore.Load() > 0:
@@ -149,8 +141,18 @@ func (b *Broker) offLoop(j *job) bool {
 	return false
 }
 
-// epochEnd answers a follower's epoch end request.
-func (cs *conn) epochEnd(h protocol.RequestHeader, payload []byte) {
+// clusterOp answers the cluster's small ops on the loop: a follower's
+// epoch end request, and cluster status.
+func (cs *conn) clusterOp(h protocol.RequestHeader, payload []byte) {
+	if h.Op == protocol.OpClusterStatus {
+		st, err := cs.b.svc.ClusterStatus(cs.caller)
+		if err != nil {
+			cs.respondError(h.Op, h.CorrID, err)
+			return
+		}
+		cs.end(protocol.AppendClusterStatusResponse(cs.begin(), h.CorrID, st))
+		return
+	}
 	topic, epoch, err := protocol.ParseEpochEndRequest(payload)
 	var found, end int64
 	if err == nil {

@@ -89,48 +89,18 @@ type foStatus struct {
 }
 
 func runFailover(ctx context.Context, e *env) (string, error) {
-	srv := make([]*foServer, foServers)
-	var entries []string
-	for i := range srv {
-		f := &foServer{vol: filepath.Join(e.dir, "failover", fmt.Sprintf("s%d", i))}
-		var err error
-		for _, p := range []*int{&f.bin, &f.web, &f.clu} {
-			if *p, err = lowPort(e); err != nil {
-				return "ports", err
-			}
-		}
-		srv[i] = f
-		entries = append(entries, fmt.Sprintf("%s/%d/%d", f.addr(), f.web, f.clu))
-	}
-	peers := strings.Join(entries, ",")
-	startOne := func(i int) error {
-		f := srv[i]
-		s, err := start(serverSpec{bin: e.bin, volumes: []string{f.vol}, tcp: f.bin,
-			args: []string{"-http", strconv.Itoa(f.web), "-cluster", "-replicas", "3", "-min-insync", "2",
-				"-cluster-port", strconv.Itoa(f.clu), "-peers", peers, "-entries", "2000", "-ballast", "0"}})
-		if err != nil {
-			return fmt.Errorf("server %d: %w", i, err)
-		}
-		f.s = s
-		return nil
-	}
-	for i := range srv {
-		if err := startOne(i); err != nil {
-			return "start", err
-		}
+	srv, err := newFoCluster(e)
+	if err != nil {
+		return "start", err
 	}
 	defer func() {
-		for _, f := range srv {
+		for _, f := range srv.servers {
 			if f.s != nil && f.s.alive() {
 				f.s.kill()
 			}
 		}
 	}()
-	addrs := make([]string, len(srv))
-	for i, f := range srv {
-		addrs[i] = f.addr()
-	}
-	all := strings.Join(addrs, ",")
+	all := strings.Join(srv.addrs(), ",")
 	admin, err := client.Dial(ctx, all, client.WithDialTimeout(time.Second), client.WithRequestTimeout(10*time.Second))
 	if err != nil {
 		return "dial", err
@@ -148,78 +118,35 @@ func runFailover(ctx context.Context, e *env) (string, error) {
 	defer ps.stopAll()
 
 	leaderKills, followerKills, doubleKills := max(10, e.cfg.cycles), 2, 1
-	plan := make([]string, 0, leaderKills+followerKills+doubleKills)
-	for range leaderKills {
-		plan = append(plan, "leader")
-	}
-	// The follower kills and the double kill go among the leader kills.
-	for _, k := range []string{"follower", "follower", "double"} {
-		at := 1 + e.rnd.IntN(len(plan))
-		plan = slices.Insert(plan, at, k)
-	}
+	plan := foPlan(e, leaderKills)
 	kills := 0
 	for i, what := range plan {
-		if err := foHealthy(ctx, srv, foHealthyWait, false); err != nil {
+		if err := foHealthy(ctx, srv.servers, foHealthyWait, false); err != nil {
 			return ps.partial(kills), fmt.Errorf("before kill %d (%s): %w", i, what, err)
 		}
 		if err := ps.progress(ctx, foProgress, foHealthyWait); err != nil {
 			return ps.partial(kills), fmt.Errorf("before kill %d (%s): %w", i, what, err)
 		}
-		st, err := foStatusOf(ctx, srv)
+		leader, err := srv.kill(ctx, what)
 		if err != nil {
-			return ps.partial(kills), err
+			return ps.partial(kills), fmt.Errorf("kill %d (%s): %w", i, what, err)
 		}
-		leader := ""
-		for _, t := range st.Topics {
-			if t.Name == foTopics[0] {
-				leader = t.Leader
-			}
-		}
-		li := slices.IndexFunc(srv, func(f *foServer) bool { return f.addr() == leader })
-		if li < 0 {
-			return ps.partial(kills), fmt.Errorf("before kill %d: %s has no leader: %+v", i, foTopics[0], st)
-		}
-		var victims []int
-		switch what {
-		case "leader":
-			victims = []int{li}
+		if leader {
 			kills++
-		case "follower":
-			victims = []int{(li + 1 + e.rnd.IntN(foServers-1)) % foServers}
-		case "double":
-			// The leader and a follower: the survivor alone is under
-			// -min-insync 2, so produces are refused until one is back.
-			victims = []int{li, (li + 1 + e.rnd.IntN(foServers-1)) % foServers}
-			kills++
-		}
-		for _, v := range victims {
-			srv[v].s.kill()
-		}
-		// Some pauses end before the cluster takes the server as down
-		// (-member-timeout, 1.5 s): it comes back as the leader it was.
-		time.Sleep(200*time.Millisecond + time.Duration(e.rnd.Int64N(int64(2800*time.Millisecond))))
-		for _, v := range victims {
-			if err := startOne(v); err != nil {
-				return ps.partial(kills), fmt.Errorf("kill %d (%s): restart: %w", i, what, err)
-			}
 		}
 	}
 	if err := ps.progress(ctx, foProgress, foHealthyWait); err != nil {
 		return ps.partial(kills), fmt.Errorf("after the last kill: %w", err)
 	}
 	ps.finish()
-	if err := foHealthy(ctx, srv, foHealthyWait, true); err != nil {
+	if err := foHealthy(ctx, srv.servers, foHealthyWait, true); err != nil {
 		return ps.partial(kills), fmt.Errorf("at the end: %w", err)
 	}
-	st, err := foStatusOf(ctx, srv)
+	changes, err := foLeaderChanges(ctx, srv.servers)
 	if err != nil {
 		return ps.partial(kills), err
 	}
-	var changes int64
-	for _, t := range st.Topics {
-		changes += t.Epoch - 1
-	}
-	r, err := foCheck(ctx, srv, ps)
+	r, err := foCheck(ctx, srv.servers, ps)
 	res := "ok"
 	if err != nil || r.lost > 0 || r.dups > 0 || r.reordered > 0 || ps.maxGap() > 10*time.Second {
 		res = "FAIL"
@@ -235,12 +162,133 @@ func runFailover(ctx context.Context, e *env) (string, error) {
 	if res != "ok" {
 		return detail, fmt.Errorf("%s", line)
 	}
-	for _, f := range srv {
+	for _, f := range srv.servers {
 		if err := f.s.stop(); err != nil {
 			return detail, err
 		}
 	}
 	return detail, nil
+}
+
+// foCluster is the phase's servers and how to start each.
+type foCluster struct {
+	e       *env
+	servers []*foServer
+	peers   string // the -peers list every server is given
+}
+
+// newFoCluster picks the servers' ports and starts them.
+func newFoCluster(e *env) (*foCluster, error) {
+	c := &foCluster{e: e, servers: make([]*foServer, foServers)}
+	var entries []string
+	for i := range c.servers {
+		f := &foServer{vol: filepath.Join(e.dir, "failover", fmt.Sprintf("s%d", i))}
+		for _, p := range []*int{&f.bin, &f.web, &f.clu} {
+			var err error
+			if *p, err = lowPort(e); err != nil {
+				return c, err
+			}
+		}
+		c.servers[i] = f
+		entries = append(entries, fmt.Sprintf("%s/%d/%d", f.addr(), f.web, f.clu))
+	}
+	c.peers = strings.Join(entries, ",")
+	for i := range c.servers {
+		if err := c.start(i); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// start starts server i on its ports and volume.
+func (c *foCluster) start(i int) error {
+	f := c.servers[i]
+	s, err := start(serverSpec{bin: c.e.bin, volumes: []string{f.vol}, tcp: f.bin,
+		args: []string{"-http", strconv.Itoa(f.web), "-cluster", "-replicas", "3", "-min-insync", "2",
+			"-cluster-port", strconv.Itoa(f.clu), "-peers", c.peers, "-entries", "2000", "-ballast", "0"}})
+	if err != nil {
+		return fmt.Errorf("server %d: %w", i, err)
+	}
+	f.s = s
+	return nil
+}
+
+func (c *foCluster) addrs() []string {
+	out := make([]string, len(c.servers))
+	for i, f := range c.servers {
+		out[i] = f.addr()
+	}
+	return out
+}
+
+// foPlan is the order of the kills: leaderKills of the busiest topic's
+// leader, with two of a follower and one of two servers at once among
+// them.
+func foPlan(e *env, leaderKills int) []string {
+	plan := make([]string, 0, leaderKills+3)
+	for range leaderKills {
+		plan = append(plan, "leader")
+	}
+	for _, k := range []string{"follower", "follower", "double"} {
+		plan = slices.Insert(plan, 1+e.rnd.IntN(len(plan)), k)
+	}
+	return plan
+}
+
+// kill kills what the plan says (a "leader", a "follower" or a "double"),
+// waits a random pause and restarts the victims; it reports whether the
+// busiest topic's leader was among them.
+func (c *foCluster) kill(ctx context.Context, what string) (bool, error) {
+	srv, e := c.servers, c.e
+	st, err := foStatusOf(ctx, srv)
+	if err != nil {
+		return false, err
+	}
+	leader := ""
+	for _, t := range st.Topics {
+		if t.Name == foTopics[0] {
+			leader = t.Leader
+		}
+	}
+	li := slices.IndexFunc(srv, func(f *foServer) bool { return f.addr() == leader })
+	if li < 0 {
+		return false, fmt.Errorf("%s has no leader: %+v", foTopics[0], st)
+	}
+	var victims []int
+	switch what {
+	case "leader":
+		victims = []int{li}
+	case "follower":
+		victims = []int{(li + 1 + e.rnd.IntN(foServers-1)) % foServers}
+	case "double":
+		// The leader and a follower: the survivor alone is under
+		// -min-insync 2, so produces are refused until one is back.
+		victims = []int{li, (li + 1 + e.rnd.IntN(foServers-1)) % foServers}
+	}
+	for _, v := range victims {
+		srv[v].s.kill()
+	}
+	// Some pauses end before the cluster takes the server as down
+	// (-member-timeout, 1.5 s): it comes back as the leader it was.
+	time.Sleep(200*time.Millisecond + time.Duration(e.rnd.Int64N(int64(2800*time.Millisecond))))
+	for _, v := range victims {
+		if err := c.start(v); err != nil {
+			return false, fmt.Errorf("restart: %w", err)
+		}
+	}
+	return what != "follower", nil
+}
+
+// foLeaderChanges counts the leader changes of every topic: each bumped
+// its epoch from 1.
+func foLeaderChanges(ctx context.Context, srv []*foServer) (int64, error) {
+	st, err := foStatusOf(ctx, srv)
+	var changes int64
+	for _, t := range st.Topics {
+		changes += t.Epoch - 1
+	}
+	return changes, err
 }
 
 // retry calls fn until it succeeds or wait passes.

@@ -151,20 +151,9 @@ func Open(cfg Config) (*Node, error) {
 	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
 	rc.Logger = hlog
 
-	has, err := raft.HasExistingState(store, store, snaps)
-	if err != nil {
+	if err := n.bootstrap(rc, snaps); err != nil {
 		n.closeTransport()
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	if !has {
-		var servers []raft.Server
-		for _, p := range cfg.Peers {
-			servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Raft)})
-		}
-		if err := raft.BootstrapCluster(rc, store, store, snaps, n.trans, raft.Configuration{Servers: servers}); err != nil {
-			n.closeTransport()
-			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
-		}
+		return nil, err
 	}
 	r, err := raft.NewRaft(rc, n.fsm, store, store, snaps, n.trans)
 	if err != nil {
@@ -175,6 +164,27 @@ func Open(cfg Config) (*Node, error) {
 	n.ctl = newController(n)
 	n.wg.Go(n.ctl.run)
 	return n, nil
+}
+
+// bootstrap writes the first configuration, every peer a voter, unless
+// the Raft state in Dir has one: every member does the same, and the
+// library makes the identical configurations one.
+func (n *Node) bootstrap(rc *raft.Config, snaps raft.SnapshotStore) error {
+	has, err := raft.HasExistingState(n.store, n.store, snaps)
+	if err != nil || has {
+		if err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+		return nil
+	}
+	var servers []raft.Server
+	for _, p := range n.cfg.Peers {
+		servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Raft)})
+	}
+	if err := raft.BootstrapCluster(rc, n.store, n.store, snaps, n.trans, raft.Configuration{Servers: servers}); err != nil {
+		return fmt.Errorf("cluster: bootstrap: %w", err)
+	}
+	return nil
 }
 
 func (n *Node) closeTransport() {

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
 )
 
@@ -209,37 +210,42 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descWriteFiles, int64(s.WriteFiles))
 	gauge(descMaxOpenFiles, int64(s.MaxOpenFiles))
 	if rs := st.svc.ReplicationStats(); rs != nil {
-		counter(descLeaderChanges, rs.LeaderChanges)
-		counter(descISRChanges, rs.ISRChanges)
-		counter(descTruncations, rs.Truncations)
-		counter(descFetchedBytes, rs.FetchedBytes)
-		// Server-wide figures only: the per-topic state (leader, epoch,
-		// in-sync set, each follower's lag) is in the cluster status
-		// (hrqa cluster status), which does not pass topic names to
-		// tokens that may not see them.
-		var led, under, insyncMin, lagMsgs, lagBytes int64
-		insyncMin = -1
-		for _, t := range rs.Topics {
-			if !t.Leader {
-				continue
-			}
-			led++
-			if t.InSync < t.Replicas {
-				under++
-			}
-			if insyncMin < 0 || int64(t.InSync) < insyncMin {
-				insyncMin = int64(t.InSync)
-			}
-			for _, f := range t.Followers {
-				lagMsgs, lagBytes = max(lagMsgs, f.Messages), max(lagBytes, f.Bytes)
-			}
-		}
-		gauge(descTopicsLed, led)
-		gauge(descUnderRepl, under)
-		if insyncMin >= 0 {
-			gauge(descInSyncMin, insyncMin)
-		}
-		gauge(descLagMessages, lagMsgs)
-		gauge(descLagBytes, lagBytes)
+		collectReplication(rs, counter, gauge)
 	}
+}
+
+// collectReplication adds a cluster member's replication figures.
+func collectReplication(rs *service.ReplicationStats, counter, gauge func(*prometheus.Desc, int64, ...string)) {
+	counter(descLeaderChanges, rs.LeaderChanges)
+	counter(descISRChanges, rs.ISRChanges)
+	counter(descTruncations, rs.Truncations)
+	counter(descFetchedBytes, rs.FetchedBytes)
+	// Server-wide figures only: the per-topic state (leader, epoch,
+	// in-sync set, each follower's lag) is in the cluster status
+	// (hrqa cluster status), which does not pass topic names to
+	// tokens that may not see them.
+	var led, under, insyncMin, lagMsgs, lagBytes int64
+	insyncMin = -1
+	for _, t := range rs.Topics {
+		if !t.Leader {
+			continue
+		}
+		led++
+		if t.InSync < t.Replicas {
+			under++
+		}
+		if insyncMin < 0 || int64(t.InSync) < insyncMin {
+			insyncMin = int64(t.InSync)
+		}
+		for _, f := range t.Followers {
+			lagMsgs, lagBytes = max(lagMsgs, f.Messages), max(lagBytes, f.Bytes)
+		}
+	}
+	gauge(descTopicsLed, led)
+	gauge(descUnderRepl, under)
+	if insyncMin >= 0 {
+		gauge(descInSyncMin, insyncMin)
+	}
+	gauge(descLagMessages, lagMsgs)
+	gauge(descLagBytes, lagBytes)
 }
