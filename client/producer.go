@@ -174,11 +174,16 @@ func (p *Producer) follow(ctx context.Context, err error) bool {
 	if c.reroute == nil || !(errors.Is(err, ErrNotLeader) || (p.pid != 0 && (errors.Is(err, ErrConnection) || errors.Is(err, ErrShuttingDown)))) {
 		return false
 	}
-	s, rerr := c.reroute(ctx, p.topic, c, err)
-	if rerr != nil || s == nil || s == c {
-		return false
+	for {
+		// reroute pauses between tries and gives up after its budget.
+		s, rerr := c.reroute(ctx, p.topic, c, err)
+		if rerr != nil || s == nil {
+			return false
+		}
+		if s != c {
+			return p.cp.CompareAndSwap(c, s) || p.cl() != c
+		}
 	}
-	return p.cp.CompareAndSwap(c, s) || p.cl() != c
 }
 
 // Send adds msg (copied) to the current batch, waiting for room in the
