@@ -341,8 +341,8 @@ func (k *cluster) route(ctx context.Context, topic string, create bool) (*Client
 
 // onTopic runs op on the server topic lives on (create: see route). If a
 // server found in the cache says it does not have the topic (deleted,
-// moved), the topic is looked for again and op runs once more where it is
-// found. Errors name the server.
+// moved), or cannot be reached, the topic is looked for again and op
+// runs once more where it is found. Errors name the server.
 func (k *cluster) onTopic(ctx context.Context, topic string, create bool, op func(s *Client) error) error {
 	s, cached, err := k.route(ctx, topic, create)
 	if err != nil {
@@ -355,6 +355,16 @@ func (k *cluster) onTopic(ctx context.Context, topic string, create bool, op fun
 			return err
 		}
 		err = op(s)
+	}
+	if cached && errors.Is(err, ErrConnection) {
+		// The server went away: a replicated topic lives on others too
+		// (which name its leader), a topic of that server alone fails
+		// as it did.
+		k.forget(topic, s)
+		if s2, _, rerr := k.route(ctx, topic, create); rerr == nil && s2 != s {
+			s = s2
+			err = op(s)
+		}
 	}
 	// A replicated topic's write reached a server that does not lead it:
 	// nothing was written, so it goes to the leader the server names, or,
@@ -606,7 +616,7 @@ func (k *cluster) newReader(topic string, offset int64) (*Reader, error) {
 	err := k.onTopic(context.Background(), topic, false, func(s *Client) error {
 		var err error
 		if r, err = s.NewReader(topic, offset); r != nil {
-			r.server = s.addr
+			r.server, r.k = s.addr, k
 		}
 		return err
 	})

@@ -159,7 +159,8 @@ func (g *GroupReader) Start(ctx context.Context) (GroupOffset, error) {
 // renew renews the lease every third of it until Close. A renewal the
 // server refuses (another member took the group after this one failed to
 // renew in time) is kept for Next and Commit to report; a broken
-// connection is tried again at the next tick.
+// connection, or a replicated topic with no leader yet, is tried again
+// at the next tick.
 func (g *GroupReader) renew(granted time.Duration) {
 	defer close(g.stopped)
 	every := max(granted, g.opts.lease) / 3
@@ -178,7 +179,9 @@ func (g *GroupReader) renew(granted time.Duration) {
 			return // the client is closed: no lease to keep
 		}
 		var se *Error
-		if errors.As(err, &se) {
+		if errors.As(err, &se) && !errors.Is(err, ErrNotLeader) {
+			// (Not leader: a replicated topic between two leaders; the
+			// lease is in the cluster, kept for the next tick.)
 			g.mu.Lock()
 			g.lost = fmt.Errorf("client: group %q lost its lease on topic %q: %w", g.group, g.topic, err)
 			g.mu.Unlock()
@@ -249,8 +252,25 @@ func (g *GroupReader) CommitTo(ctx context.Context, next int64) error {
 
 // save commits next, conditional on the commit this reader knows, so a
 // member that lost the group cannot move it back.
+//
+// A conflict may be this reader's own: a commit whose answer was lost (a
+// server that went down, a failover) but that was stored. When the
+// group's commit lies between the one this reader knows and next, it is
+// taken as such and next committed on it (a member holding the lease is
+// the only one whose commits are taken; one that took the group
+// meanwhile holds it, and the commit is refused as busy).
 func (g *GroupReader) save(ctx context.Context, next int64) error {
-	if err := g.c.commit(ctx, g.group, g.topic, g.member, next, true, g.committed); err != nil {
+	err := g.c.commit(ctx, g.group, g.topic, g.member, next, true, g.committed)
+	if errors.Is(err, ErrCommitConflict) {
+		if o, ferr := g.c.FetchOffset(ctx, g.group, g.topic); ferr == nil && o.Committed <= next && o.Committed >= g.committed {
+			g.committed = o.Committed
+			err = nil
+			if o.Committed != next {
+				err = g.c.commit(ctx, g.group, g.topic, g.member, next, true, o.Committed)
+			}
+		}
+	}
+	if err != nil {
 		return err
 	}
 	g.committed, g.lastSave = next, time.Now()

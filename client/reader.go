@@ -29,6 +29,8 @@ type Reader struct {
 	atEnd   bool // the last response was empty: the next request waits
 	closed  bool
 	server  string // over several servers: the topic's, named in errors
+	k       *cluster // over several servers: where to look for another replica
+	moveGap time.Duration
 }
 
 // fetch is a consume request in flight, reading into bufs[buf].
@@ -86,6 +88,9 @@ func (r *Reader) next(ctx context.Context) ([]Message, error) {
 				wait = followWait
 			}
 			if err := r.start(ctx, r.offset, 0, wait, true); err != nil {
+				if errors.Is(err, ErrConnection) && r.move(ctx, err) {
+					continue
+				}
 				if err := rt.retry(ctx, err); err != nil {
 					return nil, err
 				}
@@ -99,6 +104,9 @@ func (r *Reader) next(ctx context.Context) ([]Message, error) {
 		}
 		r.pending = nil
 		if resp.err != nil {
+			if errors.Is(resp.err, ErrConnection) && r.move(ctx, resp.err) {
+				continue
+			}
 			if err := rt.retry(ctx, resp.err); err != nil {
 				return nil, err
 			}
@@ -109,7 +117,16 @@ func (r *Reader) next(ctx context.Context) ([]Message, error) {
 		}
 		if resp.hdr.Code != protocol.CodeOK {
 			r.c.stats.errors.Add(1)
-			return nil, serverError(protocol.OpConsume, resp)
+			err := serverError(protocol.OpConsume, resp)
+			if resp.hdr.Code == protocol.CodeNotLeader && r.k != nil {
+				// A replicated topic this server no longer serves (it
+				// left the in-sync set, or lost touch with its cluster).
+				if err := r.moveOrWait(ctx, err); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return nil, err
 		}
 		cr, err := protocol.ParseConsumeResponse(resp.payload)
 		if err != nil {
@@ -170,6 +187,57 @@ func (r *Reader) start(ctx context.Context, offset int64, buf int, wait time.Dur
 	}
 	r.pending = &fetch{offset: offset, buf: buf, wait: wait, cn: cn, id: id, ch: ch}
 	return nil
+}
+
+// move goes on reading on another server of a replicated topic, after
+// the Reader's server failed with err (over several servers only): the
+// leader err names, else whichever other server has the topic. It
+// reports false when there is none (a topic of that server alone).
+func (r *Reader) move(ctx context.Context, err error) bool {
+	if r.k == nil {
+		return false
+	}
+	from := r.k.server(r.server)
+	r.k.forget(r.topic, from)
+	var to *Client
+	if addr, ok := LeaderOf(err); ok {
+		to = r.k.server(addr)
+	}
+	if to == nil || to == from {
+		s, _, rerr := r.k.route(ctx, r.topic, false)
+		if rerr != nil || s == from {
+			return false
+		}
+		to = s
+	}
+	slot, release, serr := to.pollSlot()
+	if serr != nil {
+		return false
+	}
+	r.release()
+	r.pending = nil
+	r.c, r.slot, r.release, r.server = to, slot, release, to.addr
+	r.k.remember(r.topic, to)
+	return true
+}
+
+// moveOrWait is move after a not leader answer; while no other server
+// serves the topic (an election), it waits, longer each time up to
+// maxNotLeaderWait, for Next to ask again.
+func (r *Reader) moveOrWait(ctx context.Context, err error) error {
+	if r.move(ctx, err) {
+		r.moveGap = 0
+		return nil
+	}
+	r.moveGap = min(max(2*r.moveGap, notLeaderWait), maxNotLeaderWait)
+	t := time.NewTimer(r.moveGap)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("%w (%w)", ctx.Err(), err)
+	case <-t.C:
+		return nil
+	}
 }
 
 // Close ends the Reader and its connection; the messages it returned are

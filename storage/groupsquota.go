@@ -164,3 +164,6 @@ func (s *Store) retryAfterSweep(err error) bool {
 	var full *groupsFullError
 	return errors.As(err, &full) && s.sweepGroups() > 0
 }
+
+// MaxGroupsPerToken returns Options.MaxGroupsPerToken.
+func (s *Store) MaxGroupsPerToken() int { return s.opts.MaxGroupsPerToken }

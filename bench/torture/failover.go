@@ -27,9 +27,12 @@ import (
 // at once, each restarted after a random pause. Then every topic is read
 // from every server: no acknowledged message may be missing, none may be
 // there twice, each producer's messages must be in the order it sent
-// them, and the servers' logs must be byte-identical. It prints
+// them, and the servers' logs must be byte-identical. A consumer group's
+// member reads the busiest topic throughout (failover_group.go): it must
+// keep its lease, read every offset once, and find its last commit in
+// the cluster at the end. It prints
 //
-//	failover ok acked=N lost=0 dups=0 reordered=0 max_unavailable_ms=M leader_kills=K leader_changes=L
+//	failover ok acked=N lost=0 dups=0 reordered=0 max_unavailable_ms=M leader_kills=K leader_changes=L group_read=R group_commits=C group_gaps=0 group_rewinds=0
 //
 // (or "failover FAIL ..." with the same fields).
 
@@ -116,6 +119,10 @@ func runFailover(ctx context.Context, e *env) (string, error) {
 		return "producers", err
 	}
 	defer ps.stopAll()
+	group, err := startFoGroup(ctx, all)
+	if err != nil {
+		return "group", err
+	}
 
 	leaderKills, followerKills, doubleKills := max(10, e.cfg.cycles), 2, 1
 	plan := foPlan(e, leaderKills)
@@ -146,13 +153,15 @@ func runFailover(ctx context.Context, e *env) (string, error) {
 	if err != nil {
 		return ps.partial(kills), err
 	}
+	gline, gerr := foGroupEnd(ctx, admin, group)
 	r, err := foCheck(ctx, srv.servers, ps)
+	err = errors.Join(err, gerr)
 	res := "ok"
 	if err != nil || r.lost > 0 || r.dups > 0 || r.reordered > 0 || ps.maxGap() > 10*time.Second {
 		res = "FAIL"
 	}
-	line := fmt.Sprintf("failover %s acked=%d lost=%d dups=%d reordered=%d max_unavailable_ms=%d leader_kills=%d leader_changes=%d",
-		res, ps.acked.Load(), r.lost, r.dups, r.reordered, ps.maxGap().Milliseconds(), kills, changes)
+	line := fmt.Sprintf("failover %s acked=%d lost=%d dups=%d reordered=%d max_unavailable_ms=%d leader_kills=%d leader_changes=%d %s",
+		res, ps.acked.Load(), r.lost, r.dups, r.reordered, ps.maxGap().Milliseconds(), kills, changes, gline)
 	fmt.Println(line)
 	detail := fmt.Sprintf("%d producers, %d kills (%d of the busiest topic's leader, %d of a follower, %d of two servers at once), %d produces failed and not resent (%s), replicas byte-identical: %v",
 		len(ps.p), len(plan), leaderKills, followerKills, doubleKills, ps.failed.Load(), ps.errSummary(), r.identical)

@@ -128,7 +128,7 @@ func (c *controller) reconcile() {
 	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
 	defer cancel()
 	if members == 0 {
-		if _, err := c.n.applyLocal(Command{Op: opMembers, Members: c.n.cfg.Peers}.encode()); err != nil {
+		if _, _, err := c.n.applyLocal(Command{Op: opMembers, Members: c.n.cfg.Peers}.encode()); err != nil {
 			c.n.log.Warn("cluster: recording the member list", "err", err)
 		}
 	}
@@ -136,7 +136,7 @@ func (c *controller) reconcile() {
 		if ctx.Err() != nil || !c.n.IsLeader() {
 			return
 		}
-		_, err := c.n.applyLocal(cmd.encode())
+		_, _, err := c.n.applyLocal(cmd.encode())
 		switch {
 		case err == nil:
 			c.n.log.Info("cluster: topic moved", "topic", cmd.Topic, "op", cmd.Op, "leader", cmd.Leader, "isr", cmd.ISR, "decided_under_epoch", cmd.Epoch)

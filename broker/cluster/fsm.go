@@ -19,8 +19,9 @@ type fsm struct {
 
 var _ raft.FSM = (*fsm)(nil)
 
-// Apply implements raft.FSM. It returns nil or the error refusing the
-// command (to the proposer, through the ApplyFuture's Response).
+// Apply implements raft.FSM. It returns the error refusing the command,
+// or for a group command the group as it is after it (groupAnswer), else
+// nil: to the proposer, through the ApplyFuture's Response.
 func (f *fsm) Apply(l *raft.Log) any {
 	var c Command
 	if err := json.Unmarshal(l.Data, &c); err != nil {
@@ -28,12 +29,19 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	f.mu.Lock()
 	err := f.st.apply(c)
+	var res []byte
+	if err == nil && isGroupOp(c.Op) {
+		res = groupAnswer(f.st, c)
+	}
 	f.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	if f.onChange != nil {
 		f.onChange(l.Index, c)
+	}
+	if res != nil {
+		return res
 	}
 	return nil
 }
@@ -61,6 +69,9 @@ func (f *fsm) Restore(r io.ReadCloser) error {
 	}
 	if st.Topics == nil {
 		st.Topics = map[string]*Topic{}
+	}
+	if st.Groups == nil {
+		st.Groups = map[string]map[string]*Group{}
 	}
 	f.mu.Lock()
 	f.st = st

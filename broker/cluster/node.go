@@ -22,6 +22,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/storage"
 )
 
 // Defaults of Config.
@@ -64,8 +65,9 @@ type Config struct {
 	// HeartbeatTimeout and MemberTimeout: see their defaults.
 	HeartbeatTimeout time.Duration
 	MemberTimeout    time.Duration
-	// OnChange is called after each command the node applies, in log
-	// order, on Raft's apply goroutine: it must not block.
+	// OnChange is called after each command the node applies that
+	// changes the members or topics (not a group's offset or lease), in
+	// log order, on Raft's apply goroutine: it must not block.
 	OnChange func(Command)
 	Logger   *slog.Logger
 }
@@ -85,6 +87,9 @@ type Node struct {
 	appliedMu sync.Mutex
 	applied   uint64        // last index applied to fsm
 	appliedCh chan struct{} // closed and replaced on every apply
+
+	groupMu    sync.Mutex
+	groupIndex map[string]uint64 // per topic, the last group change this member committed (groups.go)
 
 	ctl       *controller
 	closeOnce sync.Once
@@ -219,6 +224,9 @@ func (n *Node) changed(index uint64, c Command) {
 	close(n.appliedCh)
 	n.appliedCh = make(chan struct{})
 	n.appliedMu.Unlock()
+	if isGroupOp(c.Op) {
+		return // where topics live is unchanged
+	}
 	if n.cfg.OnChange != nil {
 		n.cfg.OnChange(c)
 	}
@@ -382,35 +390,46 @@ func (n *Node) waitMembers(ctx context.Context) error {
 // while no leader is known, until ctx ends, and returns once this member
 // has applied the command too.
 func (n *Node) Propose(ctx context.Context, c Command) error {
+	index, _, err := n.commit(ctx, c)
+	if err != nil {
+		return err
+	}
+	return n.waitApplied(ctx, index)
+}
+
+// commit is Propose without the wait for this member's apply: it returns
+// once the Raft leader applied the command, with its log index and what
+// the leader's apply answered (a group command: the group, JSON).
+func (n *Node) commit(ctx context.Context, c Command) (uint64, []byte, error) {
 	b := c.encode()
 	wait := 20 * time.Millisecond
 	for {
-		index, err := n.propose(ctx, b)
+		index, res, err := n.propose(ctx, b)
 		if err == nil {
-			return n.waitApplied(ctx, index)
+			return index, res, nil
 		}
 		if !errors.Is(err, ErrNoLeader) && !errors.Is(err, ErrNotLeader) {
-			return err
+			return 0, nil, err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (%w)", err, ctx.Err())
+			return 0, nil, fmt.Errorf("%w (%w)", err, ctx.Err())
 		case <-n.done:
-			return ErrClosed
+			return 0, nil, ErrClosed
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 500*time.Millisecond)
 	}
 }
 
-// propose is one try of Propose; it returns the command's log index.
-func (n *Node) propose(ctx context.Context, b []byte) (uint64, error) {
+// propose is one try of commit.
+func (n *Node) propose(ctx context.Context, b []byte) (uint64, []byte, error) {
 	if n.IsLeader() {
 		return n.applyLocal(b)
 	}
 	addr, id := n.raft.LeaderWithID()
 	if id == "" {
-		return 0, ErrNoLeader
+		return 0, nil, ErrNoLeader
 	}
 	timeout := forwardTimeout
 	if d, ok := ctx.Deadline(); ok {
@@ -418,49 +437,55 @@ func (n *Node) propose(ctx context.Context, b []byte) (uint64, error) {
 	}
 	conn, err := n.layer.dial(string(addr), kindForward, timeout)
 	if err != nil {
-		return 0, fmt.Errorf("%w: the Raft leader %s: %w", ErrNoLeader, id, err)
+		return 0, nil, fmt.Errorf("%w: the Raft leader %s: %w", ErrNoLeader, id, err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(timeout))
 	if err := writeMsg(conn, b); err != nil {
-		return 0, fmt.Errorf("%w: the Raft leader %s: %w", ErrNoLeader, id, err)
+		return 0, nil, fmt.Errorf("%w: the Raft leader %s: %w", ErrNoLeader, id, err)
 	}
 	ans, err := readMsg(conn)
 	if err != nil {
-		return 0, fmt.Errorf("%w: the Raft leader %s: %w", ErrNoLeader, id, err)
+		return 0, nil, fmt.Errorf("%w: the Raft leader %s: %w", ErrNoLeader, id, err)
 	}
 	return decodeAnswer(ans)
 }
 
-func (n *Node) applyLocal(b []byte) (uint64, error) {
+func (n *Node) applyLocal(b []byte) (uint64, []byte, error) {
 	f := n.raft.Apply(b, applyTimeout)
 	if err := f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-			return 0, fmt.Errorf("%w: %w", ErrNotLeader, err)
+			return 0, nil, fmt.Errorf("%w: %w", ErrNotLeader, err)
 		}
-		return 0, fmt.Errorf("cluster: %w", err)
+		return 0, nil, fmt.Errorf("cluster: %w", err)
 	}
-	if err, ok := f.Response().(error); ok && err != nil {
-		return 0, err
+	switch r := f.Response().(type) {
+	case error:
+		return 0, nil, r
+	case []byte:
+		return f.Index(), r, nil
 	}
-	return f.Index(), nil
+	return f.Index(), nil, nil
 }
 
 // serveForward commits a command forwarded by another member.
 func (n *Node) serveForward(b []byte) []byte {
 	if !n.IsLeader() {
-		return encodeAnswer(0, ErrNotLeader)
+		return encodeAnswer(0, nil, ErrNotLeader)
 	}
-	index, err := n.applyLocal(b)
-	return encodeAnswer(index, err)
+	index, res, err := n.applyLocal(b)
+	return encodeAnswer(index, res, err)
 }
 
 // The answer codes of a forwarded command.
-var answerErrs = []error{nil, ErrNotLeader, ErrNoLeader, ErrStaleEpoch, ErrTopicExists, ErrTopicNotFound, ErrBadCommand, ErrNotEnoughMembers}
+var answerErrs = []error{nil, ErrNotLeader, ErrNoLeader, ErrStaleEpoch, ErrTopicExists, ErrTopicNotFound, ErrBadCommand, ErrNotEnoughMembers,
+	storage.ErrGroupBusy, storage.ErrCommitConflict, storage.ErrTooManyGroups}
 
-func encodeAnswer(index uint64, err error) []byte {
+// encodeAnswer encodes a forwarded command's answer: code 0, the log
+// index and what the apply answered (res), or the error's code and text.
+func encodeAnswer(index uint64, res []byte, err error) []byte {
 	if err == nil {
-		return binary.LittleEndian.AppendUint64([]byte{0}, index)
+		return append(binary.LittleEndian.AppendUint64([]byte{0}, index), res...)
 	}
 	code := byte(255)
 	for i, e := range answerErrs[1:] {
@@ -472,22 +497,22 @@ func encodeAnswer(index uint64, err error) []byte {
 	return append([]byte{code}, err.Error()...)
 }
 
-func decodeAnswer(b []byte) (uint64, error) {
+func decodeAnswer(b []byte) (uint64, []byte, error) {
 	if len(b) == 0 {
-		return 0, fmt.Errorf("%w: an empty answer", ErrNoLeader)
+		return 0, nil, fmt.Errorf("%w: an empty answer", ErrNoLeader)
 	}
 	if b[0] == 0 {
-		if len(b) != 9 {
-			return 0, fmt.Errorf("%w: a bad answer", ErrNoLeader)
+		if len(b) < 9 {
+			return 0, nil, fmt.Errorf("%w: a bad answer", ErrNoLeader)
 		}
-		return binary.LittleEndian.Uint64(b[1:]), nil
+		return binary.LittleEndian.Uint64(b[1:]), b[9:], nil
 	}
 	msg := string(b[1:])
 	if int(b[0]) < len(answerErrs) {
 		sentinel := answerErrs[b[0]]
-		return 0, fmt.Errorf("%w%s", sentinel, strings.TrimPrefix(msg, sentinel.Error()))
+		return 0, nil, fmt.Errorf("%w%s", sentinel, strings.TrimPrefix(msg, sentinel.Error()))
 	}
-	return 0, errors.New(msg)
+	return 0, nil, errors.New(msg)
 }
 
 // slogWriter passes hashicorp/raft's log lines to a slog.Logger.

@@ -60,13 +60,17 @@ func (t *Topic) clone() *Topic {
 type State struct {
 	Members map[string]Member `json:"members"`
 	Topics  map[string]*Topic `json:"topics"`
+	// Groups are the consumer groups of the replicated topics, by topic
+	// and group name (groups.go).
+	Groups map[string]map[string]*Group `json:"groups,omitempty"`
 }
 
 func newState() *State {
-	return &State{Members: map[string]Member{}, Topics: map[string]*Topic{}}
+	return &State{Members: map[string]Member{}, Topics: map[string]*Topic{}, Groups: map[string]map[string]*Group{}}
 }
 
-// Clone returns a deep copy.
+// Clone returns a deep copy of the members and topics; its Groups are
+// empty (Node.Group and Node.Groups read them).
 func (s *State) Clone() *State {
 	c := newState()
 	for k, m := range s.Members {
@@ -111,6 +115,19 @@ type Command struct {
 	Epoch    int64    `json:"epoch,omitempty"`
 	Version  int64    `json:"version,omitempty"`
 	Members  []Member `json:"members,omitempty"`
+	// A group command's arguments (groups.go): Now is when the topic's
+	// leader was asked (Unix milliseconds), the time every member
+	// judges leases by; TTL a lease's length in milliseconds; Limit the
+	// groups one owner may hold.
+	Group   string `json:"group,omitempty"`
+	Member  string `json:"member,omitempty"`
+	Owner   string `json:"owner,omitempty"`
+	Offset  int64  `json:"offset,omitempty"`
+	Compare bool   `json:"compare,omitempty"`
+	Expect  int64  `json:"expect,omitempty"`
+	Now     int64  `json:"now,omitempty"`
+	TTL     int64  `json:"ttl,omitempty"`
+	Limit   int    `json:"limit,omitempty"`
 }
 
 func (c Command) encode() []byte {
@@ -122,8 +139,12 @@ func (c Command) encode() []byte {
 }
 
 // apply changes s by c, or returns why c is refused (s is then
-// unchanged).
+// unchanged, but for groups holding only an expired lease, which a
+// refused new group may have dropped).
 func (s *State) apply(c Command) error {
+	if isGroupOp(c.Op) {
+		return s.applyGroup(c)
+	}
 	switch c.Op {
 	case opNoop:
 		return nil
@@ -159,6 +180,7 @@ func (s *State) apply(c Command) error {
 			return fmt.Errorf("%w: %q", ErrTopicNotFound, c.Topic)
 		}
 		delete(s.Topics, c.Topic)
+		delete(s.Groups, c.Topic)
 		return nil
 	case opLeader, opISR:
 		t, ok := s.Topics[c.Topic]

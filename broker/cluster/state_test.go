@@ -65,15 +65,15 @@ func TestStateRules(t *testing.T) {
 
 func TestAnswerRoundTrip(t *testing.T) {
 	for _, e := range answerErrs[1:] {
-		_, err := decodeAnswer(encodeAnswer(0, e))
+		_, _, err := decodeAnswer(encodeAnswer(0, nil, e))
 		if !errors.Is(err, e) || err.Error() != e.Error() {
 			t.Fatalf("%v came back as %v", e, err)
 		}
 	}
-	if i, err := decodeAnswer(encodeAnswer(42, nil)); i != 42 || err != nil {
-		t.Fatalf("index 42: %d, %v", i, err)
+	if i, res, err := decodeAnswer(encodeAnswer(42, []byte(`{"x":1}`), nil)); i != 42 || string(res) != `{"x":1}` || err != nil {
+		t.Fatalf("index 42: %d, %s, %v", i, res, err)
 	}
-	if _, err := decodeAnswer(nil); err == nil {
+	if _, _, err := decodeAnswer(nil); err == nil {
 		t.Fatal("an empty answer decoded")
 	}
 }

@@ -12,7 +12,9 @@ import (
 // is a consumer's position) on the topic and of the token's group patterns
 // on the group (AllowGroup): a token sharing a topic with another tenant
 // cannot touch the other's groups, nor see them in a list. Their state
-// lives in the store: committed offsets on every volume, leases in memory;
+// lives in the store (committed offsets on every volume, leases in
+// memory), or for a replicated topic in the cluster's Raft group, served
+// by the topic's leader (groupsOf);
 // a group a commit or lease creates counts against its caller's token's
 // quota (-max-groups-per-token). A commit or a deletion appends a record to
 // a file per volume while it holds the topic's group table, which the
@@ -33,11 +35,12 @@ func (s *Service) CommitOffset(c Caller, topic, group string, cm Commit) error {
 	if err := s.AllowGroup(c, protocol.OpCommitOffset, topic, group); err != nil {
 		return err
 	}
-	if err := s.groupLeader(topic); err != nil {
+	gs, err := s.groupsOf(topic)
+	if err != nil {
 		return err
 	}
 	cm.Owner = c.Owner()
-	return s.store.CommitOffset(topic, group, cm)
+	return gs.CommitOffset(topic, group, cm)
 }
 
 // FetchOffset returns group's committed offset on topic and its lease.
@@ -45,10 +48,11 @@ func (s *Service) FetchOffset(c Caller, topic, group string) (GroupOffset, error
 	if err := s.AllowGroup(c, protocol.OpFetchOffset, topic, group); err != nil {
 		return GroupOffset{}, err
 	}
-	if err := s.groupLeader(topic); err != nil {
+	gs, err := s.groupsOf(topic)
+	if err != nil {
 		return GroupOffset{}, err
 	}
-	return s.store.FetchOffset(topic, group)
+	return gs.FetchOffset(topic, group)
 }
 
 // Lease takes or renews group's lease on topic for member, for ttl.
@@ -56,10 +60,11 @@ func (s *Service) Lease(c Caller, topic, group, member string, ttl time.Duration
 	if err := s.AllowGroup(c, protocol.OpGroupLease, topic, group); err != nil {
 		return GroupOffset{}, err
 	}
-	if err := s.groupLeader(topic); err != nil {
+	gs, err := s.groupsOf(topic)
+	if err != nil {
 		return GroupOffset{}, err
 	}
-	return s.store.LeaseFor(c.Owner(), topic, group, member, ttl)
+	return gs.LeaseFor(c.Owner(), topic, group, member, ttl)
 }
 
 // ReleaseLease gives up member's lease of group on topic.
@@ -67,10 +72,11 @@ func (s *Service) ReleaseLease(c Caller, topic, group, member string) (GroupOffs
 	if err := s.AllowGroup(c, protocol.OpGroupLease, topic, group); err != nil {
 		return GroupOffset{}, err
 	}
-	if err := s.groupLeader(topic); err != nil {
+	gs, err := s.groupsOf(topic)
+	if err != nil {
 		return GroupOffset{}, err
 	}
-	return s.store.ReleaseLease(topic, group, member)
+	return gs.ReleaseLease(topic, group, member)
 }
 
 // ListGroups returns topic's info and its groups, those c may use.
@@ -78,14 +84,20 @@ func (s *Service) ListGroups(c Caller, topic string) (TopicInfo, []GroupOffset, 
 	if err := s.Allow(c, protocol.OpListGroups, topic); err != nil {
 		return TopicInfo{}, nil, err
 	}
-	if err := s.groupLeader(topic); err != nil {
+	store, err := s.groupsOf(topic)
+	if err != nil {
 		return TopicInfo{}, nil, err
 	}
 	info, err := s.store.Info(topic)
 	if err != nil {
 		return info, nil, err
 	}
-	gs, err := s.store.ListGroups(topic)
+	if s.repl != nil {
+		if hw, replicated, err := s.repl.Readable(topic); err == nil && replicated {
+			info.Next = min(info.Next, hw) // as the groups see it
+		}
+	}
+	gs, err := store.ListGroups(topic)
 	kept := gs[:0]
 	for _, g := range gs {
 		if s.allowsGroup(c, g.Group) {
@@ -100,10 +112,11 @@ func (s *Service) DeleteGroup(c Caller, topic, group string) error {
 	if err := s.AllowGroup(c, protocol.OpDeleteGroup, topic, group); err != nil {
 		return err
 	}
-	if err := s.groupLeader(topic); err != nil {
+	gs, err := s.groupsOf(topic)
+	if err != nil {
 		return err
 	}
-	return s.store.DeleteGroup(topic, group)
+	return gs.DeleteGroup(topic, group)
 }
 
 // FetchUnleased is FetchOffset for a reader that is not one of the
@@ -117,12 +130,18 @@ func (s *Service) FetchUnleased(c Caller, topic, group string) (GroupOffset, err
 	return o, err
 }
 
-// groupLeader refuses the group calls of a replicated topic on a server
-// that does not lead it: a group's offsets and lease live with the
-// topic's leader.
-func (s *Service) groupLeader(topic string) error {
+// groupsOf returns where topic's groups live: the cluster's Raft group
+// for a replicated topic, which only the topic's leader changes and
+// reads (a follower refuses with not leader), else the store.
+func (s *Service) groupsOf(topic string) (GroupStore, error) {
 	if s.repl == nil {
-		return nil
+		return s.store, nil
 	}
-	return s.repl.Writable(topic)
+	if err := s.repl.Writable(topic); err != nil {
+		return nil, err
+	}
+	if gs := s.repl.Groups(topic); gs != nil {
+		return gs, nil
+	}
+	return s.store, nil
 }

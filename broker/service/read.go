@@ -76,12 +76,14 @@ func (s *Service) readCommitted(topic string, offset int64, limit int, maxBytes,
 	}
 	if offset >= hw {
 		if offset > hw {
-			// Past what consumers may see, whatever this replica holds.
+			// Past what consumers may see. Within what this replica
+			// holds, it is waited for: a reader that moved from the old
+			// leader to a new one, whose mark has yet to catch up.
 			info, err := s.store.Info(topic)
 			if err != nil {
 				return nil, err
 			}
-			if offset > info.Next || offset > hw {
+			if offset > info.Next {
 				return nil, fmt.Errorf("%w: topic %q: offset %d is past the end (%d)", storage.ErrOffsetOutOfRange, topic, offset, hw)
 			}
 		}

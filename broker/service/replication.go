@@ -2,8 +2,10 @@ package service
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
 )
 
 // This file: what the service asks of a cluster about replicated topics
@@ -49,12 +51,30 @@ type Replication interface {
 	Delete(topic string) error
 	// Replicated reports whether the cluster knows topic.
 	Replicated(topic string) bool
+	// Groups returns the consumer groups of topic when it is replicated
+	// (nil: it is not, its groups are the store's): held by the cluster,
+	// so that a failover keeps every commit and lease.
+	Groups(topic string) GroupStore
 	// Status returns the cluster status as JSON (op 19).
 	Status() []byte
 	// Stats returns the replication counters and, for each replicated
 	// topic this server holds, its state here, for /metrics.
 	Stats() ReplicationStats
 }
+
+// GroupStore holds consumer groups: the store for a topic of this
+// server, the cluster for a replicated one (Replication.Groups), with
+// the same rules and errors.
+type GroupStore interface {
+	FetchOffset(topic, group string) (GroupOffset, error)
+	CommitOffset(topic, group string, c Commit) error
+	LeaseFor(owner, topic, group, member string, ttl time.Duration) (GroupOffset, error)
+	ReleaseLease(topic, group, member string) (GroupOffset, error)
+	DeleteGroup(topic, group string) error
+	ListGroups(topic string) ([]GroupOffset, error)
+}
+
+var _ GroupStore = (*storage.Store)(nil)
 
 // ReplicationStats are a cluster member's replication figures.
 type ReplicationStats struct {
