@@ -162,6 +162,9 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 	if cs.helloLate() {
 		return cs.closeHelloLate()
 	}
+	if action == gnet.Close {
+		return action // what it holds goes with it: not counted against the budget
+	}
 	if cs.settle() {
 		return cs.closeShed()
 	}
@@ -177,6 +180,14 @@ func (cs *conn) readFrames() gnet.Action {
 	cs.waitingFrame = false
 	turn := time.Now()
 	for cs.fatal == nil {
+		if cs.big == nil && c.InboundBuffered() >= protocol.FrameLengthSize {
+			// A frame refused for its length is refused before anything
+			// of it counts against the budget, whatever else waits.
+			hdr, _ := c.Peek(protocol.FrameLengthSize)
+			if act, refused := cs.checkFrameLength(hdr); refused {
+				return act
+			}
+		}
 		if cs.backedUp() || cs.overBudget() {
 			if in := c.InboundBuffered(); in > b.cfg.MaxFrameSize+b.cfg.MaxOutboundBytes || in > budgetUnread && b.overCeiling() {
 				b.stats.stallClosed.Add(1)
@@ -201,13 +212,7 @@ func (cs *conn) readFrames() gnet.Action {
 			return gnet.None
 		}
 		hdr, _ := c.Peek(protocol.FrameLengthSize)
-		size, err := protocol.PeekFrame(hdr, b.cfg.MaxFrameSize)
-		if err != nil && !errors.Is(err, protocol.ErrShortFrame) {
-			return cs.refuseFrame(size, err)
-		}
-		if err := cs.frameBeforeHello(size); err != nil {
-			return cs.refuseFrame(size, err)
-		}
+		size, _ := protocol.PeekFrame(hdr, b.cfg.MaxFrameSize) // checked above
 		if c.InboundBuffered() < size {
 			if size >= bigFrame {
 				// The buffer grows as bytes arrive, not to the declared
@@ -252,6 +257,19 @@ const loopTurn = 200 * time.Microsecond
 // refuseFrame answers a frame that is too large or malformed, then closes
 // the connection, since the stream cannot be trusted past it. Nothing of
 // the frame is buffered.
+// checkFrameLength refuses a frame by its length field, hdr: over
+// MaxFrameSize, malformed, or too large before a hello.
+func (cs *conn) checkFrameLength(hdr []byte) (gnet.Action, bool) {
+	size, err := protocol.PeekFrame(hdr, cs.b.cfg.MaxFrameSize)
+	if err != nil && !errors.Is(err, protocol.ErrShortFrame) {
+		return cs.refuseFrame(size, err), true
+	}
+	if err := cs.frameBeforeHello(size); err != nil {
+		return cs.refuseFrame(size, err), true
+	}
+	return gnet.None, false
+}
+
 func (cs *conn) refuseFrame(size int, err error) gnet.Action {
 	b, c := cs.b, cs.c
 	b.stats.badFrame.Add(1)

@@ -41,12 +41,7 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 		cs.respondError(h.Op, h.CorrID, err)
 		return h.Op, false
 	}
-	if b.stopping.Load() {
-		cs.respondError(h.Op, h.CorrID, errShuttingDown)
-		return
-	}
-	if cs.needsHello(h.Op) {
-		cs.respondError(h.Op, h.CorrID, service.ErrUnauthenticated)
+	if cs.refuse(h) {
 		return h.Op, false
 	}
 	var jb *job
@@ -67,7 +62,7 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 	case protocol.OpReplicaFetch:
 		cs.handleReplicaFetch(h, payload, start)
 		return h.Op, true
-	case protocol.OpEpochEnd, protocol.OpClusterStatus:
+	case protocol.OpEpochEnd, protocol.OpClusterStatus, protocol.OpProducerOwners:
 		cs.clusterOp(h, payload)
 		return h.Op, false
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTopicInfo:
@@ -84,6 +79,8 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 		jb, err = b.importJob(h, payload)
 	case protocol.OpCommitOffset, protocol.OpFetchOffset, protocol.OpGroupLease, protocol.OpListGroups, protocol.OpDeleteGroup:
 		jb, err = b.groupJob(h, payload)
+	case protocol.OpClusterMember:
+		jb, err = memberJob(h, payload)
 	}
 	if err == nil && h.Op != protocol.OpListTopics {
 		err = b.svc.Allow(cs.caller, h.Op, jb.topic) // refused at once; the service checks again when it runs
@@ -99,7 +96,7 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 	switch {
 	case cs.w.busy():
 		// Behind the storage requests the connection's goroutine runs.
-	case h.Op == protocol.OpProduce && (b.fsync || b.svc.Replicated(jb.topic)) && !jb.decode:
+	case h.Op == protocol.OpProduce && (b.fsync || b.svc.MayWaitForReplicas(jb.topic)) && !jb.decode:
 		// (A replicated topic's waits for its followers, off the loop.)
 		cs.produceAsync(jb)
 		return h.Op, true
@@ -116,6 +113,29 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 	return h.Op, true
 }
 
+// refuse answers at once, and reports, a request the server does not
+// serve: it is stopping, or the connection needs a hello first.
+func (cs *conn) refuse(h protocol.RequestHeader) bool {
+	switch {
+	case cs.b.stopping.Load():
+		cs.respondError(h.Op, h.CorrID, errShuttingDown)
+	case cs.needsHello(h.Op):
+		cs.respondError(h.Op, h.CorrID, service.ErrUnauthenticated)
+	default:
+		return false
+	}
+	return true
+}
+
+// memberJob parses a cluster member request: a Raft commit, off the loop.
+func memberJob(h protocol.RequestHeader, payload []byte) (*job, error) {
+	action, entry, err := protocol.ParseClusterMemberRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	return &job{op: h.Op, corrID: h.CorrID, topic: service.MembershipTopic, memberAction: action, member: string(entry)}, nil
+}
+
 // offLoop reports whether j may wait on the disk or spend CPU and so runs
 // on the connection's goroutine: create, delete and truncate (directory
 // syncs, file removals), the group ops (a commit rewrites a file per
@@ -127,8 +147,8 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 // protocol.MaxBatchMessages) costs less than writing its bytes.
 func (b *Broker) offLoop(j *job) bool {
 	switch j.op {
-	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpOffsetAt, protocol.OpImport:
-		return true // import: meta files and data written durably; offset at: a binary search that reads batch headers from the disk
+	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpOffsetAt, protocol.OpImport, protocol.OpClusterMember:
+		return true // import: meta files and data written durably; offset at: a binary search that reads batch headers from the disk; cluster member: a Raft commit
 	case protocol.OpCommitOffset, protocol.OpDeleteGroup, protocol.OpFetchOffset, protocol.OpGroupLease, protocol.OpListGroups:
 		// A commit rewrites the groups file on every volume, holding the
 		// topic's group table meanwhile, which the others take.
@@ -136,14 +156,29 @@ func (b *Broker) offLoop(j *job) bool {
 	case protocol.OpListTopics:
 		return j.regex != "" // compiling and matching: CPU no event loop may spend
 	case protocol.OpProduce:
-		return b.fsync || j.decode || b.svc.Replicated(j.topic)
+		return b.fsync || j.decode || b.svc.MayWaitForReplicas(j.topic)
 	}
 	return false
 }
 
 // clusterOp answers the cluster's small ops on the loop: a follower's
-// epoch end request, and cluster status.
+// epoch end and producer owners requests, and cluster status. (Producer
+// owners takes the topic's write lock, which an append holds for a page
+// cache write: a follower asks it only for producers new to it.)
 func (cs *conn) clusterOp(h protocol.RequestHeader, payload []byte) {
+	if h.Op == protocol.OpProducerOwners {
+		topic, ids, err := protocol.ParseProducerOwnersRequest(payload)
+		var owners map[uint64]string
+		if err == nil {
+			owners, err = cs.b.svc.ProducerOwners(cs.caller, string(topic), ids)
+		}
+		if err != nil {
+			cs.respondError(h.Op, h.CorrID, err)
+			return
+		}
+		cs.end(protocol.AppendProducerOwnersResponse(cs.begin(), h.CorrID, owners))
+		return
+	}
 	if h.Op == protocol.OpClusterStatus {
 		st, err := cs.b.svc.ClusterStatus(cs.caller)
 		if err != nil {
@@ -194,6 +229,9 @@ type job struct {
 	raw     []byte                     // the batch bytes
 	decode  bool                       // the batch is compressed: storage decodes it, never on the loop
 	rawSize int                        // with decode, the decoded size its header declares
+	// cluster member: the action and the entry
+	memberAction uint8
+	member       string
 	// list
 	prefix string
 	regex  string // list: the filter, compiled where the job runs
@@ -306,6 +344,8 @@ func (b *Broker) runJob(dst []byte, j *job) []byte {
 		err = b.svc.CreateTopic(j.caller, j.topic)
 	case protocol.OpDeleteTopic:
 		err = b.svc.DeleteTopic(j.caller, j.topic)
+	case protocol.OpClusterMember:
+		err = b.svc.ClusterMember(j.caller, j.memberAction, j.member)
 	case protocol.OpTopicInfo:
 		var info service.TopicInfo
 		if info, err = b.svc.Info(j.caller, j.topic); err == nil {

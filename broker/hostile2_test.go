@@ -38,6 +38,19 @@ func closedOrReset(t *testing.T, c *rawConn) *response {
 	return &r
 }
 
+// unbuffered waits until the server buffers nothing (the connections
+// closed before have let their buffers go).
+func unbuffered(t *testing.T, s *brokertest.Server) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Broker.Stats().BufferedBytes != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server still buffers %d bytes of closed connections", s.Broker.Stats().BufferedBytes)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestHostile2Row1PreHelloFrame: with tokens, a connection that has not
 // said hello announces a 1 MiB frame: it is answered frame too large,
 // naming -max-prehello-frame and the hello, and closed before anything of
@@ -59,11 +72,15 @@ func TestHostile2Row1PreHelloFrame(t *testing.T) {
 	}
 
 	// A client that sends the whole frame but its last byte, at once.
+	// (The peak is the server's total: each connection's buffers are let
+	// go before the next, so that it measures one at a time.)
+	unbuffered(t, s)
 	c = dialRaw(t, s.Addr)
 	go func() { _, _ = c.conn.Write(req[:len(req)-1]) }()
 	closedOrReset(t, c)
 
 	// After a failed hello, still no large frame.
+	unbuffered(t, s)
 	c = dialRaw(t, s.Addr)
 	c.fail(protocol.AppendHelloRequest(nil, c.id(), protocol.Version, "test", tokWrong), protocol.CodeUnauthenticated)
 	c.write(req[:16<<10])

@@ -28,9 +28,9 @@ type Reader struct {
 	msgs    []Message
 	atEnd   bool // the last response was empty: the next request waits
 	closed  bool
-	server  string // over several servers: the topic's, named in errors
-	k       *cluster // over several servers: where to look for another replica
-	moveGap time.Duration
+	server  string        // over several servers: the topic's, named in errors
+	k       *cluster      // over several servers: where to look for another replica
+	moveGap time.Duration // the last wait for a replicated topic with no server to move to
 }
 
 // fetch is a consume request in flight, reading into bufs[buf].
@@ -88,10 +88,7 @@ func (r *Reader) next(ctx context.Context) ([]Message, error) {
 				wait = followWait
 			}
 			if err := r.start(ctx, r.offset, 0, wait, true); err != nil {
-				if errors.Is(err, ErrConnection) && r.move(ctx, err) {
-					continue
-				}
-				if err := rt.retry(ctx, err); err != nil {
+				if err := r.failed(ctx, &rt, err); err != nil {
 					return nil, err
 				}
 				continue
@@ -104,10 +101,7 @@ func (r *Reader) next(ctx context.Context) ([]Message, error) {
 		}
 		r.pending = nil
 		if resp.err != nil {
-			if errors.Is(resp.err, ErrConnection) && r.move(ctx, resp.err) {
-				continue
-			}
-			if err := rt.retry(ctx, resp.err); err != nil {
+			if err := r.failed(ctx, &rt, resp.err); err != nil {
 				return nil, err
 			}
 			continue
@@ -116,17 +110,10 @@ func (r *Reader) next(ctx context.Context) ([]Message, error) {
 			r.bufs[f.buf] = resp.frame[:0]
 		}
 		if resp.hdr.Code != protocol.CodeOK {
-			r.c.stats.errors.Add(1)
-			err := serverError(protocol.OpConsume, resp)
-			if resp.hdr.Code == protocol.CodeNotLeader && r.k != nil {
-				// A replicated topic this server no longer serves (it
-				// left the in-sync set, or lost touch with its cluster).
-				if err := r.moveOrWait(ctx, err); err != nil {
-					return nil, err
-				}
-				continue
+			if err := r.refused(ctx, resp); err != nil {
+				return nil, err
 			}
-			return nil, err
+			continue
 		}
 		cr, err := protocol.ParseConsumeResponse(resp.payload)
 		if err != nil {
@@ -187,6 +174,29 @@ func (r *Reader) start(ctx context.Context, offset int64, buf int, wait time.Dur
 	}
 	r.pending = &fetch{offset: offset, buf: buf, wait: wait, cn: cn, id: id, ch: ch}
 	return nil
+}
+
+// failed decides what follows a request that failed with err: on a
+// broken connection over several servers, reading on another replica;
+// else a retry here, as rt allows (nil: go on).
+func (r *Reader) failed(ctx context.Context, rt *retrier, err error) error {
+	if errors.Is(err, ErrConnection) && r.move(ctx, err) {
+		return nil
+	}
+	return rt.retry(ctx, err)
+}
+
+// refused handles a consume the server refused: over several servers,
+// a replicated topic this server no longer serves (it left the in-sync
+// set, or lost touch with its cluster) is read on another (nil: ask
+// again); any other refusal is returned.
+func (r *Reader) refused(ctx context.Context, resp response) error {
+	r.c.stats.errors.Add(1)
+	err := serverError(protocol.OpConsume, resp)
+	if resp.hdr.Code == protocol.CodeNotLeader && r.k != nil {
+		return r.moveOrWait(ctx, err)
+	}
+	return err
 }
 
 // move goes on reading on another server of a replicated topic, after

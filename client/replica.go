@@ -64,6 +64,52 @@ func (c *Client) EpochEnd(ctx context.Context, topic string, epoch int64) (found
 	return protocol.ParseEpochEndResponse(p)
 }
 
+// ProducerOwners asks a topic's leader which owners (token hashes) it
+// binds the idempotent producers ids to (at most
+// protocol.MaxOwnerQuery); producers bound to none are left out. It is
+// for servers.
+func (c *Client) ProducerOwners(ctx context.Context, topic string, ids []uint64) (map[uint64]string, error) {
+	if c.cl != nil {
+		return nil, fmt.Errorf("%w: producer owners", ErrSeveralServers)
+	}
+	if len(ids) > protocol.MaxOwnerQuery {
+		return nil, fmt.Errorf("%w: %d producer ids, at most %d", ErrInvalidArgument, len(ids), protocol.MaxOwnerQuery)
+	}
+	p, err := c.do(ctx, protocol.OpProducerOwners, 0, true, func(dst []byte, id uint32) []byte {
+		return protocol.AppendProducerOwnersRequest(dst, id, topic, ids)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return protocol.ParseProducerOwnersResponse(p)
+}
+
+// AddMember adds a server to the cluster, given as in the servers'
+// -peers (host:port/http/cluster); the server must have been started
+// with -cluster-join. RemoveMember removes member id (its binary
+// address): its topics move to the others first. Both need the
+// replication right on every topic (the cluster's token), return once
+// the change is recorded, and leave the moves to the cluster: follow
+// them with ClusterStatus.
+func (c *Client) AddMember(ctx context.Context, entry string) error {
+	return c.clusterMember(ctx, protocol.MemberAdd, entry)
+}
+
+// RemoveMember: see AddMember.
+func (c *Client) RemoveMember(ctx context.Context, id string) error {
+	return c.clusterMember(ctx, protocol.MemberRemove, id)
+}
+
+func (c *Client) clusterMember(ctx context.Context, action uint8, entry string) error {
+	if c.cl != nil {
+		return c.cl.anyServer(ctx, func(s *Client) error { return s.clusterMember(ctx, action, entry) })
+	}
+	_, err := c.do(ctx, protocol.OpClusterMember, 0, true, func(dst []byte, id uint32) []byte {
+		return protocol.AppendClusterMemberRequest(dst, id, action, entry)
+	})
+	return err
+}
+
 // ClusterStatus returns the server's view of its cluster as JSON (see
 // docs/replication.md): members, the Raft leader, and each replicated
 // topic's replicas, leader, epoch, in-sync set and, on the server that

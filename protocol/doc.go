@@ -380,8 +380,10 @@
 // topics: one leader takes the writes, followers copy its log batch for
 // batch. Followers read the leader with replica fetch (op 17) and, after a
 // leader change, ask where the leader's log of their last leader epoch
-// ends with epoch end (op 18); both need the replication right. Cluster
-// status (op 19, any valid token) tells who leads what.
+// ends with epoch end (op 18), and for the owners of the idempotent
+// producers their copy holds bound to none with producer owners (op 20);
+// the three need the replication right. Cluster status (op 19, any valid
+// token) tells who leads what.
 //
 // Replica fetch (op 17) is a consume that names its follower and epoch:
 //
@@ -418,6 +420,24 @@
 // Cluster status (op 19) has an empty request; its response is JSON: the
 // server's view of the members, the Raft leader, and each replicated
 // topic's replicas, leader, epoch and in-sync set (docs/replication.md).
+//
+// Producer owners (op 20): which owners (token hashes) the leader binds
+// producer ids to. A follower asks it after storing batches of producers
+// new to it, before its next fetch, so that an in-sync replica knows who
+// owns every producer whose batches it holds (a failover then fences
+// another token's batches under those ids, code 25, as the old leader
+// did):
+//
+//	request                                    response
+//	0  2  topic len                            0  4  count    uint32, <= 1024
+//	2  n  topic                                then count times:
+//	-  4  count      uint32, <= 1024              8  id      uint64
+//	                 (MaxOwnerQuery)               2  len     owner length, <= 255
+//	-  8  ids        count uint64s                 n  owner
+//
+// A producer the leader binds to none is left out of the answer; more
+// than 1024 ids is code 14 (invalid argument). A server that does not
+// lead the topic answers code 27.
 //
 // # Hello and tokens
 //

@@ -49,27 +49,29 @@ type Op uint8
 
 // Operations. Zero is never a valid op.
 const (
-	OpPing          Op = 1  // liveness check, empty payloads
-	OpCreateTopic   Op = 2  // create a topic
-	OpDeleteTopic   Op = 3  // delete a topic and its data
-	OpListTopics    Op = 4  // list topic names, filtered by prefix and regex
-	OpTopicInfo     Op = 5  // offsets and size of a topic
-	OpProduce       Op = 6  // append one batch to a topic
-	OpConsume       Op = 7  // read whole batches from an offset, long polling
-	OpTruncate      Op = 8  // drop old messages before an offset or a time
-	OpHello         Op = 9  // present the client's version, name and token
-	OpOffsetAt      Op = 10 // the first offset appended at or after a time
-	OpCommitOffset  Op = 11 // set a group's committed offset on a topic, optionally compare-and-set
-	OpFetchOffset   Op = 12 // read a group's committed offset on a topic
-	OpGroupLease    Op = 13 // take, renew or release the lease on a (group, topic)
-	OpListGroups    Op = 14 // the groups of a topic and their offsets
-	OpDeleteGroup   Op = 15 // forget a group's offset on a topic
-	OpImport        Op = 16 // append batches at their own offsets and append times (moving a topic)
-	OpReplicaFetch  Op = 17 // a follower's read of its leader's log (servers only)
-	OpEpochEnd      Op = 18 // where the leader's log of a leader epoch ends (servers only)
-	OpClusterStatus Op = 19 // the cluster's members, and each replicated topic's replicas and leader
+	OpPing           Op = 1  // liveness check, empty payloads
+	OpCreateTopic    Op = 2  // create a topic
+	OpDeleteTopic    Op = 3  // delete a topic and its data
+	OpListTopics     Op = 4  // list topic names, filtered by prefix and regex
+	OpTopicInfo      Op = 5  // offsets and size of a topic
+	OpProduce        Op = 6  // append one batch to a topic
+	OpConsume        Op = 7  // read whole batches from an offset, long polling
+	OpTruncate       Op = 8  // drop old messages before an offset or a time
+	OpHello          Op = 9  // present the client's version, name and token
+	OpOffsetAt       Op = 10 // the first offset appended at or after a time
+	OpCommitOffset   Op = 11 // set a group's committed offset on a topic, optionally compare-and-set
+	OpFetchOffset    Op = 12 // read a group's committed offset on a topic
+	OpGroupLease     Op = 13 // take, renew or release the lease on a (group, topic)
+	OpListGroups     Op = 14 // the groups of a topic and their offsets
+	OpDeleteGroup    Op = 15 // forget a group's offset on a topic
+	OpImport         Op = 16 // append batches at their own offsets and append times (moving a topic)
+	OpReplicaFetch   Op = 17 // a follower's read of its leader's log (servers only)
+	OpEpochEnd       Op = 18 // where the leader's log of a leader epoch ends (servers only)
+	OpClusterStatus  Op = 19 // the cluster's members, and each replicated topic's replicas and leader
+	OpProducerOwners Op = 20 // which owners a leader binds idempotent producer ids to (servers only)
+	OpClusterMember  Op = 21 // add a server to the cluster, or remove one
 
-	opMax = OpClusterStatus
+	opMax = OpClusterMember
 )
 
 // Valid reports whether op is known to this protocol version.
@@ -115,6 +117,10 @@ func (op Op) String() string {
 		return "epoch end"
 	case OpClusterStatus:
 		return "cluster status"
+	case OpProducerOwners:
+		return "producer owners"
+	case OpClusterMember:
+		return "cluster member"
 	}
 	return "unknown op"
 }

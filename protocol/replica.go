@@ -1,5 +1,10 @@
 package protocol
 
+import (
+	"encoding/binary"
+	"fmt"
+)
+
 // This file: the ops servers speak to each other for replicated topics,
 // and the cluster status op (see doc.go, "Replication").
 
@@ -164,4 +169,105 @@ func AppendClusterStatusResponse(dst []byte, corrID uint32, status []byte) []byt
 	dst = appendResponseHeader(dst, OpClusterStatus, CodeOK, corrID)
 	dst = append(dst, status...)
 	return finishFrame(dst, start)
+}
+
+// MaxOwnerQuery bounds the producer ids of one producer owners request.
+const MaxOwnerQuery = 1024
+
+// AppendProducerOwnersRequest appends a producer owners request: which
+// owners (token hashes) the leader of topic binds the producers ids to.
+// A follower asks it for the idempotent producers its copy of the log
+// holds bound to none.
+func AppendProducerOwnersRequest(dst []byte, corrID uint32, topic string, ids []uint64) []byte {
+	start := len(dst)
+	dst = appendRequestHeader(dst, OpProducerOwners, corrID)
+	dst = appendString(dst, topic)
+	dst = appendU32(dst, uint32(len(ids)))
+	for _, id := range ids {
+		dst = binary.LittleEndian.AppendUint64(dst, id)
+	}
+	return finishFrame(dst, start)
+}
+
+// ParseProducerOwnersRequest parses the payload of a producer owners
+// request: at most MaxOwnerQuery ids.
+func ParseProducerOwnersRequest(payload []byte) (topic []byte, ids []uint64, err error) {
+	r := reader{b: payload}
+	topic = r.str()
+	n := r.u32()
+	if r.err == nil && (n > MaxOwnerQuery || uint64(n)*8 != uint64(len(r.b))) {
+		return nil, nil, fmt.Errorf("%w: %d producer ids in %d bytes, at most %d ids", ErrInvalidArgument, n, len(r.b), MaxOwnerQuery)
+	}
+	for range n {
+		ids = append(ids, uint64(r.i64()))
+	}
+	if err := r.end(); err != nil {
+		return nil, nil, err
+	}
+	return topic, ids, validTopic(topic)
+}
+
+// AppendProducerOwnersResponse appends the answer to a producer owners
+// request: a count, then each bound producer's id and owner (a string of
+// at most 255 bytes). Producers the leader binds to none are left out.
+func AppendProducerOwnersResponse(dst []byte, corrID uint32, owners map[uint64]string) []byte {
+	start := len(dst)
+	dst = appendResponseHeader(dst, OpProducerOwners, CodeOK, corrID)
+	dst = appendU32(dst, uint32(len(owners)))
+	for id, owner := range owners {
+		dst = binary.LittleEndian.AppendUint64(dst, id)
+		dst = appendString(dst, owner)
+	}
+	return finishFrame(dst, start)
+}
+
+// ParseProducerOwnersResponse parses the payload of a producer owners
+// response.
+func ParseProducerOwnersResponse(payload []byte) (map[uint64]string, error) {
+	r := reader{b: payload}
+	n := r.u32()
+	if r.err == nil && n > MaxOwnerQuery {
+		return nil, fmt.Errorf("%w: %d producer owners, at most %d", ErrInvalidArgument, n, MaxOwnerQuery)
+	}
+	out := make(map[uint64]string, n)
+	for range n {
+		id := uint64(r.i64())
+		owner := r.str()
+		if r.err == nil && len(owner) > 255 {
+			return nil, fmt.Errorf("%w: an owner of %d bytes, at most 255", ErrInvalidArgument, len(owner))
+		}
+		out[id] = string(owner)
+	}
+	return out, r.end()
+}
+
+// The actions of a cluster member request.
+const (
+	MemberAdd    uint8 = 1 // add a server: its -peers entry, host:port/http/cluster
+	MemberRemove uint8 = 2 // remove a member: its ID (binary address)
+)
+
+// AppendClusterMemberRequest appends a cluster member request: add a
+// server to the cluster (MemberAdd, entry in the -peers form) or remove
+// one (MemberRemove, entry its member ID).
+func AppendClusterMemberRequest(dst []byte, corrID uint32, action uint8, entry string) []byte {
+	start := len(dst)
+	dst = appendRequestHeader(dst, OpClusterMember, corrID)
+	dst = append(dst, action)
+	dst = appendString(dst, entry)
+	return finishFrame(dst, start)
+}
+
+// ParseClusterMemberRequest parses the payload of a cluster member
+// request: an entry of at most 1024 bytes.
+func ParseClusterMemberRequest(payload []byte) (action uint8, entry []byte, err error) {
+	r := reader{b: payload}
+	action, entry = r.u8(), r.str()
+	if err := r.end(); err != nil {
+		return 0, nil, err
+	}
+	if action != MemberAdd && action != MemberRemove || len(entry) == 0 || len(entry) > 1024 {
+		return 0, nil, fmt.Errorf("%w: cluster member action %d with an entry of %d bytes", ErrInvalidArgument, action, len(entry))
+	}
+	return action, entry, nil
 }

@@ -83,7 +83,7 @@ func TestReplicaCodesNamed(t *testing.T) {
 			t.Errorf("code %d has no name", c)
 		}
 	}
-	for _, op := range []Op{OpReplicaFetch, OpEpochEnd, OpClusterStatus} {
+	for _, op := range []Op{OpReplicaFetch, OpEpochEnd, OpClusterStatus, OpProducerOwners, OpClusterMember} {
 		if !op.Valid() || op.String() == "unknown op" {
 			t.Errorf("op %d", op)
 		}
@@ -100,5 +100,84 @@ func TestBatchProducer(t *testing.T) {
 	}
 	if pid, _ := BatchProducer(b[:BatchHeaderSize-1]); pid != 0 {
 		t.Fatal("a short header gave a producer")
+	}
+}
+
+func TestProducerOwnersRoundTrip(t *testing.T) {
+	h, p, err := ParseRequestHeader(AppendProducerOwnersRequest(nil, 3, "t", []uint64{1, 1 << 63}))
+	if err != nil || h.Op != OpProducerOwners {
+		t.Fatal(h.Op, err)
+	}
+	topic, ids, err := ParseProducerOwnersRequest(p)
+	if err != nil || string(topic) != "t" || len(ids) != 2 || ids[0] != 1 || ids[1] != 1<<63 {
+		t.Fatalf("%s %v %v", topic, ids, err)
+	}
+	if _, _, err := ParseProducerOwnersRequest(p[:len(p)-1]); err == nil {
+		t.Error("a short request parsed")
+	}
+	big := AppendProducerOwnersRequest(nil, 3, "t", make([]uint64, MaxOwnerQuery+1))
+	if _, _, err := ParseProducerOwnersRequest(big[HeaderSize:]); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("%d ids: %v, want ErrInvalidArgument", MaxOwnerQuery+1, err)
+	}
+	_, p, err = ParseResponseHeader(AppendProducerOwnersResponse(nil, 3, map[uint64]string{7: "alice", 9: ""}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners, err := ParseProducerOwnersResponse(p)
+	if err != nil || len(owners) != 2 || owners[7] != "alice" || owners[9] != "" {
+		t.Fatalf("%v %v", owners, err)
+	}
+	if _, err := ParseProducerOwnersResponse(p[:len(p)-2]); err == nil {
+		t.Error("a short response parsed")
+	}
+}
+
+// FuzzParseProducerOwners: neither parser panics or allocates past its
+// bound, and what parses encodes back to the same bytes.
+func FuzzParseProducerOwners(f *testing.F) {
+	f.Add(AppendProducerOwnersRequest(nil, 1, "t", []uint64{5})[HeaderSize:])
+	f.Add(AppendProducerOwnersResponse(nil, 1, map[uint64]string{5: "o"})[HeaderSize:])
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		if topic, ids, err := ParseProducerOwnersRequest(payload); err == nil {
+			if len(ids) > MaxOwnerQuery {
+				t.Fatalf("%d ids parsed", len(ids))
+			}
+			if b := AppendProducerOwnersRequest(nil, 1, string(topic), ids)[HeaderSize:]; !bytes.Equal(b, payload) {
+				t.Fatalf("re-encoded %x, parsed %x", b, payload)
+			}
+		}
+		if owners, err := ParseProducerOwnersResponse(payload); err == nil {
+			if len(owners) > MaxOwnerQuery {
+				t.Fatalf("%d owners parsed", len(owners))
+			}
+			if len(owners) <= 1 {
+				if b := AppendProducerOwnersResponse(nil, 1, owners)[HeaderSize:]; !bytes.Equal(b, payload) {
+					t.Fatalf("re-encoded %x, parsed %x", b, payload)
+				}
+			}
+		}
+	})
+}
+
+func TestClusterMemberRoundTrip(t *testing.T) {
+	_, p, err := ParseRequestHeader(AppendClusterMemberRequest(nil, 1, MemberAdd, "10.0.0.4:14353/4353/14355"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	action, entry, err := ParseClusterMemberRequest(p)
+	if err != nil || action != MemberAdd || string(entry) != "10.0.0.4:14353/4353/14355" {
+		t.Fatalf("%d %s %v", action, entry, err)
+	}
+	for _, bad := range [][]byte{
+		AppendClusterMemberRequest(nil, 1, 3, "x")[HeaderSize:],
+		AppendClusterMemberRequest(nil, 1, MemberRemove, "")[HeaderSize:],
+		AppendClusterMemberRequest(nil, 1, MemberRemove, string(make([]byte, 1025)))[HeaderSize:],
+	} {
+		if _, _, err := ParseClusterMemberRequest(bad); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%x: %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+	if _, _, err := ParseClusterMemberRequest(p[:len(p)-1]); err == nil {
+		t.Error("a short request parsed")
 	}
 }

@@ -478,6 +478,13 @@
 // again by its producer, is stored anew rather than answered as a
 // duplicate. It takes time in proportion to the batches kept.
 //
+// The producers file of a follower: Replicate records a producer new to
+// the follower bound to none (the batches do not name owners).
+// UnboundProducers lists those of a copy's batches, the leader answers
+// their owners (ProducerOwners, protocol op 20), and BindProducers binds
+// them, the producers file of every volume written first as an append
+// writes it; a producer already bound, or not held, is left alone.
+//
 // What a cut leaves alone: committed group offsets past N stay (a group
 // reading from there reads nothing until the topic grows past it again);
 // watchers registered at or past N keep waiting; the producers file keeps

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/haraqa/haraqa/protocol"
@@ -448,4 +449,96 @@ func (r *recovery) finishCut(t *topic, dirs []string) error {
 	}
 	r.logger().Warn("finishing a truncation cut short", "topic", r.name, "next", n)
 	return t.cut(n)
+}
+
+// A follower's producers file. Batches name their producer but not its
+// owner, so Replicate records a new producer bound to none; the follower
+// asks its leader for the owners (UnboundProducers, ProducerOwners) and
+// binds them (BindProducers) before it fetches again, so that by the time
+// the leader counts the batches as held by the follower (an acks=all
+// answer), the follower knows who owns their producers too, and a
+// failover does not hand a producer id to the first token that uses it.
+
+// maxOwnerQuery bounds the producer ids of one ProducerOwners call, and
+// of what UnboundProducers returns.
+const maxOwnerQuery = protocol.MaxOwnerQuery
+
+// UnboundProducers returns the producers (at most 1024) of batches, a
+// follower's copy stored with Replicate, that topic name's table holds
+// bound to no owner.
+func (s *Store) UnboundProducers(name string, batches [][]byte) ([]uint64, error) {
+	t, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	var ids []uint64
+	for _, b := range batches {
+		pid, _ := protocol.BatchProducer(b)
+		if pid == 0 || len(ids) == maxOwnerQuery || slices.Contains(ids, pid) {
+			continue
+		}
+		if ps := t.producers.m[pid]; ps != nil && ps.owner == "" {
+			ids = append(ids, pid)
+		}
+	}
+	return ids, nil
+}
+
+// ProducerOwners returns the owners of those of ids (at most 1024) that
+// topic name's table, or its tombstones, binds to one: a leader's answer
+// to its follower.
+func (s *Store) ProducerOwners(name string, ids []uint64) (map[uint64]string, error) {
+	if len(ids) > maxOwnerQuery {
+		return nil, fmt.Errorf("%w: %d producer ids asked, at most %d", protocol.ErrInvalidArgument, len(ids), maxOwnerQuery)
+	}
+	t, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	out := make(map[uint64]string, len(ids))
+	for _, id := range ids {
+		if ps := t.producers.m[id]; ps != nil && ps.owner != "" {
+			out[id] = ps.owner
+		} else if g := t.producers.gone[id]; g != "" {
+			out[id] = g
+		}
+	}
+	return out, nil
+}
+
+// BindProducers binds the producers of topic name's table that are bound
+// to none to the owners given (as their leader has them), writing the
+// producers file of every volume first. Producers the table does not hold,
+// or holds bound already, are left as they are.
+func (s *Store) BindProducers(name string, owners map[uint64]string) error {
+	t, err := s.lookup(name)
+	if err != nil {
+		return err
+	}
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	pt := &t.producers
+	var recs []undoRec
+	for id, owner := range owners {
+		if err := validOwner(owner); err != nil {
+			return err
+		}
+		if ps := pt.m[id]; ps != nil && ps.owner == "" && owner != "" {
+			pt.rebind(ps, owner)
+			recs = append(recs, undoRec{id: id, owner: owner, claimed: true})
+		}
+	}
+	if err := t.writeBindings(recs); err != nil {
+		for _, u := range recs {
+			if ps := pt.m[u.id]; ps != nil {
+				pt.rebind(ps, "")
+			}
+		}
+		return err
+	}
+	return nil
 }

@@ -779,3 +779,63 @@ func TestCutMarkerLayout(t *testing.T) {
 		t.Fatal("a damaged marker decodes")
 	}
 }
+
+// TestReplicateProducerOwners: a follower's copy holds its producers
+// bound to none until it binds them to its leader's owners; then
+// another owner is fenced there as on the leader, after a restart too,
+// and a producer already bound or unknown is left as it is.
+func TestReplicateProducerOwners(t *testing.T) {
+	leader, _ := openTest(t, 1)
+	if err := leader.CreateTopic("p"); err != nil {
+		t.Fatal(err)
+	}
+	for seq := range uint64(3) {
+		if _, err := appendOwned(leader, "p", "alice", idemBatch(7, seq, msgs(int(seq), 1)...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustAppend(t, leader, "p", idemBatch(8, 0, msgs(3, 1)...)) // no owner
+	f, fopts := openTest(t, 2)
+	if err := f.CreateTopic("p"); err != nil {
+		t.Fatal(err)
+	}
+	batches := rawBatches(t, leader, "p", 0)
+	if _, err := f.Replicate("p", batches); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := f.UnboundProducers("p", batches)
+	slices.Sort(ids)
+	if err != nil || !slices.Equal(ids, []uint64{7, 8}) {
+		t.Fatalf("unbound on the follower: %v %v, want [7 8]", ids, err)
+	}
+	owners, err := leader.ProducerOwners("p", append(ids, 99))
+	if err != nil || len(owners) != 1 || owners[7] != "alice" {
+		t.Fatalf("the leader's owners: %v %v, want 7: alice only", owners, err)
+	}
+	if err := f.BindProducers("p", map[uint64]string{7: "alice", 99: "nobody"}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if _, err := appendOwned(f, "p", "mallory", idemBatch(7, 3, msgs(9, 1)...)); !errors.Is(err, ErrProducerFenced) {
+			t.Fatalf("%s: another owner under alice's producer: %v, want ErrProducerFenced", when, err)
+		}
+		if base, err := appendOwned(f, "p", "alice", idemBatch(7, 2, msgs(2, 1)...)); err != nil || base != 2 {
+			t.Fatalf("%s: alice's retry: %d %v, want 2", when, base, err)
+		}
+		if ids, _ := f.UnboundProducers("p", batches); !slices.Equal(ids, []uint64{8}) {
+			t.Fatalf("%s: unbound: %v, want [8]", when, ids)
+		}
+	}
+	check("bound")
+	if err := f.BindProducers("p", map[uint64]string{7: "mallory"}); err != nil {
+		t.Fatal(err)
+	}
+	check("bound again to another")
+	mustClose(t, f)
+	f = mustOpen(t, fopts)
+	check("reopened")
+	if _, err := leader.ProducerOwners("p", make([]uint64, protocol.MaxOwnerQuery+1)); err == nil {
+		t.Fatal("an owners query past the bound was answered")
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -107,23 +106,20 @@ func (c *controller) run() {
 }
 
 // reconcile makes the changes the controller owes: the member list
-// first, then each topic whose leader or in-sync set holds a down member
-// or that has no leader while an in-sync member is up.
+// first (and the Raft group's voters after it, membership.go), then each
+// topic whose leader or in-sync set holds a down member or that has no
+// leader while an in-sync member is up, then the topics to move.
 func (c *controller) reconcile() {
 	var members int
 	var cmds []Command
 	c.n.fsm.read(func(s *State) {
 		members = len(s.Members)
-		names := make([]string, 0, len(s.Topics))
-		for name := range s.Topics {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
+		for _, name := range sortedTopics(s) {
 			if cmd, ok := c.decide(s.Topics[name]); ok {
 				cmds = append(cmds, cmd)
 			}
 		}
+		cmds = append(cmds, c.moves(s)...)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
 	defer cancel()
@@ -131,6 +127,9 @@ func (c *controller) reconcile() {
 		if _, _, err := c.n.applyLocal(Command{Op: opMembers, Members: c.n.cfg.Peers}.encode()); err != nil {
 			c.n.log.Warn("cluster: recording the member list", "err", err)
 		}
+	}
+	if members > 0 {
+		c.voters()
 	}
 	for _, cmd := range cmds {
 		if ctx.Err() != nil || !c.n.IsLeader() {

@@ -62,6 +62,9 @@ type Config struct {
 	// port; Authorize, if set, accepts a connection's token or not.
 	Token     string
 	Authorize func(token string) bool
+	// Join: this server joins a cluster that exists, as a member added
+	// with AddMember, rather than bootstrap one with Peers (-cluster-join).
+	Join bool
 	// HeartbeatTimeout and MemberTimeout: see their defaults.
 	HeartbeatTimeout time.Duration
 	MemberTimeout    time.Duration
@@ -176,7 +179,7 @@ func Open(cfg Config) (*Node, error) {
 // library makes the identical configurations one.
 func (n *Node) bootstrap(rc *raft.Config, snaps raft.SnapshotStore) error {
 	has, err := raft.HasExistingState(n.store, n.store, snaps)
-	if err != nil || has {
+	if err != nil || has || n.cfg.Join {
 		if err != nil {
 			return fmt.Errorf("cluster: %w", err)
 		}
@@ -315,7 +318,7 @@ func (n *Node) Member(id string) (Member, bool) {
 }
 
 // CreateTopic places a new topic on replicas members by rendezvous
-// hashing of its name over the members (client.PlaceN, as the Go client
+// hashing of its name over the members not leaving (client.PlaceN, as the Go client
 // places a topic) and records it, led by the first. It returns the
 // topic as recorded; a topic recorded before is returned with
 // ErrTopicExists.
@@ -324,7 +327,13 @@ func (n *Node) CreateTopic(ctx context.Context, name string, replicas int) (Topi
 		return Topic{}, err
 	}
 	var ids []string
-	n.fsm.read(func(s *State) { ids = s.MemberIDs() })
+	n.fsm.read(func(s *State) {
+		for _, id := range s.MemberIDs() {
+			if !s.Members[id].Leaving {
+				ids = append(ids, id)
+			}
+		}
+	})
 	if replicas > len(ids) {
 		return Topic{}, fmt.Errorf("%w: %d replicas asked for topic %q, the cluster has %d members", ErrNotEnoughMembers, replicas, name, len(ids))
 	}

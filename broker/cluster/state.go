@@ -16,6 +16,10 @@ type Member struct {
 	Raft string `json:"raft"`
 	// HTTP is the base URL of its HTTP port ("http://host:port").
 	HTTP string `json:"http"`
+	// Leaving: the member is being removed (Node.RemoveMember). No new
+	// topic is placed on it, its replicas move to the others, and once
+	// it holds none it leaves the Raft group and the list.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // Topic is what the cluster knows of one replicated topic.
@@ -40,6 +44,12 @@ type Topic struct {
 	// changes decided on the same view (the controller dropping a member
 	// that is down, the leader adding it back) only the first applies.
 	Version int64 `json:"version"`
+	// Target, while the topic moves (a member joined or is leaving), is
+	// the replicas it moves to. Replicas then holds the old ones and the
+	// new: the new copy the leader's log as followers, join the in-sync
+	// set once caught up, and when every one of Target is in it the
+	// controller makes Target the replicas (moveDone).
+	Target []string `json:"target,omitempty"`
 }
 
 // InSync reports whether id is in the topic's in-sync set.
@@ -52,6 +62,7 @@ func (t *Topic) clone() *Topic {
 	c := *t
 	c.Replicas = slices.Clone(t.Replicas)
 	c.ISR = slices.Clone(t.ISR)
+	c.Target = slices.Clone(t.Target)
 	return &c
 }
 
@@ -100,6 +111,11 @@ const (
 	opLeader  = "leader"  // a new leader (or none) and in-sync set, under Epoch
 	opISR     = "isr"     // a new in-sync set, same leader, under Epoch
 	opNoop    = "noop"    // nothing: a member's barrier (Node.Sync)
+	opJoin    = "join"    // add Members[0] to the member list (membership.go)
+	opLeave   = "leave"   // mark Member (an ID) as leaving
+	opForget  = "forget"  // drop Member, a leaving one that holds no replica, from the list
+	opMove    = "move"    // start moving Topic to Replicas (its Target), under Epoch and Version
+	opMoved   = "moved"   // finish Topic's move: Leader and ISR from the Target, under Epoch and Version
 )
 
 // Command is one change to the State, as the Raft log carries it (JSON).
@@ -144,6 +160,9 @@ func (c Command) encode() []byte {
 func (s *State) apply(c Command) error {
 	if isGroupOp(c.Op) {
 		return s.applyGroup(c)
+	}
+	if isMembershipOp(c.Op) {
+		return s.applyMembership(c)
 	}
 	switch c.Op {
 	case opNoop:

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -34,8 +35,10 @@ const (
 	maxToken      = 1024
 	maxForward    = 1 << 20
 	// preambleTimeout bounds how long an accepted connection may take
-	// to send its preamble.
+	// to finish its TLS handshake and send its preamble.
 	preambleTimeout = 5 * time.Second
+	// refusalLogEvery spaces the warnings of failed TLS handshakes.
+	refusalLogEvery = 10 * time.Second
 )
 
 // layer is the raft.StreamLayer on the cluster port: it accepts both
@@ -50,6 +53,8 @@ type layer struct {
 	authorize func(token string) bool // nil: any
 	forward   func(cmd []byte) []byte // serves a forwarded command
 	log       *slog.Logger
+
+	lastRefusal atomic.Int64 // unix ns of the last handshake failure logged as a warning
 
 	raftConns chan net.Conn
 	done      chan struct{}
@@ -90,10 +95,16 @@ func (ly *layer) acceptLoop() {
 
 // route reads an accepted connection's preamble and hands it on.
 func (ly *layer) route(c net.Conn) {
+	_ = c.SetDeadline(time.Now().Add(preambleTimeout)) // the handshake's too
 	if ly.serverTLS != nil {
-		c = tls.Server(c, ly.serverTLS)
+		tc := tls.Server(c, ly.serverTLS)
+		if err := tc.Handshake(); err != nil {
+			ly.refused(c.RemoteAddr(), err)
+			c.Close()
+			return
+		}
+		c = tc
 	}
-	_ = c.SetDeadline(time.Now().Add(preambleTimeout))
 	kind, token, err := readPreamble(c)
 	if err != nil {
 		ly.log.Debug("cluster port: bad preamble", "remote", c.RemoteAddr().String(), "err", err)
@@ -124,6 +135,19 @@ func (ly *layer) route(c net.Conn) {
 	default:
 		c.Close()
 	}
+}
+
+// refused logs a TLS handshake the cluster port failed: as a warning at
+// most once every refusalLogEvery (a member with a certificate the others
+// refuse dials again all the time), else at debug level.
+func (ly *layer) refused(remote net.Addr, err error) {
+	now := time.Now().UnixNano()
+	if last := ly.lastRefusal.Load(); now-last >= int64(refusalLogEvery) && ly.lastRefusal.CompareAndSwap(last, now) {
+		ly.log.Warn("cluster port: TLS handshake failed: is the other side a member with a certificate of the cluster's CA?",
+			"remote", remote.String(), "err", err)
+		return
+	}
+	ly.log.Debug("cluster port: TLS handshake failed", "remote", remote.String(), "err", err)
 }
 
 func readPreamble(r io.Reader) (kind byte, token string, err error) {
@@ -172,27 +196,35 @@ func writeMsg(w io.Writer, b []byte) error {
 	return err
 }
 
-// dial opens a connection of kind to a member's cluster port.
+// dial opens a connection of kind to a member's cluster port. With TLS
+// it verifies the member's certificate for the host of addr (unless
+// ClientTLS names a server), and the preamble goes inside TLS; timeout
+// bounds the handshake and the preamble too.
 func (ly *layer) dial(addr string, kind byte, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	_ = c.SetDeadline(time.Now().Add(timeout))
 	if ly.clientTLS != nil {
 		cfg := ly.clientTLS.Clone()
 		if cfg.ServerName == "" {
 			host, _, _ := net.SplitHostPort(addr)
 			cfg.ServerName = host
 		}
-		c = tls.Client(c, cfg)
+		tc := tls.Client(c, cfg)
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("cluster: TLS handshake with %s: %w", addr, err)
+		}
+		c = tc
 	}
-	_ = c.SetWriteDeadline(time.Now().Add(timeout))
 	if _, err := c.Write(appendPreamble(nil, kind, ly.token)); err != nil {
 		c.Close()
-		return nil, err
+		return nil, fmt.Errorf("cluster: sending the preamble to %s: %w", addr, err)
 	}
-	_ = c.SetWriteDeadline(time.Time{})
+	_ = c.SetDeadline(time.Time{})
 	return c, nil
 }
 

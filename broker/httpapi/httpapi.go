@@ -129,7 +129,7 @@ func DefaultConfig() Config {
 // API is the HTTP port's handler. Its routes, besides the REST API:
 //
 //	GET /healthz        200 while the process serves (liveness)
-//	GET /readyz         503 while the volumes are recovered or if the binary port died, 200 once the broker listens
+//	GET /readyz         503 while the volumes are recovered, if the binary port died, or (a cluster member) until it is in step with its cluster and in the in-sync set of every topic it holds; 200 then
 //	GET /metrics        Prometheus metrics, with Go and process metrics (Config.Prometheus)
 //	GET /docs/...       API docs: index, Redoc, Swagger UI, openapi.yaml (Config.Docs)
 //	    /debug/pprof/   runtime profiles (Config.Pprof)
@@ -266,6 +266,11 @@ func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
 	if st.broker.Err() != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("binary port down\n"))
+		return
+	}
+	if err := st.svc.Ready(); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = fmt.Fprintf(w, "%v\n", err)
 		return
 	}
 	_, _ = w.Write([]byte("ready\n"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/haraqa/haraqa/client"
@@ -18,6 +19,7 @@ import (
 // Any error starts over after a pause, truncation included.
 func (m *Manager) follow(ctx context.Context, rt *rtopic, leader string, epoch int64, stopped chan struct{}) {
 	defer close(stopped)
+	defer m.dropClient(leader, rt.name)
 	pause := 20 * time.Millisecond
 	for ctx.Err() == nil {
 		err := m.followOnce(ctx, rt, leader, epoch)
@@ -25,7 +27,7 @@ func (m *Manager) follow(ctx context.Context, rt *rtopic, leader string, epoch i
 			return
 		}
 		if errors.Is(err, client.ErrConnection) || errors.Is(err, client.ErrClosed) {
-			m.dropClient(leader)
+			m.dropClient(leader, rt.name)
 		}
 		m.log.Debug("replica: following", "topic", rt.name, "leader", leader, "epoch", epoch, "err", err)
 		select {
@@ -39,13 +41,14 @@ func (m *Manager) follow(ctx context.Context, rt *rtopic, leader string, epoch i
 
 // followOnce truncates and fetches until an error.
 func (m *Manager) followOnce(ctx context.Context, rt *rtopic, leader string, epoch int64) error {
-	c, err := m.client(leader)
+	c, err := m.client(leader, rt.name)
 	if err != nil {
 		return err
 	}
 	if err := m.truncate(ctx, c, rt.name); err != nil {
 		return err
 	}
+	asked := map[uint64]bool{} // producers whose owners the leader was asked for (bindOwners)
 	for ctx.Err() == nil {
 		info, err := m.store.Info(rt.name)
 		if err != nil {
@@ -58,7 +61,7 @@ func (m *Manager) followOnce(ctx context.Context, rt *rtopic, leader string, epo
 		}
 		next := info.Next
 		if len(r.Batches) > 0 {
-			if next, err = m.store1(rt.name, r); err != nil {
+			if next, err = m.store1(ctx, c, rt.name, r, asked); err != nil {
 				return err
 			}
 			m.stats.fetchedBytes.Add(int64(len(r.Batches)))
@@ -71,8 +74,10 @@ func (m *Manager) followOnce(ctx context.Context, rt *rtopic, leader string, epo
 	return ctx.Err()
 }
 
-// store1 stores the batches of a fetch and returns the next offset.
-func (m *Manager) store1(topic string, r client.ReplicaFetched) (int64, error) {
+// store1 stores the batches of a fetch, binds their new producers to
+// the owners the leader binds them to (bindOwners), and returns the next
+// offset.
+func (m *Manager) store1(ctx context.Context, c *client.Client, topic string, r client.ReplicaFetched, asked map[uint64]bool) (int64, error) {
 	var batches [][]byte
 	var first int64 = -1
 	for rest := r.Batches; len(rest) > 0; {
@@ -95,7 +100,44 @@ func (m *Manager) store1(topic string, r client.ReplicaFetched) (int64, error) {
 			return 0, err
 		}
 	}
-	return m.store.Replicate(topic, batches)
+	next, err := m.store.Replicate(topic, batches)
+	if err != nil {
+		return 0, err
+	}
+	return next, m.bindOwners(ctx, c, topic, batches, asked)
+}
+
+// bindOwners asks the leader, through c, for the owners of the producers
+// of batches that this replica holds bound to none, and binds them here,
+// before the next fetch tells the leader the batches are held: so that a
+// failover does not let another token take a producer id. Each producer
+// is asked about once while following one leader (asked): one the leader
+// binds to none (no auth) stays so here, even if a token's batch binds
+// it there later (which only a producer first used without a token, on
+// a server given -auth-file since, does).
+func (m *Manager) bindOwners(ctx context.Context, c *client.Client, topic string, batches [][]byte, asked map[uint64]bool) error {
+	ids, err := m.store.UnboundProducers(topic, batches)
+	if err != nil {
+		return err
+	}
+	ids = slices.DeleteFunc(ids, func(id uint64) bool { return asked[id] })
+	if len(ids) == 0 {
+		return nil
+	}
+	owners, err := c.ProducerOwners(ctx, topic, ids)
+	if err != nil {
+		return fmt.Errorf("replica: topic %q: the owners of %d producers: %w", topic, len(ids), err)
+	}
+	if len(asked) > 4*protocol.MaxOwnerQuery {
+		clear(asked) // a bound: those unbound are asked about again
+	}
+	for _, id := range ids {
+		asked[id] = true
+	}
+	if len(owners) == 0 {
+		return nil
+	}
+	return m.store.BindProducers(topic, owners)
 }
 
 // truncate cuts the follower's log back to where the leader's log of
@@ -148,14 +190,19 @@ func (m *Manager) truncate(ctx context.Context, c *client.Client, topic string) 
 	return nil
 }
 
-// client returns the client of the member at addr, dialing it once.
-func (m *Manager) client(addr string) (*client.Client, error) {
+// client returns the client this member follows topic with on the
+// member at addr, dialing it once. Each followed topic has a connection
+// of its own: a leader answers a connection's requests in order, and a
+// fetch parked at one topic's end (up to FetchWait) would hold back the
+// fetches of the others behind it.
+func (m *Manager) client(addr, topic string) (*client.Client, error) {
+	key := addr + " " + topic
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
 		return nil, storage.ErrClosed
 	}
-	c := m.clients[addr]
+	c := m.clients[key]
 	m.mu.Unlock()
 	if c != nil {
 		return c, nil
@@ -170,18 +217,20 @@ func (m *Manager) client(addr string) (*client.Client, error) {
 		c.Close()
 		return nil, storage.ErrClosed
 	}
-	if old := m.clients[addr]; old != nil {
+	if old := m.clients[key]; old != nil {
 		c.Close()
 		return old, nil
 	}
-	m.clients[addr] = c
+	m.clients[key] = c
 	return c, nil
 }
 
-func (m *Manager) dropClient(addr string) {
+// dropClient closes the client following topic on addr.
+func (m *Manager) dropClient(addr, topic string) {
+	key := addr + " " + topic
 	m.mu.Lock()
-	c := m.clients[addr]
-	delete(m.clients, addr)
+	c := m.clients[key]
+	delete(m.clients, key)
 	m.mu.Unlock()
 	if c != nil {
 		c.Close()

@@ -60,8 +60,11 @@ type Config struct {
 	// Dial returns a client of the binary port at addr (a member ID),
 	// with the server's token and TLS: the follower's connection to its
 	// leader.
-	Dial   func(addr string) (*client.Client, error)
-	Logger *slog.Logger
+	Dial func(addr string) (*client.Client, error)
+	// ParseMember reads a server's -peers entry (host:port/http/cluster)
+	// as a member, for ChangeMember.
+	ParseMember func(entry string) (cluster.Member, error)
+	Logger      *slog.Logger
 }
 
 // Manager serves the service's Replication calls for one member.
@@ -72,10 +75,11 @@ type Manager struct {
 	log   *slog.Logger
 
 	mu      sync.Mutex
-	synced  bool                     // the metadata was reconciled after a Sync: until then nothing is served
-	meta    map[string]cluster.Topic // every topic of the cluster, as last reconciled
-	topics  map[string]*rtopic       // those this member holds
-	clients map[string]*client.Client
+	synced  bool                      // the metadata was reconciled after a Sync: until then nothing is served
+	swept   bool                      // the copies of topics moved away while this member was down were deleted
+	meta    map[string]cluster.Topic  // every topic of the cluster, as last reconciled
+	topics  map[string]*rtopic        // those this member holds
+	clients map[string]*client.Client // by leader and topic followed (follow.go)
 	closed  bool
 
 	poke chan struct{}
@@ -236,15 +240,34 @@ func (m *Manager) reconcile() {
 	}
 	m.mu.Unlock()
 	for _, rt := range gone {
-		rt.stop(m, &service.NotLeaderError{Topic: rt.name})
-		if _, ok := meta[rt.name]; !ok {
-			if err := m.store.DeleteTopic(rt.name); err != nil && !errors.Is(err, storage.ErrTopicNotFound) {
-				m.log.Warn("replica: deleting a topic removed from the cluster", "topic", rt.name, "err", err)
+		t := meta[rt.name]
+		rt.stop(m, &service.NotLeaderError{Topic: rt.name, Leader: t.Leader, LeaderHTTP: m.httpOf(t.Leader)})
+		m.dropCopy(rt.name, t.Name != "")
+	}
+	if !m.swept {
+		// Copies a move took from this member while it was down.
+		m.swept = true
+		for _, name := range m.store.ListTopics("") {
+			if t, ok := meta[name]; ok && !t.IsReplica(m.cfg.Self) {
+				m.dropCopy(name, true)
 			}
 		}
 	}
 	for _, rt := range mine {
 		m.apply(rt, meta[rt.name])
+	}
+}
+
+// dropCopy deletes this member's copy of a replicated topic: the topic
+// was deleted from the cluster, or (moved) moved to other members.
+func (m *Manager) dropCopy(topic string, moved bool) {
+	err := m.store.DeleteTopic(topic)
+	if err != nil && !errors.Is(err, storage.ErrTopicNotFound) {
+		m.log.Warn("replica: deleting a copy of a topic", "topic", topic, "moved_away", moved, "err", err)
+		return
+	}
+	if err == nil && moved {
+		m.log.Info("replica: topic moved to other members, copy deleted", "topic", topic)
 	}
 }
 
@@ -255,7 +278,12 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 	old := rt.meta
 	rt.meta = t
 	if old.Epoch == t.Epoch && old.Leader == t.Leader && rt.started {
-		calls := rt.advance(m) // the in-sync set may have changed
+		for id := range rt.fol {
+			if !t.IsReplica(id) {
+				delete(rt.fol, id) // moved away
+			}
+		}
+		calls := rt.advance(m) // the in-sync set or the replicas may have changed
 		rt.mu.Unlock()
 		calls.run()
 		return
@@ -580,6 +608,93 @@ func (m *Manager) EpochEnd(topic string, epoch int64) (int64, int64, error) {
 		return 0, 0, m.notLeader(topic, t.Leader)
 	}
 	return m.store.EpochEnd(topic, epoch)
+}
+
+// Ready implements service.Replication.
+func (m *Manager) Ready() error {
+	if !m.isSynced() {
+		return errors.New("joining its cluster: not in step with the Raft group yet")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	behind := 0
+	for _, t := range m.meta {
+		if t.Leader != "" && t.IsReplica(m.cfg.Self) && !t.InSync(m.cfg.Self) {
+			behind++
+		}
+	}
+	if behind > 0 {
+		return fmt.Errorf("catching up: not in the in-sync set of %d replicated topics", behind)
+	}
+	return nil
+}
+
+// GroupStats implements service.Replication.
+func (m *Manager) GroupStats() map[string][]service.GroupOffset {
+	m.mu.Lock()
+	var led []string
+	for name, t := range m.meta {
+		if t.Leader == m.cfg.Self {
+			led = append(led, name)
+		}
+	}
+	m.mu.Unlock()
+	out := map[string][]service.GroupOffset{}
+	g := raftGroups{m}
+	for _, name := range led {
+		if groups, err := g.ListGroups(name); err == nil && len(groups) > 0 {
+			out[name] = groups
+		}
+	}
+	return out
+}
+
+// ChangeMember implements service.Replication.
+func (m *Manager) ChangeMember(action uint8, entry string) error {
+	n := m.node.Load()
+	if n == nil || !m.isSynced() {
+		return errStarting
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
+	defer cancel()
+	var err error
+	switch action {
+	case protocol.MemberAdd:
+		if m.cfg.ParseMember == nil {
+			return fmt.Errorf("%w: this server cannot read a member's addresses", protocol.ErrInvalidArgument)
+		}
+		var mb cluster.Member
+		if mb, err = m.cfg.ParseMember(entry); err != nil {
+			return fmt.Errorf("%w: %w", protocol.ErrInvalidArgument, err)
+		}
+		err = n.AddMember(ctx, mb)
+	case protocol.MemberRemove:
+		err = n.RemoveMember(ctx, entry)
+	default:
+		return fmt.Errorf("%w: cluster member action %d", protocol.ErrInvalidArgument, action)
+	}
+	if errors.Is(err, cluster.ErrBadCommand) || errors.Is(err, cluster.ErrNotEnoughMembers) {
+		return fmt.Errorf("%w: %w", protocol.ErrInvalidArgument, err)
+	}
+	if err == nil {
+		m.log.Info("replica: membership changed", "action", action, "entry", entry)
+	}
+	return err
+}
+
+// ProducerOwners implements service.Replication.
+func (m *Manager) ProducerOwners(topic string, ids []uint64) (map[uint64]string, error) {
+	t, rt, ok := m.lookup(topic)
+	if !ok || rt == nil {
+		return nil, m.notLeader(topic, t.Leader)
+	}
+	rt.mu.Lock()
+	leading := rt.leading(m.cfg.Self)
+	rt.mu.Unlock()
+	if !leading {
+		return nil, m.notLeader(topic, t.Leader)
+	}
+	return m.store.ProducerOwners(topic, ids)
 }
 
 // Create implements service.Replication.

@@ -2,12 +2,16 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/haraqa/haraqa/broker/auth"
@@ -34,6 +38,19 @@ type ClusterConfig struct {
 	// and binary ports: with -auth-file it must hold the replication
 	// right on every topic (-cluster-token-file).
 	Token string
+	// CAFile is a PEM file of the certificate authorities that issue the
+	// servers' certificates (-cluster-ca). With TLSCertFile the servers
+	// speak TLS to each other, on the cluster port and on a follower's
+	// fetch from its leader's binary port, each presenting its
+	// certificate and verifying the other's against these CAs, for the
+	// host of the other's -peers entry (docs/replication.md, "TLS").
+	// Default "": TLSClientCAFile if set, else the system's roots. Read
+	// once, at Start.
+	CAFile string
+	// Join: this server joins a cluster that exists rather than form one
+	// with -peers (-cluster-join): it waits until a member adds it
+	// (hrqa cluster add). Its -peers name the members and itself.
+	Join bool
 	// Listener, if set, is the cluster port's listener (tests).
 	Listener net.Listener
 }
@@ -49,7 +66,12 @@ func (s *Server) startCluster() error {
 	self := -1
 	var peers []cluster.Member
 	for i, p := range s.cfg.Peers {
-		peers = append(peers, cluster.Member{ID: p.Addr, Raft: p.Raft, HTTP: p.HTTP})
+		web := p.HTTP
+		if s.tls != nil {
+			// Every member's HTTP port speaks TLS: redirects name https.
+			web = "https://" + strings.TrimPrefix(web, "http://")
+		}
+		peers = append(peers, cluster.Member{ID: p.Addr, Raft: p.Raft, HTTP: web})
 		if p.Addr == s.selfAddr() {
 			self = i
 		}
@@ -65,9 +87,17 @@ func (s *Server) startCluster() error {
 			return err == nil && g.AllowAll(auth.Replication)
 		}
 	}
+	var serverTLS, clientTLS *tls.Config
+	if s.certs != nil {
+		pt, err := s.startPeerTLS()
+		if err != nil {
+			return err
+		}
+		serverTLS, clientTLS = pt.serverConfig(), pt.clientConfig()
+	}
 	node, err := cluster.Open(cluster.Config{
 		Self: peers[self], Peers: peers, Dir: filepath.Join(s.cfg.Storage.Volumes[0], "cluster"),
-		Listener: cc.Listener, Token: cc.Token, Authorize: authorize,
+		Listener: cc.Listener, ServerTLS: serverTLS, ClientTLS: clientTLS, Token: cc.Token, Authorize: authorize, Join: cc.Join,
 		MemberTimeout: cc.MemberTimeout, OnChange: func(cluster.Command) { s.repl.Poke() },
 		Logger: s.log.With("part", "cluster"),
 	})
@@ -77,8 +107,35 @@ func (s *Server) startCluster() error {
 	s.node = node
 	s.repl.Start(node)
 	s.log.Info("cluster member", "id", peers[self].ID, "cluster_port", peers[self].Raft, "members", len(peers),
-		"replicas", cc.Replicas, "min_insync", cc.MinInsync)
+		"replicas", cc.Replicas, "min_insync", cc.MinInsync, "tls", serverTLS != nil)
 	return nil
+}
+
+// startPeerTLS reads the CAs the members' certificates are verified
+// against and puts the servers' TLS to each other in force. mu must be
+// held, and s.certs set.
+func (s *Server) startPeerTLS() (*peerTLS, error) {
+	caFile := s.cfg.Cluster.CAFile
+	if caFile == "" {
+		caFile = s.cfg.TLSClientCAFile
+	}
+	hosts := make([]string, 0, len(s.cfg.Peers))
+	for _, p := range s.cfg.Peers {
+		if h, _, err := net.SplitHostPort(p.Addr); err == nil {
+			hosts = append(hosts, h)
+		}
+	}
+	pt, err := newPeerTLS(s.certs, caFile, hosts)
+	if err != nil {
+		return nil, err
+	}
+	s.certs.peers.Store(pt)
+	ca := caFile
+	if ca == "" {
+		ca = "the system's roots"
+	}
+	s.log.Info("cluster TLS: members verified", "ca", ca, "hosts", strings.Join(pt.hosts, ","))
+	return pt, nil
 }
 
 // newReplicas returns the replica manager of the cluster configuration.
@@ -91,14 +148,81 @@ func (s *Server) newReplicas() *replica.Manager {
 	return replica.New(s.store, replica.Config{
 		Self: s.selfAddr(), Replicas: cc.Replicas, MinInsync: cc.MinInsync,
 		LagTime: cc.LagTime, AckTimeout: cc.AckTimeout,
-		Lease: min(cc.memberTimeout()/2, cluster.DefaultMemberTimeout/2),
-		Dial: func(addr string) (*client.Client, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			return client.Dial(ctx, addr, opts...)
-		},
-		Logger: s.log.With("part", "replica"),
+		Lease:       min(cc.memberTimeout()/2, cluster.DefaultMemberTimeout/2),
+		Dial:        s.dialMember(opts),
+		ParseMember: s.parseMember,
+		Logger:      s.log.With("part", "replica"),
 	})
+}
+
+// parseMember reads a server's -peers entry, as hrqa cluster add sends
+// it, as a member: its HTTP and cluster ports default to this server's.
+func (s *Server) parseMember(entry string) (cluster.Member, error) {
+	port := func(addr string) int {
+		_, p, _ := net.SplitHostPort(addr)
+		n, _ := strconv.Atoi(p)
+		return n
+	}
+	peers, err := ParsePeers(entry, port(s.cfg.HTTPAddr), port(s.cfg.Cluster.Addr))
+	if err != nil {
+		return cluster.Member{}, err
+	}
+	if len(peers) != 1 {
+		return cluster.Member{}, fmt.Errorf("%w: %d servers given, one wanted", ErrInvalidConfig, len(peers))
+	}
+	p := peers[0]
+	web := p.HTTP
+	if s.tls != nil {
+		web = "https://" + strings.TrimPrefix(web, "http://")
+	}
+	return cluster.Member{ID: p.Addr, Raft: p.Raft, HTTP: web}, nil
+}
+
+// dialMember returns the replica manager's Dial: a client of another
+// member's binary port with opts, over TLS when this server has
+// certificate files (startPeerTLS sets it up before the first dial). A
+// TLS refusal either way is logged as a warning, at most once every
+// peerWarnEvery: it keeps a follower out of the in-sync set, and an
+// unreachable leader is only the follower's debug log.
+func (s *Server) dialMember(opts []client.Option) func(addr string) (*client.Client, error) {
+	certs := s.certs // set by startTLS, before this; mu is held
+	var lastWarn atomic.Int64
+	return func(addr string) (*client.Client, error) {
+		o := opts
+		if certs != nil {
+			pt := certs.peers.Load()
+			if pt == nil {
+				return nil, fmt.Errorf("%w: the cluster's TLS is not set up yet", ErrState)
+			}
+			o = append(slices.Clip(opts), client.WithTLS(pt.clientConfig()))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		c, err := client.Dial(ctx, addr, o...)
+		if err != nil && isTLSRefusal(err) {
+			if now := time.Now().UnixNano(); now-lastWarn.Load() >= int64(peerWarnEvery) {
+				lastWarn.Store(now)
+				s.log.Warn("cluster TLS: the connection to a leader's binary port failed on a certificate: this follower cannot fetch from it",
+					"leader", addr, "err", err)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("server: dialing the member %s: %w", addr, err)
+		}
+		return c, nil
+	}
+}
+
+// peerWarnEvery spaces the warnings of refused member connections: a
+// follower retries its leader all the time.
+const peerWarnEvery = 10 * time.Second
+
+// isTLSRefusal reports whether err is a TLS handshake that failed on a
+// certificate: this side's check of the other's, or the other's alert.
+func isTLSRefusal(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var op *net.OpError
+	return errors.As(err, &cv) || errors.As(err, &op) && op.Op == "remote error"
 }
 
 func (cc *ClusterConfig) memberTimeout() time.Duration {
@@ -125,8 +249,10 @@ func (c *Config) checkCluster() error {
 		return fmt.Errorf("%w: -replicas %d: want 1 to the %d servers of -peers", ErrInvalidConfig, cc.Replicas, len(c.Peers))
 	case cc.MinInsync < 1 || cc.MinInsync > cc.Replicas:
 		return fmt.Errorf("%w: -min-insync %d: want 1 to -replicas (%d)", ErrInvalidConfig, cc.MinInsync, cc.Replicas)
-	case c.TLSCertFile != "" || c.TLS != nil:
-		return fmt.Errorf("%w: a cluster does not work with TLS yet: its servers speak plaintext to each other", ErrInvalidConfig)
+	case c.TLS != nil && c.TLSCertFile == "":
+		return fmt.Errorf("%w: a cluster's servers speak TLS to each other with certificate files (-tls-cert, -tls-key), not a TLS configuration alone", ErrInvalidConfig)
+	case cc.CAFile != "" && c.TLSCertFile == "":
+		return fmt.Errorf("%w: -cluster-ca needs -tls-cert and -tls-key: without them the servers speak plaintext to each other", ErrInvalidConfig)
 	case c.AuthFile != "" && cc.Token == "":
 		return fmt.Errorf("%w: with -auth-file a cluster needs -cluster-token-file: a token with the replication right on every topic, which each server presents to the others", ErrInvalidConfig)
 	case !slices.ContainsFunc(c.Peers, func(p Peer) bool { return p.Raft != "" }):

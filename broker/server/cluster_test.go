@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,12 +47,21 @@ func fixedPort(t *testing.T) int {
 	return 0
 }
 
-func startTestCluster(t *testing.T, n, replicas, minInsync int) *testCluster {
+// startTestCluster starts n servers as one cluster, each configuration
+// passed through setup (if given) before any starts.
+func startTestCluster(t *testing.T, n, replicas, minInsync int, setup ...func(i int, cfg *server.Config)) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t}
 	var entries []string
-	for range n {
-		bin, web, clu := fixedPort(t), fixedPort(t), fixedPort(t)
+	var ports []int
+	for len(ports) < 3*n {
+		// fixedPort may give a port twice, as it frees what it tried.
+		if p := fixedPort(t); !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
+	}
+	for i := range n {
+		bin, web, clu := ports[3*i], ports[3*i+1], ports[3*i+2]
 		tc.addrs = append(tc.addrs, fmt.Sprintf("127.0.0.1:%d", bin))
 		entries = append(entries, fmt.Sprintf("127.0.0.1:%d/%d/%d", bin, web, clu))
 	}
@@ -70,6 +80,9 @@ func startTestCluster(t *testing.T, n, replicas, minInsync int) *testCluster {
 		cfg.Peers = peers
 		cfg.Cluster = &server.ClusterConfig{Addr: peers[i].Raft, Replicas: replicas, MinInsync: minInsync,
 			MemberTimeout: 600 * time.Millisecond, LagTime: 2 * time.Second, AckTimeout: 5 * time.Second}
+		for _, f := range setup {
+			f(i, &cfg)
+		}
 		tc.cfgs = append(tc.cfgs, cfg)
 	}
 	tc.servers = make([]*server.Server, n)
@@ -204,6 +217,22 @@ func topicOf(t *testing.T, c *client.Client, topic string) topicStatus {
 	return topicStatus{}
 }
 
+// producing returns a function that produces n messages to topic
+// through c, each acknowledged, numbered on from those in *acked, which
+// it appends them to.
+func producing(t *testing.T, ctx context.Context, c *client.Client, topic string, acked *[]string) func(n int) {
+	return func(n int) {
+		t.Helper()
+		for range n {
+			msg := fmt.Sprintf("m%05d", len(*acked))
+			if _, err := c.Produce(ctx, topic, []byte(msg)); err != nil {
+				t.Fatalf("produce %s: %v", msg, err)
+			}
+			*acked = append(*acked, msg)
+		}
+	}
+}
+
 func dialAll(t *testing.T, addrs []string, opts ...client.Option) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -242,16 +271,7 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	var acked []string
-	produce := func(n int) {
-		t.Helper()
-		for range n {
-			msg := fmt.Sprintf("m%05d", len(acked))
-			if _, err := c.Produce(ctx, topic, []byte(msg)); err != nil {
-				t.Fatalf("produce %s: %v", msg, err)
-			}
-			acked = append(acked, msg)
-		}
-	}
+	produce := producing(t, ctx, c, topic, &acked)
 	produce(200)
 	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, "200 messages on three replicas", func(st topicStatus) bool {
 		return len(st.Replicas) == 3 && st.Leader != "" && len(st.ISR) == 3 && st.HighWater == 200

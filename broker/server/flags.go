@@ -36,11 +36,11 @@ type cliFlags struct {
 	httpPort, tcpPort       uint
 	listen, logLevel, peers string
 
-	cluster                            bool
+	cluster, clusterJoin               bool
 	clusterPort                        uint
 	replicas, minInsync                int
 	lagTime, ackTimeout, memberTimeout time.Duration
-	clusterTokenFile                   string
+	clusterTokenFile, clusterCA        string
 }
 
 // newFlagSet defines the haraqa binary's flags: onto c's fields, or f's.
@@ -86,9 +86,9 @@ func newFlagSet(c *Config, f *cliFlags, stderr io.Writer) *flag.FlagSet {
 	fs.Float64Var(&c.HTTP.RefusalRate, "http-refusal-rate", c.HTTP.RefusalRate, "refused HTTP requests (401, 403, 429) a second from one client address, a second's worth at once; past it each refusal's answer waits until the next is due, at most 2 s (negative: no bound)")
 	fs.Float64Var(&c.HTTP.MaxMetricsRate, "max-metrics-rate", c.HTTP.MaxMetricsRate, "/metrics responses a second, all clients together (a burst of twice as many); one more is answered 429")
 	fs.BoolVar(&c.HTTP.AuthMetrics, "auth-metrics", c.HTTP.AuthMetrics, "with -auth-file: /metrics needs a token with the metrics right and shows only the topics it is held on, /docs a valid token; -auth-metrics=false opens both")
-	fs.StringVar(&c.TLSCertFile, "tls-cert", "", "PEM certificate (chain) file: both ports speak TLS only; reloaded on SIGHUP and when the file changes")
+	fs.StringVar(&c.TLSCertFile, "tls-cert", "", "PEM certificate (chain) file: both ports speak TLS only, and with -cluster the servers speak TLS to each other, presenting it (it must name this server's -peers host); reloaded on SIGHUP and when the file changes")
 	fs.StringVar(&c.TLSKeyFile, "tls-key", "", "PEM private key file of -tls-cert")
-	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca", "", "PEM file of the CAs whose client certificates both ports then require (mutual TLS)")
+	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca", "", "PEM file of the CAs whose client certificates both ports then require (mutual TLS); with -cluster also the default of -cluster-ca")
 	fs.StringVar(&f.peers, "peers", "", "comma-separated binary protocol addresses of the servers sharing the topics, this one among them, as clients are given them (host:port, or host:port/httpport when a peer's HTTP port is not -http); the HTTP port then redirects (307) requests for topics that live on another")
 	fs.BoolVar(&f.cluster, "cluster", false, "make the -peers one cluster of replicated topics: their metadata in a Raft group on each server's -cluster-port, each topic on -replicas of them, led by one (docs/replication.md); implied by -replicas over 1")
 	fs.UintVar(&f.clusterPort, "cluster-port", DefaultClusterPort, "with -cluster: the port of the Raft group and of the commands servers forward to its leader, on -listen; a peer's is taken to be the same unless its -peers entry gives it (host:port/httpport/clusterport)")
@@ -97,7 +97,9 @@ func newFlagSet(c *Config, f *cliFlags, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&f.lagTime, "replica-lag-time", 5*time.Second, "with -cluster: a follower that has not reached its leader's end for this long leaves the in-sync set")
 	fs.DurationVar(&f.ackTimeout, "ack-timeout", 10*time.Second, "with -cluster: how long a produce with acks=all waits for its in-sync replicas before it is answered not enough replicas")
 	fs.DurationVar(&f.memberTimeout, "member-timeout", 1500*time.Millisecond, "with -cluster: how long the Raft leader's heartbeats to a server may fail before its topics get new leaders")
+	fs.BoolVar(&f.clusterJoin, "cluster-join", false, "with -cluster: join a cluster that exists (its members and this server in -peers) rather than form one; a member adds it with hrqa cluster add")
 	fs.StringVar(&f.clusterTokenFile, "cluster-token-file", "", "with -cluster and -auth-file: file whose first line is the token this server presents to the others (it needs the replication right on every topic)")
+	fs.StringVar(&f.clusterCA, "cluster-ca", "", "with -cluster and -tls-cert: PEM file of the CAs that issued the servers' certificates; each server verifies the others' against them, for the host of their -peers entry (default -tls-client-ca if given, else the system's roots; read at start)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: haraqa [flags] VOLUME...\n\n"+
 			"Serves topics stored on the volumes (directories). Messages are written to every\n"+
@@ -140,6 +142,12 @@ func (c *Config) applyFlags(f *cliFlags, usage func(), stderr io.Writer) error {
 			}
 			c.Cluster.Token = tok
 		}
+		c.Cluster.CAFile = f.clusterCA
+		c.Cluster.Join = f.clusterJoin
+	} else if f.clusterCA != "" {
+		return errors.New("-cluster-ca needs -cluster")
+	} else if f.clusterJoin {
+		return errors.New("-cluster-join needs -cluster")
 	}
 	list, err := ParsePeers(f.peers, int(f.httpPort), clusterPort)
 	if err != nil {

@@ -144,9 +144,24 @@ func TestParsePeers(t *testing.T) {
 		{[]string{"-tcp", "1", "-peers", "127.0.0.1:1,b:1", "-replicas", "3", dir}, "-replicas 3"},
 		{[]string{"-tcp", "1", "-peers", "127.0.0.1:1,b:1", "-replicas", "2", "-min-insync", "3", dir}, "-min-insync 3"},
 		{[]string{"-tcp", "1", "-peers", "127.0.0.1:1,b:1", "-cluster", "-auth-file", "x", dir}, "-cluster-token-file"},
+		{[]string{"-cluster-ca", "ca.pem", dir}, "-cluster-ca needs -cluster"},
+		{[]string{"-tcp", "1", "-peers", "127.0.0.1:1,b:1", "-cluster", "-cluster-ca", "ca.pem", dir}, "-cluster-ca needs -tls-cert"},
 	} {
 		if _, err := server.ParseFlags(tc.args, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("ParseFlags(%q): %v, want an error holding %q", tc.args, err, tc.err)
 		}
+	}
+}
+
+// TestParseFlagsClusterTLS: a cluster takes -tls-cert, and -cluster-ca
+// reaches its configuration.
+func TestParseFlagsClusterTLS(t *testing.T) {
+	c, err := server.ParseFlags([]string{"-tcp", "1", "-peers", "127.0.0.1:1,b:1", "-cluster", "-tls-cert", "srv.pem", "-tls-key", "srv.key",
+		"-tls-client-ca", "clients.pem", "-cluster-ca", "servers.pem", t.TempDir()}, &bytes.Buffer{})
+	switch {
+	case err != nil:
+		t.Fatal(err)
+	case c.Cluster == nil || c.Cluster.CAFile != "servers.pem" || c.TLSCertFile != "srv.pem" || c.TLSClientCAFile != "clients.pem":
+		t.Errorf("cluster %+v, TLS files %q %q", c.Cluster, c.TLSCertFile, c.TLSClientCAFile)
 	}
 }

@@ -87,8 +87,8 @@ func checkPeers(c *Config, tcpPort uint) error {
 		return errors.New("-peers needs a -tcp port other than 0: the server finds itself in the list by it")
 	case c.AuthFile != "" && c.Cluster == nil:
 		return errors.New("-peers does not work with -auth-file yet: peers are asked for topics without a token (a -cluster does, with -cluster-token-file)")
-	case c.TLSCertFile != "":
-		return errors.New("-peers does not work with -tls-cert yet: peers are asked for topics in plaintext")
+	case c.TLSCertFile != "" && c.Cluster == nil:
+		return errors.New("-peers does not work with -tls-cert yet: peers are asked for topics in plaintext (a -cluster's servers speak TLS to each other)")
 	}
 	return nil
 }

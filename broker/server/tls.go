@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +40,11 @@ type certs struct {
 
 	mu     sync.Mutex // serializes loads; guards stamps
 	stamps []stamp    // of the files as last loaded (or tried)
+
+	// peers is how the cluster's servers speak TLS to each other: set
+	// by startCluster before the replica manager dials anyone; nil
+	// without a cluster.
+	peers atomic.Pointer[peerTLS]
 }
 
 // stamp is what tells a file changed.
@@ -187,4 +194,105 @@ func (c *certs) config() *tls.Config {
 			return c.cur.Load(), nil
 		},
 	}
+}
+
+// ErrPeerCert is wrapped by the errors of checking the certificate a
+// cluster member presents on the cluster port.
+var ErrPeerCert = errors.New("server: cluster member certificate")
+
+// peerTLS is how the servers of a cluster speak TLS to each other, on the
+// cluster port and on a follower's fetch from its leader's binary port.
+// Each presents its own certificate, the one its ports serve (reloaded
+// with them), and verifies the other's against roots as a server
+// certificate (extended key usage serverAuth, or none): when it dials, for
+// the host of the address it dials, as -peers spells it; when it accepts
+// on the cluster port, for the host of one of the -peers entries. So only
+// a server whose certificate the cluster's CA issued for a member's name
+// takes part, whichever CA the roots are (the system's included).
+//
+// The roots are read once, at start; the certificate is reloaded.
+type peerTLS struct {
+	certs *certs
+	roots *x509.CertPool // nil: the system's
+	hosts []string       // of -peers, each once
+}
+
+// newPeerTLS loads the CA file (empty: the system's roots) the members'
+// certificates are verified against.
+func newPeerTLS(c *certs, caFile string, hosts []string) (*peerTLS, error) {
+	p := &peerTLS{certs: c}
+	for _, h := range hosts {
+		if !slices.Contains(p.hosts, h) {
+			p.hosts = append(p.hosts, h)
+		}
+	}
+	if caFile == "" {
+		return p, nil
+	}
+	b, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cluster CA: %w", ErrTLSFiles, err)
+	}
+	p.roots = x509.NewCertPool()
+	if !p.roots.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%w: cluster CA %s holds no PEM certificate", ErrTLSFiles, caFile)
+	}
+	return p, nil
+}
+
+// cert is this server's certificate in force.
+func (p *peerTLS) cert() *tls.Certificate { return &p.certs.cur.Load().Certificates[0] }
+
+// serverConfig is the cluster port's configuration: it requires a
+// member's certificate.
+func (p *peerTLS) serverConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:                  tls.VersionTLS12,
+		DynamicRecordSizingDisabled: true,
+		GetCertificate:              func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return p.cert(), nil },
+		// Verified by verifyMember: the library's own check of a client
+		// certificate checks no name, and wants clientAuth where a
+		// member presents its server certificate.
+		ClientAuth:       tls.RequireAnyClientCert,
+		VerifyConnection: p.verifyMember,
+	}
+}
+
+// clientConfig is the configuration of a connection to another member,
+// on its cluster port or its binary port. Its ServerName is left empty:
+// the dialer sets it to the host it dials (package cluster's transport,
+// and crypto/tls's Dialer under the client package).
+func (p *peerTLS) clientConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:                  tls.VersionTLS12,
+		DynamicRecordSizingDisabled: true,
+		RootCAs:                     p.roots,
+		// Presented when the other side asks: always on the cluster port,
+		// on a binary port with -tls-client-ca.
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return p.cert(), nil },
+	}
+}
+
+// verifyMember accepts the certificate of a connection to the cluster
+// port if the roots issued it as a server certificate for one of the
+// -peers hosts.
+func (p *peerTLS) verifyMember(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return fmt.Errorf("%w: none presented", ErrPeerCert)
+	}
+	leaf := cs.PeerCertificates[0]
+	opts := x509.VerifyOptions{Roots: p.roots, Intermediates: x509.NewCertPool(),
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	for _, c := range cs.PeerCertificates[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := leaf.Verify(opts); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrPeerCert, leaf.Subject.String(), err)
+	}
+	for _, h := range p.hosts {
+		if leaf.VerifyHostname(h) == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q names none of the -peers hosts (%s)", ErrPeerCert, leaf.Subject.String(), strings.Join(p.hosts, ", "))
 }

@@ -159,6 +159,36 @@ func (s *Service) EpochEnd(c Caller, topic string, epoch int64) (found, end int6
 	return s.repl.EpochEnd(topic, epoch)
 }
 
+// ProducerOwners answers a follower's producer owners request (the
+// replication right): the owners this server, leading topic, binds
+// those of ids to.
+func (s *Service) ProducerOwners(c Caller, topic string, ids []uint64) (map[uint64]string, error) {
+	if err := s.Allow(c, protocol.OpProducerOwners, topic); err != nil {
+		return nil, err
+	}
+	if s.repl == nil {
+		return nil, &NotLeaderError{Topic: topic}
+	}
+	return s.repl.ProducerOwners(topic, ids)
+}
+
+// MembershipTopic is the topic a cluster member request is allowed on:
+// it needs the replication right on every topic, the cluster's token.
+const MembershipTopic = "*"
+
+// ClusterMember adds a server to the cluster (protocol.MemberAdd, entry
+// in the -peers form) or removes one (protocol.MemberRemove, entry its
+// ID). It returns once the change is recorded; the topics move after.
+func (s *Service) ClusterMember(c Caller, action uint8, entry string) error {
+	if err := s.Allow(c, protocol.OpClusterMember, MembershipTopic); err != nil {
+		return err
+	}
+	if s.repl == nil {
+		return fmt.Errorf("%w: this server is not in a cluster (-cluster)", protocol.ErrInvalidArgument)
+	}
+	return s.repl.ChangeMember(action, entry)
+}
+
 // ClusterStatus returns the cluster status as JSON (any valid token);
 // without a cluster, an error of CodeInvalidArgument.
 func (s *Service) ClusterStatus(c Caller) ([]byte, error) {

@@ -42,6 +42,9 @@ type Replication interface {
 	Fetch(topic, follower string, epoch, offset int64) (FetchAnswer, error)
 	// EpochEnd answers a follower's epoch end request (KIP-279).
 	EpochEnd(topic string, epoch int64) (found, end int64, err error)
+	// ProducerOwners answers a follower's producer owners request on
+	// the leader: the owners topic's producers of ids are bound to.
+	ProducerOwners(topic string, ids []uint64) (map[uint64]string, error)
 	// Create records a new topic in the cluster, on its default number of
 	// replicas (existed: it was there already), and returns once this
 	// server can take its writes (nil), or a *NotLeaderError naming the
@@ -55,6 +58,15 @@ type Replication interface {
 	// (nil: it is not, its groups are the store's): held by the cluster,
 	// so that a failover keeps every commit and lease.
 	Groups(topic string) GroupStore
+	// ChangeMember adds (protocol.MemberAdd) or removes a member.
+	ChangeMember(action uint8, entry string) error
+	// Ready returns nil once this member serves its replicated topics:
+	// in step with the cluster, and in the in-sync set of every topic it
+	// holds that has a leader; else why not (readiness, /readyz).
+	Ready() error
+	// GroupStats returns the groups of the replicated topics this member
+	// leads, by topic, for /metrics.
+	GroupStats() map[string][]GroupOffset
 	// Status returns the cluster status as JSON (op 19).
 	Status() []byte
 	// Stats returns the replication counters and, for each replicated

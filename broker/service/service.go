@@ -73,6 +73,14 @@ func New(store *storage.Store, cfg Config) *Service {
 // server's cluster.
 func (s *Service) Replicated(topic string) bool { return s.repl != nil && s.repl.Replicated(topic) }
 
+// MayWaitForReplicas reports whether a produce to topic may wait for
+// followers: topic is replicated, or, in a cluster, this server does not
+// hold it and a produce that creates it creates a replicated topic. Such
+// a produce never runs on an event loop.
+func (s *Service) MayWaitForReplicas(topic string) bool {
+	return s.repl != nil && (s.repl.Replicated(topic) || !s.store.HasTopic(topic))
+}
+
 // FsyncAlways reports whether appends fsync before they return (and so
 // should not run on an event loop).
 func (s *Service) FsyncAlways() bool { return s.store.FsyncPolicy() == storage.FsyncAlways }
@@ -195,8 +203,10 @@ func RightOf(op protocol.Op) auth.Right {
 		return auth.Consume // a group is a consumer's position
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpImport:
 		return auth.Admin // import: it writes at chosen offsets and times
-	case protocol.OpReplicaFetch, protocol.OpEpochEnd:
+	case protocol.OpReplicaFetch, protocol.OpEpochEnd, protocol.OpProducerOwners:
 		return auth.Replication // only a cluster's servers copy a log
+	case protocol.OpClusterMember:
+		return auth.Replication // on "*": the cluster's token (membershipTopic)
 	}
 	return auth.Any // topic info; list topics filters by it
 }

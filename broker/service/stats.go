@@ -18,8 +18,31 @@ func (s *Service) StoreStats() StoreStats { return s.store.Stats() }
 // TopicStats returns every topic's gauges.
 func (s *Service) TopicStats() []TopicStats { return s.store.TopicStats() }
 
-// GroupStats returns every topic's groups, by topic.
-func (s *Service) GroupStats() map[string][]GroupOffset { return s.store.GroupStats() }
+// GroupStats returns every topic's groups, by topic: the store's, and
+// those of the replicated topics this server leads (held by the
+// cluster).
+func (s *Service) GroupStats() map[string][]GroupOffset {
+	gs := s.store.GroupStats()
+	if s.repl != nil {
+		for topic, groups := range s.repl.GroupStats() {
+			if gs == nil {
+				gs = map[string][]GroupOffset{}
+			}
+			gs[topic] = groups
+		}
+	}
+	return gs
+}
+
+// Ready returns nil when the server serves what it holds: always
+// without a cluster; in one, once it is in step with it and caught up on
+// its replicated topics (Replication.Ready).
+func (s *Service) Ready() error {
+	if s.repl == nil {
+		return nil
+	}
+	return s.repl.Ready()
+}
 
 // Volumes returns the volume directories, in order. They are server
 // paths: for operators' metrics, never for error messages.

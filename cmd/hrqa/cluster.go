@@ -7,21 +7,26 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/haraqa/haraqa/client"
 )
 
 // clusterStatus is what a server's cluster status (protocol op 19) holds
 // (package broker/replica, Manager.Status).
 type clusterStatus struct {
 	Self       string `json:"self"`
+	InStep     bool   `json:"in_step"`
 	RaftLeader string `json:"raft_leader"`
 	Members    []struct {
-		ID   string `json:"id"`
-		Raft string `json:"raft"`
-		HTTP string `json:"http"`
+		ID      string `json:"id"`
+		Raft    string `json:"raft"`
+		HTTP    string `json:"http"`
+		Leaving bool   `json:"leaving"`
 	} `json:"members"`
 	Topics []struct {
 		Name      string   `json:"name"`
 		Replicas  []string `json:"replicas"`
+		Target    []string `json:"target"`
 		Leader    string   `json:"leader"`
 		Epoch     int64    `json:"epoch"`
 		ISR       []string `json:"isr"`
@@ -57,10 +62,7 @@ Examples:
 			if len(args) > 0 {
 				return usagef("cluster status takes no arguments")
 			}
-			first, _, _ := strings.Cut(e.addr, ",")
-			one := *e
-			one.addr = first
-			c, err := one.dial(ctx)
+			c, err := e.dialFirst(ctx)
 			if err != nil {
 				return err
 			}
@@ -78,12 +80,16 @@ Examples:
 				return fmt.Errorf("the server's cluster status: %w", err)
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "server\t%s\nraft leader\t%s\n\n", st.Self, st.RaftLeader)
-			fmt.Fprintf(tw, "MEMBER\tCLUSTER PORT\tHTTP\n")
+			fmt.Fprintf(tw, "server\t%s\nin step\t%v\nraft leader\t%s\n\n", st.Self, st.InStep, st.RaftLeader)
+			fmt.Fprintf(tw, "MEMBER\tCLUSTER PORT\tHTTP\tSTATE\n")
 			for _, m := range st.Members {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", m.ID, m.Raft, m.HTTP)
+				state := "member"
+				if m.Leaving {
+					state = "leaving"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.ID, m.Raft, m.HTTP, state)
 			}
-			fmt.Fprintf(tw, "\nTOPIC\tLEADER\tEPOCH\tIN SYNC\tREPLICAS\tHIGH WATER\tNEXT HERE\tLAG\n")
+			fmt.Fprintf(tw, "\nTOPIC\tLEADER\tEPOCH\tIN SYNC\tREPLICAS\tHIGH WATER\tNEXT HERE\tLAG\tMOVING TO\n")
 			for _, t := range st.Topics {
 				leader := t.Leader
 				if leader == "" {
@@ -93,10 +99,83 @@ Examples:
 				for _, f := range t.Followers {
 					lag = append(lag, fmt.Sprintf("%s:%d", f.ID, f.Lag))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%d\t%d\t%s\n", t.Name, leader, t.Epoch, len(t.ISR), len(t.Replicas),
-					strings.Join(t.Replicas, ","), t.HighWater, t.Next, strings.Join(lag, " "))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%d\t%d\t%s\t%s\n", t.Name, leader, t.Epoch, len(t.ISR), len(t.Replicas),
+					strings.Join(t.Replicas, ","), t.HighWater, t.Next, strings.Join(lag, " "), strings.Join(t.Target, ","))
 			}
 			return tw.Flush()
 		}
 	},
+}
+
+var clusterAddCmd = &command{
+	name:    "cluster add",
+	opts:    "host:port/http/cluster",
+	summary: "add a server, started with -cluster-join, to the cluster; topics move onto it",
+	help: `Adds a server to the cluster of the server at -addr. Give it as in the servers'
+-peers: its binary address, HTTP port and cluster port. Start it first with the
+cluster's -peers plus itself and -cluster-join, so that it waits to be added
+rather than form a cluster of its own. The topics then move so that each lives
+where rendezvous hashing over the members places it (a few at a time): follow
+with hrqa cluster status (MOVING TO). Needs the replication right on every
+topic (the cluster's token, -cluster-token-file) when the servers check tokens.
+
+Examples:
+  hrqa cluster add 10.0.0.8:14353/4353/14355
+  hrqa cluster add -addr 10.0.0.5:14353 10.0.0.8:14353/4353/14355`,
+	setup: func(fs *flag.FlagSet) action {
+		return func(ctx context.Context, e *env, args []string) error {
+			if len(args) != 1 {
+				return usagef("cluster add takes one server: host:port/http/cluster")
+			}
+			return e.onCluster(ctx, func(c clusterClient) error { return c.AddMember(ctx, args[0]) })
+		}
+	},
+}
+
+var clusterRemoveCmd = &command{
+	name:    "cluster remove",
+	opts:    "host:port",
+	summary: "remove a member: its topics move to the others, then it leaves the cluster",
+	help: `Marks a member of the cluster of the server at -addr (its binary address, as
+hrqa cluster status lists it) as leaving. Its topics move to the other members
+(the cluster must keep as many members as a topic has replicas); once it holds
+none it leaves the member list and the Raft group, and can be stopped. Follow
+with hrqa cluster status. Needs the replication right on every topic.
+
+Examples:
+  hrqa cluster remove 10.0.0.8:14353
+  hrqa cluster remove -addr 10.0.0.5:14353 10.0.0.8:14353`,
+	setup: func(fs *flag.FlagSet) action {
+		return func(ctx context.Context, e *env, args []string) error {
+			if len(args) != 1 {
+				return usagef("cluster remove takes one member: host:port")
+			}
+			return e.onCluster(ctx, func(c clusterClient) error { return c.RemoveMember(ctx, args[0]) })
+		}
+	},
+}
+
+// clusterClient is what the cluster commands ask of a client.
+type clusterClient interface {
+	AddMember(ctx context.Context, entry string) error
+	RemoveMember(ctx context.Context, id string) error
+}
+
+// onCluster runs fn with a client of the first server of -addr.
+func (e *env) onCluster(ctx context.Context, fn func(clusterClient) error) error {
+	c, err := e.dialFirst(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(c)
+}
+
+// dialFirst dials the first server of -addr alone: the cluster commands
+// ask one server.
+func (e *env) dialFirst(ctx context.Context) (*client.Client, error) {
+	first, _, _ := strings.Cut(e.addr, ",")
+	one := *e
+	one.addr = first
+	return one.dial(ctx)
 }

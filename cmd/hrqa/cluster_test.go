@@ -54,7 +54,7 @@ func TestClusterStatus(t *testing.T) {
 	}
 	ok(t, bin, "", "produce", "orders", "a", "b")
 	out := ok(t, bin, "", "cluster", "status")
-	for _, want := range []string{"raft leader  " + bin, "orders", "1/1"} {
+	for _, want := range []string{"raft leader  " + bin, "in step      true", "orders", "1/1"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("cluster status lacks %q:\n%s", want, out)
 		}

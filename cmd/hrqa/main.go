@@ -20,6 +20,8 @@
 //	groups delete TOPIC GROUP            forget a group's offset on a topic
 //	cluster status                       members, the Raft leader, each replicated topic's
 //	                                     leader, epoch, in-sync set and replica lag
+//	cluster add HOST:PORT/HTTP/CLUSTER   add a server started with -cluster-join; topics move onto it
+//	cluster remove HOST:PORT             move a member's topics to the others, then drop it
 //	ping                                 check that the server answers
 //	token new                            print a fresh token and its auth-file line
 //	help [COMMAND]                       show the help of hrqa or of a command
@@ -174,7 +176,7 @@ func init() {
 		topicsListCmd, topicsCreateCmd, topicsDeleteCmd, topicsInfoCmd, topicsMoveCmd,
 		produceCmd, consumeCmd, truncateCmd,
 		groupsListCmd, groupsInfoCmd, groupsResetCmd, groupsDeleteCmd,
-		clusterStatusCmd, pingCmd, tokenNewCmd, helpCmd,
+		clusterStatusCmd, clusterAddCmd, clusterRemoveCmd, pingCmd, tokenNewCmd, helpCmd,
 	}
 }
 
@@ -298,7 +300,7 @@ func findCommand(e *env, args []string) (*command, []string, error) {
 			return nil, nil, flag.ErrHelp
 		}
 		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
-			return nil, nil, errors.New("cluster needs a subcommand: status")
+			return nil, nil, errors.New("cluster needs a subcommand: status, add or remove")
 		}
 		name, rest = "cluster "+rest[0], rest[1:]
 	} else if name == "groups" {

@@ -1,0 +1,99 @@
+package server_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/haraqa/haraqa/broker/brokertest"
+	"github.com/haraqa/haraqa/broker/server"
+	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// TestClusterProducerOwnerSurvivesFailover: with tokens, the token that
+// owns an idempotent producer is known to the followers (they ask their
+// leader, op 20), so the leader after a failover binds the producer to
+// the same token.
+func TestClusterProducerOwnerSurvivesFailover(t *testing.T) {
+	hash := func(tok string) string { h := sha256.Sum256([]byte(tok)); return hex.EncodeToString(h[:]) }
+	authFile := filepath.Join(t.TempDir(), "auth")
+	brokertest.WriteFile(t, authFile, []byte(hash("cluster-tok")+" replication *\n"+hash("alice")+" admin t\n"))
+	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
+		cfg.AuthFile = authFile
+		cfg.Cluster.Token = "cluster-tok"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	alice := dialAll(t, tc.addrs, client.WithToken("alice"), client.WithIdempotence(true))
+	if err := alice.CreateTopic(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if _, err := alice.Produce(ctx, "t", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := waitTopic(t, dialOneWith(t, tc.addrs[0], client.WithToken("cluster-tok")), "t", "10 messages in sync", func(st topicStatus) bool {
+		return len(st.ISR) == 3 && st.HighWater == 10
+	})
+	// Alice's producer id, from the first batch of a follower's log.
+	var follower int
+	for i, a := range tc.addrs {
+		if a != st.Leader {
+			follower = i
+		}
+	}
+	seg, err := os.ReadFile(filepath.Join(tc.cfgs[follower].Storage.Volumes[0], "topics", "t", "00000000000000000000.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := protocol.BatchProducer(seg)
+	if pid == 0 {
+		t.Fatal("the first batch has no producer id")
+	}
+	owners := func(addr string) map[uint64]string {
+		t.Helper()
+		c := dialOneWith(t, addr, client.WithToken("cluster-tok"))
+		o, err := c.ProducerOwners(ctx, "t", []uint64{pid})
+		if err != nil {
+			t.Fatalf("producer owners on %s: %v", addr, err)
+		}
+		return o
+	}
+	before := owners(st.Leader)
+	if before[pid] == "" {
+		t.Fatalf("the leader binds alice's producer to no one: %v", before)
+	}
+	if _, err := dialOneWith(t, st.Leader, client.WithToken("alice")).ProducerOwners(ctx, "t", []uint64{pid}); err == nil {
+		t.Fatal("a token without the replication right was told the owners")
+	}
+	tc.stop(tc.index(st.Leader))
+	live := tc.addrs[follower]
+	st2 := waitTopic(t, dialOneWith(t, live, client.WithToken("cluster-tok")), "t", "a new leader", func(s topicStatus) bool {
+		return s.Leader != "" && s.Leader != st.Leader
+	})
+	if after := owners(st2.Leader); after[pid] != before[pid] {
+		t.Fatalf("after the failover the producer is bound to %q, before to %q", after[pid], before[pid])
+	}
+	// Alice goes on under the same producer, on the new leader.
+	if _, err := alice.Produce(ctx, "t", []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func dialOneWith(t *testing.T, addr string, opts ...client.Option) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, addr, append([]client.Option{client.WithRetries(0, 0)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
