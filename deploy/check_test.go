@@ -32,13 +32,14 @@ type want struct {
 	tls, mtls    bool
 	authFile     bool
 	flags        map[string]string // more server flags the args must set
+	cluster      *clusterWant      // nil: no cluster, each server on its own
 }
 
 // checkObjects checks one deployment: one StatefulSet, its headless and
 // client Services and a PodDisruptionBudget, all selecting its pods; the
 // server's args, ports, probe paths and metrics annotations against the
-// server's own; the volume layout; the security context. It returns the
-// StatefulSet.
+// server's own; a cluster's flags, names and ports (checkCluster); the
+// volume layout; the security context. It returns the StatefulSet.
 func checkObjects(t *testing.T, s server, o objects, w want) *appsv1.StatefulSet {
 	t.Helper()
 	if len(o.statefulSets) != 1 || len(o.services) != 2 || len(o.pdbs) != 1 {
@@ -83,8 +84,20 @@ func checkObjects(t *testing.T, s server, o objects, w want) *appsv1.StatefulSet
 	if httpPort != 4353 || tcpPort != 14353 {
 		t.Errorf("the server listens on %d and %d, want the original's 4353 and 14353", httpPort, tcpPort)
 	}
-	if ports["http"] != httpPort || ports["tcp"] != tcpPort || len(ports) != 2 {
+	if ports["http"] != httpPort || ports["tcp"] != tcpPort || len(ports) != 2+btoi(w.cluster != nil) {
 		t.Errorf("container ports %v, want http %d and tcp %d", ports, httpPort, tcpPort)
+	}
+	if w.cluster != nil {
+		if cp := s.port(t, set, "cluster-port"); ports["cluster"] != cp {
+			t.Errorf("container port cluster %d, the server's cluster port %d", ports["cluster"], cp)
+		}
+		checkCluster(t, s, sts, ports, *w.cluster)
+	} else {
+		for _, f := range []string{"cluster", "replicas", "min-insync", "cluster-token-file"} {
+			if v, ok := set[f]; ok {
+				t.Errorf("-%s %s without a cluster", f, v)
+			}
+		}
 	}
 	portOK := func(p intstr.IntOrString) bool {
 		if p.Type == intstr.String {
@@ -157,6 +170,9 @@ func checkObjects(t *testing.T, s server, o objects, w want) *appsv1.StatefulSet
 		if !seen[4353] || !seen[14353] {
 			t.Errorf("Service %s serves ports %v, want 4353 and 14353", svc.Name, seen)
 		}
+		if svc == headless && w.cluster != nil && !seen[ports["cluster"]] {
+			t.Errorf("the headless Service %s serves ports %v, not the cluster port %d", svc.Name, seen, ports["cluster"])
+		}
 	}
 	if headless == nil || sts.Spec.ServiceName != headless.Name {
 		t.Errorf("serviceName %q is not the headless Service", sts.Spec.ServiceName)
@@ -169,6 +185,14 @@ func checkObjects(t *testing.T, s server, o objects, w want) *appsv1.StatefulSet
 	}
 	if pdb.Spec.MaxUnavailable == nil && pdb.Spec.MinAvailable == nil {
 		t.Errorf("the PodDisruptionBudget sets no bound")
+	}
+	if c := w.cluster; c != nil {
+		// A drain must leave every topic -min-insync replicas, or
+		// produces with acks=all are refused meanwhile.
+		if m := pdb.Spec.MaxUnavailable; m == nil || m.Type != intstr.Int || m.IntValue() < 1 || m.IntValue() > c.replicas-c.minInsync {
+			t.Errorf("the PodDisruptionBudget's maxUnavailable %v: want 1 to %d (-replicas %d less -min-insync %d)",
+				m, c.replicas-c.minInsync, c.replicas, c.minInsync)
+		}
 	}
 
 	// Volumes: the two claim templates in order, then an emptyDir last;
@@ -233,7 +257,8 @@ func checkObjects(t *testing.T, s server, o objects, w want) *appsv1.StatefulSet
 	for _, f := range []struct {
 		flag string
 		want bool
-	}{{"tls-cert", w.tls}, {"tls-key", w.tls}, {"tls-client-ca", w.mtls}, {"auth-file", w.authFile}} {
+	}{{"tls-cert", w.tls}, {"tls-key", w.tls}, {"tls-client-ca", w.mtls}, {"auth-file", w.authFile},
+		{"cluster-token-file", w.authFile && w.cluster != nil}} {
 		v, ok := set[f.flag]
 		if ok != f.want {
 			t.Errorf("-%s set %v, want %v", f.flag, ok, f.want)
@@ -280,15 +305,17 @@ func checkObjects(t *testing.T, s server, o objects, w want) *appsv1.StatefulSet
 	return sts
 }
 
-// authFile is an auth file and the token it holds with admin on every
-// topic.
-type authFile struct{ token, file string }
+// authFile is an auth file, the token it holds with admin on every topic
+// and the one it holds with replication on every topic, which a cluster's
+// servers present to each other.
+type authFile struct{ token, file, clusterToken string }
 
-// testAuth is the auth file runContainerArgs writes where a Secret the
-// operator makes would be mounted.
+// testAuth is the auth file and cluster token the tests write where the
+// Secret the operator makes would be mounted (deploy/kubernetes).
 func testAuth() authFile {
-	sum := sha256.Sum256([]byte("deploy-test-token"))
-	return authFile{token: "deploy-test-token", file: hex.EncodeToString(sum[:]) + " admin *\n"}
+	admin, cluster := sha256.Sum256([]byte("deploy-test-token")), sha256.Sum256([]byte("deploy-cluster-token"))
+	return authFile{token: "deploy-test-token", clusterToken: "deploy-cluster-token",
+		file: hex.EncodeToString(admin[:]) + " admin *\n" + hex.EncodeToString(cluster[:]) + " replication *\n"}
 }
 
 // runContainerArgs runs the server with the StatefulSet's container args
@@ -304,7 +331,6 @@ func runContainerArgs(t *testing.T, s server, sts *appsv1.StatefulSet, given ...
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	var flags []string
 	af := testAuth()
 	if len(given) > 0 {
 		af = given[0]
@@ -314,24 +340,15 @@ func runContainerArgs(t *testing.T, s server, sts *appsv1.StatefulSet, given ...
 	if _, ok := set["tls-cert"]; ok {
 		pki = newTestPKI(t, filepath.Join(dir, "tls"))
 	}
-	for i := 0; i < len(c.Args)-len(vols); i++ {
-		a := c.Args[i]
-		flags = append(flags, a)
-		name := strings.TrimLeft(a, "-")
-		if v, ok := set[name]; ok && !s.flags[name].bool && i+1 < len(c.Args) && c.Args[i+1] == v {
-			i++
-			switch name {
-			case "auth-file":
-				v = filepath.Join(dir, "auth")
-				if err := os.WriteFile(v, []byte(af.file), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			case "tls-cert", "tls-key", "tls-client-ca":
-				v = filepath.Join(pki.dir, filepath.Base(v)) // tls.crt, tls.key, ca.crt as in a Secret
-			}
-			flags = append(flags, v)
+	flags := mapFlags(s, c.Args[:len(c.Args)-len(vols)], set, func(name, v string) string {
+		switch name {
+		case "auth-file":
+			return writeFile(t, filepath.Join(dir, "auth"), af.file)
+		case "tls-cert", "tls-key", "tls-client-ca":
+			return filepath.Join(pki.dir, filepath.Base(v)) // tls.crt, tls.key, ca.crt as in a Secret
 		}
-	}
+		return v
+	})
 	var local []string
 	for i := range vols {
 		local = append(local, filepath.Join(dir, "vol", vols[i]))
@@ -402,3 +419,10 @@ func runContainerArgs(t *testing.T, s server, sts *appsv1.StatefulSet, given ...
 }
 
 func parseInt(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

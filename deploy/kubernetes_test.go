@@ -26,12 +26,22 @@ func loadManifests(t *testing.T) objects {
 	return o
 }
 
+// manifestsCluster is the cluster deploy/kubernetes describes: three pods,
+// every topic on all three, acks=all with two in sync.
+var manifestsCluster = clusterWant{replicas: 3, minInsync: 2, domain: "cluster.local", tokenKey: "cluster-token"}
+
+// TestKubernetesManifests checks the plain manifests, then runs their
+// three pods' args as one cluster on loopback: a topic created through a
+// client given every pod lives on all three, all in sync, and a produce
+// with acks=all is answered.
 func TestKubernetesManifests(t *testing.T) {
 	s := haraqa(t)
 	o := loadManifests(t)
-	sts := checkObjects(t, s, o, want{replicas: 1, size: "10Gi", authFile: true})
+	sts := checkObjects(t, s, o, want{replicas: 3, size: "10Gi", authFile: true, cluster: &manifestsCluster})
 	if t.Failed() {
 		return
 	}
-	runContainerArgs(t, s, sts)
+	ps := startPods(t, s, sts, testAuth())
+	ps.exercise(t, 3)
+	ps.stop(t)
 }

@@ -189,7 +189,12 @@ func (r *running) log() string {
 // come after the container's, so they win.
 func (s server) start(t *testing.T, flags, volumes []string) *running {
 	t.Helper()
-	hp, tp := freePort(t), freePort(t)
+	return s.startOn(t, flags, volumes, freePort(t), freePort(t))
+}
+
+// startOn is start on the HTTP and binary ports given.
+func (s server) startOn(t *testing.T, flags, volumes []string, hp, tp int) *running {
+	t.Helper()
 	args := append(append([]string{}, flags...), "-listen", "127.0.0.1", "-http", strconv.Itoa(hp),
 		"-tcp", strconv.Itoa(tp), "-ballast", "0")
 	args = append(args, volumes...)

@@ -27,3 +27,29 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "haraqa.authSecret" -}}
 {{- .Values.auth.secretName | default (printf "%s-auth" (include "haraqa.fullname" . | trunc 58 | trimSuffix "-")) -}}
 {{- end -}}
+
+{{/* "true" when the pods form one cluster (cluster.enabled, more than one pod), else "". */}}
+{{- define "haraqa.cluster" -}}
+{{- if and .Values.cluster.enabled (gt (int .Values.replicas) 1) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+A pod's name under the headless Service, as it listens (-listen) and as -peers
+names it: a server finds itself among -peers by its -listen and -tcp spelt
+exactly as its entry (broker/server/cluster.go). The kubelet writes this name
+into the pod's /etc/hosts. Called with (list $ "POD").
+*/}}
+{{- define "haraqa.podHost" -}}
+{{- $ := index . 0 -}}
+{{- printf "%s.%s.$(POD_NAMESPACE).svc.%s" (index . 1) (include "haraqa.headless" $) $.Values.clusterDomain -}}
+{{- end -}}
+
+{{/* -peers: every pod, host:port/httpport/clusterport, in ordinal order. */}}
+{{- define "haraqa.peers" -}}
+{{- $peers := list -}}
+{{- range $i := until (int .Values.replicas) -}}
+{{- $pod := printf "%s-%d" (include "haraqa.fullname" $) $i -}}
+{{- $peers = append $peers (printf "%s:14353/4353/14355" (include "haraqa.podHost" (list $ $pod))) -}}
+{{- end -}}
+{{- join "," $peers -}}
+{{- end -}}

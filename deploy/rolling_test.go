@@ -1,0 +1,139 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/haraqa/haraqa/client"
+)
+
+// ackLog is what a producer was answered: each acknowledged message's
+// offset, the errors, the longest a produce took and how many took
+// longer than slowAck.
+type ackLog struct {
+	mu      sync.Mutex
+	offsets []int64 // of message i
+	errs    []error
+	slowest time.Duration
+	slow    int
+}
+
+// slowAck is a produce's time worth counting in a healthy cluster on
+// loopback, where an acknowledgement takes milliseconds.
+const slowAck = 250 * time.Millisecond
+
+func (a *ackLog) acked() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.offsets)
+}
+
+// produceUntil produces message 0, 1, ... one at a time to topic with
+// acks=all through c until ctx ends, each given ioTimeout.
+func produceUntil(ctx context.Context, c *client.Client, topic string, a *ackLog) {
+	for i := 0; ctx.Err() == nil; i++ {
+		pctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+		began := time.Now()
+		off, err := c.Produce(pctx, topic, []byte(strconv.Itoa(i)))
+		took := time.Since(began)
+		cancel()
+		a.mu.Lock()
+		a.slowest = max(a.slowest, took)
+		if took > slowAck {
+			a.slow++
+		}
+		if err != nil {
+			a.errs = append(a.errs, err)
+			a.mu.Unlock()
+			return // message i is not acknowledged: the next would not be i+1
+		}
+		a.offsets = append(a.offsets, off)
+		a.mu.Unlock()
+	}
+}
+
+// TestClusterRollingRestart does to the cluster of deploy/kubernetes what
+// the StatefulSet's RollingUpdate and docs/deploy.md ("Rolling upgrades")
+// do: restart one pod at a time, from the highest ordinal down, each with
+// SIGTERM and the same volumes, and before the next wait until the
+// restarted pod is ready and every pod is in step with the Raft group
+// with every topic's in-sync set full (hrqa cluster status). Meanwhile a
+// client given every pod produces with acks=all: no produce may fail, and
+// every acknowledged message is read back once, in order. It also logs
+// what the restarted pod's cluster status said when /readyz first
+// answered 200, which is all a readiness probe waits for.
+func TestClusterRollingRestart(t *testing.T) {
+	s := haraqa(t)
+	sts := loadManifests(t).statefulSets[0]
+	ps := startPods(t, s, sts, testAuth())
+	ps.exercise(t, 3)
+	c := ps.dial(t, ps.addrs())
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	if err := c.CreateTopic(ctx, "rolling"); err != nil {
+		t.Fatalf("create topic: %v\n%s", err, ps.log())
+	}
+	var a ackLog
+	done := make(chan struct{})
+	go func() { defer close(done); produceUntil(ctx, c, "rolling", &a) }()
+	// Each step waits for a few more acknowledgements, so that they fit
+	// the deadline also when every produce with acks=all takes 0.5 or 1 s:
+	// as it does on a healthy cluster when the topic's leader leads
+	// another topic too (the followers' fetches wait out
+	// replica.DefaultFetchWait, 500 ms, for that server's other topic).
+	progress := func(what string) {
+		t.Helper()
+		from, deadline := a.acked(), time.Now().Add(ioTimeout)
+		for a.acked() < from+5 {
+			a.mu.Lock()
+			errs := a.errs
+			a.mu.Unlock()
+			if len(errs) > 0 || time.Now().After(deadline) {
+				stop()
+				<-done
+				t.Fatalf("%s: %d acknowledged, then %v\n%s", what, a.acked(), errors.Join(errs...), ps.log())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	progress("before the restarts")
+	for i := len(ps.list) - 1; i >= 0; i-- {
+		ps.list[i].r.stop(t)
+		ps.start(t, i)
+		get(t, ps.list[i].r.http, "/readyz", "", 200, ps.log)
+		if st, err := ps.status(ctx, i); err == nil {
+			t.Logf("pod %d: ready; its cluster status then: in step %v, raft leader %q, topics %+v", i, st.InStep, st.RaftLeader, st.Topics)
+		}
+		for j := range ps.list {
+			ps.waitInStep(t, j)
+			ps.waitInSync(t, j)
+		}
+		progress("after restarting pod " + strconv.Itoa(i))
+	}
+	stop()
+	<-done
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.errs) > 0 {
+		t.Fatalf("a produce failed during the rolling restart: %v\n%s", errors.Join(a.errs...), ps.log())
+	}
+	t.Logf("%d messages acknowledged with acks=all during the restarts; the slowest produce took %v, %d took over %v",
+		len(a.offsets), a.slowest.Round(time.Millisecond), a.slow, slowAck)
+	msgs, err := c.Consume(t.Context(), "rolling", 0, len(a.offsets)+1)
+	if err != nil {
+		t.Fatalf("consume: %v\n%s", err, ps.log())
+	}
+	if len(msgs) < len(a.offsets) {
+		t.Fatalf("%d messages read back, %d acknowledged", len(msgs), len(a.offsets))
+	}
+	for i, off := range a.offsets {
+		if m := msgs[i]; off != int64(i) || m.Offset != off || string(m.Value) != strconv.Itoa(i) {
+			t.Fatalf("message %d acknowledged at offset %d, read at %d as %q", i, off, m.Offset, m.Value)
+		}
+	}
+	ps.stop(t)
+}
