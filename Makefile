@@ -9,7 +9,7 @@ CONTAINER ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo do
 IMAGE     ?= haraqa/haraqa
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build run test lint fmt-check vet unit deploy-test fuzz bench-once bench bench-go torture image gnet-update clean
+.PHONY: all build run test lint fmt-check vet unit deploy-test fuzz bench-once bench bench-cluster bench-go torture image gnet-update clean
 
 all: build
 
@@ -80,6 +80,11 @@ bench-once:
 ## 1 and 3 volumes), each beside its same-run ceiling; rewrites its section of docs/benchmarks.md.
 bench:
 	$(GO) run ./cmd/haraqa-bench -matrix -matrix-out docs/benchmarks.md
+
+## bench-cluster: three servers on loopback as one cluster, with -replicas 1 then 3 (-min-insync 2,
+## acks=all): batched and one-at-a-time produce rates and their R=3/R=1 ratios (docs/scaling.md).
+bench-cluster:
+	bash bench/cluster.sh
 
 ## bench-go: the storage and broker Go benchmarks, each beside its raw baseline, as a table.
 bench-go:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -59,11 +60,18 @@ func TestClusterProducerOwnerSurvivesFailover(t *testing.T) {
 	owners := func(addr string) map[uint64]string {
 		t.Helper()
 		c := dialOneWith(t, addr, client.WithToken("cluster-tok"))
-		o, err := c.ProducerOwners(ctx, "t", []uint64{pid})
-		if err != nil {
-			t.Fatalf("producer owners on %s: %v", addr, err)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			o, err := c.ProducerOwners(ctx, "t", []uint64{pid})
+			if err == nil {
+				return o
+			}
+			// A leader just named takes the lead a moment later.
+			if !errors.Is(err, client.ErrNotLeader) || time.Now().After(deadline) {
+				t.Fatalf("producer owners on %s: %v", addr, err)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		return o
 	}
 	before := owners(st.Leader)
 	if before[pid] == "" {

@@ -128,7 +128,9 @@ func (s *process) start() {
 	pr, pw := io.Pipe()
 	s.cmd.Stderr = pw
 	ready := make(chan string, 1)
+	drained := make(chan struct{}) // every line read: done waits for it, so output has all
 	go func() {
+		defer close(drained)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			line := sc.Text()
@@ -149,6 +151,7 @@ func (s *process) start() {
 	go func() {
 		s.err = s.cmd.Wait()
 		pw.Close()
+		<-drained
 		close(s.done)
 	}()
 	t.Cleanup(func() {
