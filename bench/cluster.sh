@@ -2,13 +2,14 @@
 # Replicated topics against unreplicated ones: three haraqa server processes on loopback as one
 # cluster, first with -replicas 1, then -replicas 3 -min-insync 2 (produces with acks=all, the
 # client's default there), each measured with haraqa-bench through a client of all three:
-#   batched:      3 producers, 3 topics, SIZE-byte messages in batches of 500
+#   batched:      3 producers, 3 topics, SIZE-byte messages in batches of 500, for SECONDS
 #   one at a time: 1 producer, 1 topic, each message waiting for its acknowledgement
+# (each after haraqa-bench's 1 s warm-up)
 # Prints one line per case, "haraqa R=<r> <mode> size=<size> msgs/s=<n>", as
 # ../shared/peers/nats-cluster.sh prints NATS JetStream's, then the R=3/R=1 ratios.
-# Run from the repository root: bash bench/cluster.sh [SIZE] [MSGS] (make bench-cluster).
+# Run from the repository root: bash bench/cluster.sh [SIZE] [SECONDS] (make bench-cluster).
 set -eu
-size=${1:-1024} msgs=${2:-300000}
+size=${1:-1024} secs=${2:-5}
 bin=$(mktemp -d)
 go build -o "$bin/haraqa" ./cmd/server
 go build -o "$bin/haraqa-bench" ./cmd/haraqa-bench
@@ -38,9 +39,9 @@ for r in 1 3; do
   min=$(( r == 3 ? 2 : 1 ))
   start "$r" "$min"
   b=$("$bin/haraqa-bench" -addr "$addrs" -producers 3 -topics 3 -size "$size" -batch 500 \
-      -messages "$msgs" -json 2>/dev/null | rate)
+      -duration "${secs}s" -json 2>/dev/null | rate)
   o=$("$bin/haraqa-bench" -addr "$addrs" -producers 1 -topics 1 -size "$size" -batch 1 \
-      -messages 5000 -json 2>/dev/null | rate)
+      -duration "${secs}s" -json 2>/dev/null | rate)
   got[$r,b]=${b:-0} got[$r,o]=${o:-0}
   echo "haraqa R=$r batched size=$size msgs/s=${b:-none}"
   echo "haraqa R=$r one-at-a-time size=$size msgs/s=${o:-none}"
