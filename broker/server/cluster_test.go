@@ -26,6 +26,8 @@ type testCluster struct {
 	cfgs    []server.Config
 	servers []*server.Server
 	addrs   []string
+	// wrap, if set, wraps server i's cluster port listener.
+	wrap func(i int, l net.Listener) net.Listener
 }
 
 // fixedPort returns a loopback port below the kernel's ephemeral range
@@ -50,6 +52,14 @@ func fixedPort(t *testing.T) int {
 // startTestCluster starts n servers as one cluster, each configuration
 // passed through setup (if given) before any starts.
 func startTestCluster(t *testing.T, n, replicas, minInsync int, setup ...func(i int, cfg *server.Config)) *testCluster {
+	t.Helper()
+	tc := newTestCluster(t, n, replicas, minInsync, setup...)
+	tc.startAll()
+	return tc
+}
+
+// newTestCluster is startTestCluster without the start (startAll).
+func newTestCluster(t *testing.T, n, replicas, minInsync int, setup ...func(i int, cfg *server.Config)) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t}
 	var entries []string
@@ -86,15 +96,20 @@ func startTestCluster(t *testing.T, n, replicas, minInsync int, setup ...func(i 
 		tc.cfgs = append(tc.cfgs, cfg)
 	}
 	tc.servers = make([]*server.Server, n)
-	for i := range n {
-		tc.start(i)
-	}
-	t.Cleanup(func() {
+	return tc
+}
+
+// startAll starts every server; they stop at the test's end.
+func (tc *testCluster) startAll() {
+	tc.t.Helper()
+	tc.t.Cleanup(func() {
 		for i := range tc.servers {
 			tc.stop(i)
 		}
 	})
-	return tc
+	for i := range tc.servers {
+		tc.start(i)
+	}
 }
 
 func (tc *testCluster) start(i int) {
@@ -103,6 +118,9 @@ func (tc *testCluster) start(i int) {
 	l, err := listenRetry(cfg.Cluster.Addr)
 	if err != nil {
 		tc.t.Fatal(err)
+	}
+	if tc.wrap != nil {
+		l = tc.wrap(i, l)
 	}
 	cfg.Cluster.Listener = l
 	srv, err := server.New(cfg)
