@@ -47,6 +47,10 @@ type Config struct {
 	// LagTime: a follower that has not reached the leader's end for this
 	// long leaves the in-sync set (-replica-lag-time).
 	LagTime time.Duration
+	// LagBytes, if over 0: a follower more than this many bytes of
+	// batches behind the leader's end leaves the in-sync set too
+	// (-replica-lag-bytes; default 0, off: see docs/replication.md).
+	LagBytes int64
 	// AckTimeout bounds how long a produce with acks=all waits for its
 	// replicas (-ack-timeout); then it is answered not enough replicas.
 	AckTimeout time.Duration
@@ -834,24 +838,66 @@ func (m *Manager) checkLag() {
 			}
 		}
 		var shrink []string
-		var lagging string
+		var lagging, why string
+		behind := map[string]int64{} // in-sync followers short of the end: their next offset
 		if rt.leading(m.cfg.Self) && !rt.altering {
 			for _, id := range rt.meta.ISR {
-				if f := rt.fol[id]; id != m.cfg.Self && f != nil && now.Sub(f.caughtUp) > m.cfg.LagTime {
-					lagging = id
-					shrink = slices.DeleteFunc(slices.Clone(rt.meta.ISR), func(x string) bool { return x == id })
-					rt.altering = true
+				f := rt.fol[id]
+				if id == m.cfg.Self || f == nil {
+					continue
+				}
+				if now.Sub(f.caughtUp) > m.cfg.LagTime {
+					lagging, why = id, "lagging"
 					break
 				}
+				behind[id] = f.leo
 			}
+		}
+		if lagging == "" && m.cfg.LagBytes > 0 {
+			lagging = m.lagBytes(rt.name, behind)
+			why = "lagging bytes"
+		}
+		if lagging != "" {
+			shrink = slices.DeleteFunc(slices.Clone(rt.meta.ISR), func(x string) bool { return x == lagging })
+			rt.altering = true
 		}
 		epoch, version := rt.meta.Epoch, rt.meta.Version
 		rt.mu.Unlock()
 		calls.run()
 		if shrink != nil {
-			m.alterISR(rt, epoch, version, shrink, "lagging", lagging)
+			m.alterISR(rt, epoch, version, shrink, why, lagging)
 		}
 	}
+}
+
+// lagBytes returns a follower of behind (ID to its next offset) more than
+// LagBytes of batches behind topic's end, "" for none. It reads the
+// batches' spans from the index, at most LagBytes+1 bytes' worth each.
+// rt.mu is held: the index is the store's.
+func (m *Manager) lagBytes(topic string, behind map[string]int64) string {
+	if len(behind) == 0 {
+		return ""
+	}
+	info, err := m.store.Info(topic)
+	if err != nil {
+		return ""
+	}
+	for id, leo := range behind {
+		if leo >= info.Next {
+			continue
+		}
+		r, err := m.store.Read(topic, leo, 0, m.cfg.LagBytes+1)
+		if err != nil {
+			continue
+		}
+		// Short of the end, the next batch would have passed the bound.
+		over := r.Bytes > m.cfg.LagBytes || r.Next < info.Next
+		r.Release()
+		if over {
+			return id
+		}
+	}
+	return ""
 }
 
 // alterISR records a topic's new in-sync set in the cluster, in the

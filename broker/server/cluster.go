@@ -34,6 +34,9 @@ type ClusterConfig struct {
 	// LagTime, AckTimeout, MemberTimeout: see package replica and
 	// cluster (-replica-lag-time, -ack-timeout, -member-timeout).
 	LagTime, AckTimeout, MemberTimeout time.Duration
+	// LagBytes: a follower this many bytes behind leaves the in-sync set
+	// too (-replica-lag-bytes; 0, the default: off).
+	LagBytes int64
 	// Token is what this server presents to the others, on their cluster
 	// and binary ports: with -auth-file it must hold the replication
 	// right on every topic (-cluster-token-file).
@@ -147,7 +150,7 @@ func (s *Server) newReplicas() *replica.Manager {
 	}
 	return replica.New(s.store, replica.Config{
 		Self: s.selfAddr(), Replicas: cc.Replicas, MinInsync: cc.MinInsync,
-		LagTime: cc.LagTime, AckTimeout: cc.AckTimeout,
+		LagTime: cc.LagTime, LagBytes: cc.LagBytes, AckTimeout: cc.AckTimeout,
 		Lease:       min(cc.memberTimeout()/2, cluster.DefaultMemberTimeout/2),
 		Dial:        s.dialMember(opts),
 		ParseMember: s.parseMember,

@@ -40,6 +40,7 @@ type cliFlags struct {
 	clusterPort                        uint
 	replicas, minInsync                int
 	lagTime, ackTimeout, memberTimeout time.Duration
+	lagBytes                           int64
 	clusterTokenFile, clusterCA        string
 }
 
@@ -95,6 +96,7 @@ func newFlagSet(c *Config, f *cliFlags, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&f.replicas, "replicas", 1, "with -cluster: how many servers a new topic lives on; over 1 implies -cluster")
 	fs.IntVar(&f.minInsync, "min-insync", 1, "with -cluster: the fewest in-sync replicas a produce with acks=all is taken with (else code not enough replicas) and the high-water mark advances with")
 	fs.DurationVar(&f.lagTime, "replica-lag-time", 5*time.Second, "with -cluster: a follower that has not reached its leader's end for this long leaves the in-sync set")
+	fs.Int64Var(&f.lagBytes, "replica-lag-bytes", 0, "with -cluster: a follower more than this many bytes of batches behind its leader's end leaves the in-sync set too (0: off, the time bound alone)")
 	fs.DurationVar(&f.ackTimeout, "ack-timeout", 10*time.Second, "with -cluster: how long a produce with acks=all waits for its in-sync replicas before it is answered not enough replicas")
 	fs.DurationVar(&f.memberTimeout, "member-timeout", 1500*time.Millisecond, "with -cluster: how long the Raft leader's heartbeats to a server may fail before its topics get new leaders")
 	fs.BoolVar(&f.clusterJoin, "cluster-join", false, "with -cluster: join a cluster that exists (its members and this server in -peers) rather than form one; a member adds it with hrqa cluster add")
@@ -134,7 +136,10 @@ func (c *Config) applyFlags(f *cliFlags, usage func(), stderr io.Writer) error {
 		}
 		clusterPort = int(f.clusterPort)
 		c.Cluster = &ClusterConfig{Addr: net.JoinHostPort(f.listen, strconv.Itoa(clusterPort)), Replicas: f.replicas,
-			MinInsync: f.minInsync, LagTime: f.lagTime, AckTimeout: f.ackTimeout, MemberTimeout: f.memberTimeout}
+			MinInsync: f.minInsync, LagTime: f.lagTime, LagBytes: f.lagBytes, AckTimeout: f.ackTimeout, MemberTimeout: f.memberTimeout}
+		if f.lagBytes < 0 {
+			return errors.New("-replica-lag-bytes must not be negative")
+		}
 		if f.clusterTokenFile != "" {
 			tok, err := readToken(f.clusterTokenFile)
 			if err != nil {
