@@ -192,25 +192,33 @@ func waitTopic(t *testing.T, c *client.Client, topic string, what string, ok fun
 	}
 }
 
-// waitInStep waits until the server of c has caught up with its cluster.
-func waitInStep(t *testing.T, c *client.Client) {
+// waitStatus waits up to 20 s until c's server's cluster status, as
+// JSON into a new T, satisfies ok, and returns it.
+func waitStatus[T any](t *testing.T, c *client.Client, what string, ok func(T) bool) T {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		b, err := c.ClusterStatus(ctx)
 		cancel()
-		var st struct {
-			InStep bool `json:"in_step"`
-		}
-		if err == nil && json.Unmarshal(b, &st) == nil && st.InStep {
-			return
+		var st T
+		if err == nil && json.Unmarshal(b, &st) == nil && ok(st) {
+			return st
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not in step with its cluster within 20 s: %s %v", c.Servers()[0], b, err)
+			t.Fatalf("%s: not within 20 s: %s: %s %v", c.Servers()[0], what, b, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// waitInStep waits until the server of c has caught up with its cluster.
+func waitInStep(t *testing.T, c *client.Client) {
+	t.Helper()
+	type inStep struct {
+		InStep bool `json:"in_step"`
+	}
+	waitStatus(t, c, "in step with its cluster", func(st inStep) bool { return st.InStep })
 }
 
 func topicOf(t *testing.T, c *client.Client, topic string) topicStatus {

@@ -122,22 +122,10 @@ func TestClusterTLSReplicatesAndFailsOver(t *testing.T) {
 // sees it.
 func raftLeaderOf(t *testing.T, c *client.Client) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		b, err := c.ClusterStatus(ctx)
-		cancel()
-		var st struct {
-			RaftLeader string `json:"raft_leader"`
-		}
-		if err == nil && json.Unmarshal(b, &st) == nil && st.RaftLeader != "" {
-			return st.RaftLeader
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no Raft leader within 20 s: %s %v", b, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	type leader struct {
+		RaftLeader string `json:"raft_leader"`
 	}
+	return waitStatus(t, c, "a Raft leader", func(st leader) bool { return st.RaftLeader != "" }).RaftLeader
 }
 
 // syncBuffer is a bytes.Buffer for a logger written from many goroutines.
