@@ -155,21 +155,12 @@ func runFailover(ctx context.Context, e *env) (string, error) {
 	}
 	gline, gerr := foGroupEnd(ctx, admin, group)
 	r, err := foCheck(ctx, srv.servers, ps)
-	err = errors.Join(err, gerr)
-	res := "ok"
-	if err != nil || r.lost > 0 || r.dups > 0 || r.reordered > 0 || ps.maxGap() > 10*time.Second {
-		res = "FAIL"
-	}
-	line := fmt.Sprintf("failover %s acked=%d lost=%d dups=%d reordered=%d max_unavailable_ms=%d leader_kills=%d leader_changes=%d %s",
-		res, ps.acked.Load(), r.lost, r.dups, r.reordered, ps.maxGap().Milliseconds(), kills, changes, gline)
-	fmt.Println(line)
+	line, err := foVerdict(ps, r, errors.Join(err, gerr), fmt.Sprintf("leader_kills=%d leader_changes=%d %s", kills, changes, gline))
 	detail := fmt.Sprintf("%d producers, %d kills (%d of the busiest topic's leader, %d of a follower, %d of two servers at once), %d produces failed and not resent (%s), replicas byte-identical: %v",
 		len(ps.p), len(plan), leaderKills, followerKills, doubleKills, ps.failed.Load(), ps.errSummary(), r.identical)
+	fmt.Println(line)
 	if err != nil {
 		return detail, err
-	}
-	if res != "ok" {
-		return detail, fmt.Errorf("%s", line)
 	}
 	for _, f := range srv.servers {
 		if err := f.s.stop(); err != nil {
@@ -177,6 +168,23 @@ func runFailover(ctx context.Context, e *env) (string, error) {
 		}
 	}
 	return detail, nil
+}
+
+// foVerdict returns the phase's line, with the fields after
+// max_unavailable_ms given as rest, and returns it with the error that
+// fails the phase: err, or the line itself on a loss, duplicate, reorder
+// or an unavailability over 10 s.
+func foVerdict(ps *foProducers, r foResult, err error, rest string) (string, error) {
+	res := "ok"
+	if err != nil || r.lost > 0 || r.dups > 0 || r.reordered > 0 || ps.maxGap() > 10*time.Second {
+		res = "FAIL"
+	}
+	line := fmt.Sprintf("failover %s acked=%d lost=%d dups=%d reordered=%d max_unavailable_ms=%d %s",
+		res, ps.acked.Load(), r.lost, r.dups, r.reordered, ps.maxGap().Milliseconds(), rest)
+	if err == nil && res != "ok" {
+		err = fmt.Errorf("%s", line)
+	}
+	return line, err
 }
 
 // foCluster is the phase's servers and how to start each.
