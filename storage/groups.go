@@ -106,6 +106,28 @@ type groupTable struct {
 	appendable    bool
 }
 
+// LeaseTTL is the lease granted for ttl: DefaultLease for 0, else ttl
+// within [MinLease, MaxLease].
+func LeaseTTL(ttl time.Duration) time.Duration {
+	if ttl == 0 {
+		ttl = DefaultLease
+	}
+	return min(max(ttl, MinLease), MaxLease)
+}
+
+// ValidGroupArgs checks a group call's group name and, if not "", its
+// member ID and owner, as the store does: for groups held elsewhere (a
+// cluster's replicated topics), with the same errors.
+func ValidGroupArgs(group, member, owner string, needMember bool) error {
+	if needMember && (member == "" || len(member) > protocol.MaxMemberLen) {
+		return fmt.Errorf("%w: member id must be 1 to %d bytes", ErrInvalidGroup, protocol.MaxMemberLen)
+	}
+	if err := validOwner(owner); err != nil {
+		return err
+	}
+	return validGroup(group)
+}
+
 func validGroup(name string) error {
 	if err := protocol.ValidGroup(name); err != nil {
 		return fmt.Errorf("%w: %q", ErrInvalidGroup, name)
@@ -244,10 +266,7 @@ func (s *Store) LeaseFor(owner, name, group, member string, ttl time.Duration) (
 	if err := validOwner(owner); err != nil {
 		return GroupOffset{}, err
 	}
-	if ttl == 0 {
-		ttl = DefaultLease
-	}
-	ttl = min(max(ttl, MinLease), MaxLease)
+	ttl = LeaseTTL(ttl)
 	var o GroupOffset
 	err := s.groupOp(name, group, func(t *topic, g *groupTable) error {
 		now := time.Now()

@@ -8,7 +8,6 @@ import (
 
 	"github.com/haraqa/haraqa/broker/cluster"
 	"github.com/haraqa/haraqa/broker/service"
-	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
 
@@ -32,19 +31,7 @@ type raftGroups struct{ m *Manager }
 
 var _ service.GroupStore = raftGroups{}
 
-func validGroup(group string) error {
-	if err := protocol.ValidGroup(group); err != nil {
-		return fmt.Errorf("%w: %q", storage.ErrInvalidGroup, group)
-	}
-	return nil
-}
-
-func validOwner(owner string) error {
-	if len(owner) > 255 {
-		return fmt.Errorf("%w: owner must be at most 255 bytes", storage.ErrInvalidGroup)
-	}
-	return nil
-}
+func validGroup(group string) error { return storage.ValidGroupArgs(group, "", "", false) }
 
 // propose sends a group change to the Raft group, under the topic's
 // epoch as this member leads it, and turns the cluster's refusals into
@@ -144,10 +131,7 @@ func (g raftGroups) CommitOffset(topic, group string, c service.Commit) error {
 	if c.Offset < 0 || c.Compare && c.Expect < storage.NoOffset {
 		return fmt.Errorf("%w: topic %q, group %q: commit offset %d, expected %d", storage.ErrOffsetOutOfRange, topic, group, c.Offset, c.Expect)
 	}
-	if err := validGroup(group); err != nil {
-		return err
-	}
-	if err := validOwner(c.Owner); err != nil {
+	if err := storage.ValidGroupArgs(group, "", c.Owner, false); err != nil {
 		return err
 	}
 	_, next, err := g.offsets(topic)
@@ -189,20 +173,10 @@ func (g raftGroups) awaitHighWater(topic string, offset int64) (int64, error) {
 
 // LeaseFor implements service.GroupStore.
 func (g raftGroups) LeaseFor(owner, topic, group, member string, ttl time.Duration) (service.GroupOffset, error) {
-	if member == "" || len(member) > protocol.MaxMemberLen {
-		return service.GroupOffset{}, fmt.Errorf("%w: member id must be 1 to %d bytes", storage.ErrInvalidGroup, protocol.MaxMemberLen)
-	}
-	if err := validGroup(group); err != nil {
+	if err := storage.ValidGroupArgs(group, member, owner, true); err != nil {
 		return service.GroupOffset{}, err
 	}
-	if err := validOwner(owner); err != nil {
-		return service.GroupOffset{}, err
-	}
-	if ttl == 0 {
-		ttl = storage.DefaultLease
-	}
-	ttl = min(max(ttl, storage.MinLease), storage.MaxLease)
-	r, err := g.propose((*cluster.Node).LeaseGroup, cluster.GroupChange{Topic: topic, Group: group, Member: member, Owner: owner, TTL: ttl})
+	r, err := g.propose((*cluster.Node).LeaseGroup, cluster.GroupChange{Topic: topic, Group: group, Member: member, Owner: owner, TTL: storage.LeaseTTL(ttl)})
 	if err != nil {
 		return service.GroupOffset{}, err
 	}
