@@ -63,6 +63,10 @@ type producerState struct {
 	recent []dedupEntry
 	last   int64 // Unix ns
 	owner  string
+	// touch orders producers with the same last: a commit stamps all of
+	// its batches with one time, and the one idle longest must still be
+	// one producer, not whichever a map walk meets first.
+	touch uint64
 }
 
 // producerTable is a topic's producers. The topic's wmu guards it (the
@@ -76,6 +80,7 @@ type producerTable struct {
 	gone     map[uint64]string
 	goneFIFO []uint64
 	file     bindingsFile // the producers file (bindings.go)
+	touches  uint64       // the last producerState.touch given
 }
 
 // undoRec restores a producer's state after a commit that wrote nothing.
@@ -89,6 +94,7 @@ type undoRec struct {
 	evicted  dedupEntry
 	hasEvict bool
 	last     int64 // the producer's last time before
+	touch    uint64
 }
 
 // binds reports whether the record bound a producer to an owner, which
@@ -169,8 +175,10 @@ func (pt *producerTable) record(id, seq uint64, base int64, count int, owner str
 		pt.rebind(ps, owner)
 		u.claimed = true
 	}
-	u.last = ps.last
+	u.last, u.touch = ps.last, ps.touch
 	ps.last = max64(ps.last, now)
+	pt.touches++
+	ps.touch = pt.touches
 	e := dedupEntry{seq: seq, base: base, count: uint32(count)}
 	i := len(ps.recent)
 	for i > 0 && ps.recent[i-1].seq > seq {
@@ -215,7 +223,7 @@ func (pt *producerTable) undo(u undoRec) {
 	if u.claimed {
 		pt.rebind(ps, "")
 	}
-	ps.last = u.last
+	ps.last, ps.touch = u.last, u.touch
 	for i, e := range ps.recent {
 		if e.seq == u.seq {
 			ps.recent = append(ps.recent[:i], ps.recent[i+1:]...)
@@ -270,11 +278,10 @@ func (pt *producerTable) largestOwner() string {
 // oldest is owner's producer idle longest.
 func (pt *producerTable) oldest(owner string) uint64 {
 	var id uint64
-	var t int64
-	first := true
+	var best *producerState
 	for pid, ps := range pt.m {
-		if ps.owner == owner && (first || ps.last < t) {
-			id, t, first = pid, ps.last, false
+		if ps.owner == owner && (best == nil || ps.last < best.last || (ps.last == best.last && ps.touch < best.touch)) {
+			id, best = pid, ps
 		}
 	}
 	return id
