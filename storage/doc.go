@@ -431,8 +431,12 @@
 // boundary; the end of the last readable batch before it when it is
 // unreadable on every volume); every batch from there on goes from every
 // volume; an offset below the start, or in the batch holding the start,
-// leaves the topic without segments at its start offset. In order, under
-// the lock that orders commits, after the commits in flight have settled:
+// leaves the topic without segments at its start offset. An offset at or
+// past the next offset cuts no batch, but the leader epochs recorded
+// from it on are forgotten (one begun by a leader that took nothing
+// would otherwise count the next batches copied under a lower epoch as
+// its own). In order, under the lock that orders commits, after the
+// commits in flight have settled:
 //
 //  1. The cut marker (truncating) holding the new next offset N is
 //     written durably on every volume; if that fails, the markers written

@@ -206,7 +206,8 @@ func TestEpochs(t *testing.T) {
 
 // TestEpochsTruncateAfter: a cut forgets every epoch starting at or after
 // the new next offset, the one starting exactly there included, and keeps
-// the others; a cut to empty keeps those before the start.
+// the others; a cut to empty keeps those before the start; a cut at or
+// past the next offset forgets those starting at or after it.
 func TestEpochsTruncateAfter(t *testing.T) {
 	s, opts := openTest(t, 3)
 	populate(t, s, "e", 0, 61)
@@ -248,6 +249,27 @@ func TestEpochsTruncateAfter(t *testing.T) {
 	}
 	if found, end, _ := s.EpochEnd("e", 9); found != 2 || end != 27 {
 		t.Fatalf("EpochEnd after a cut to empty: %d %d, want 2 27", found, end)
+	}
+	// A cut at the next offset cuts no batch but forgets an epoch begun
+	// there (a leader that took nothing); one past it forgets nothing.
+	populate(t, s, "e", 27, 3)
+	info, _ := s.Info("e")
+	if err := s.SetEpoch("e", 6, info.Next); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		at   int64
+		want []EpochStart
+	}{
+		{info.Next + 1, append(slices.Clone(want), EpochStart{6, info.Next})},
+		{info.Next, want},
+	} {
+		if next, err := s.TruncateAfter("e", c.at); err != nil || next != info.Next {
+			t.Fatalf("cut at %d with next %d: %d %v", c.at, info.Next, next, err)
+		}
+		if es, _ := s.Epochs("e"); !slices.Equal(es, c.want) {
+			t.Fatalf("epochs after a cut at %d with next %d: %v, want %v", c.at, info.Next, es, c.want)
+		}
 	}
 }
 

@@ -65,7 +65,8 @@ const (
 // TruncateAfter cuts the tail of topic name: afterwards its next offset
 // is the base of the batch holding offset (offset itself at a batch
 // boundary), and every batch from there on is gone from every volume.
-// offset at or past the next offset cuts nothing; offset in a range
+// offset at or past the next offset cuts no batch (but forgets the
+// leader epochs recorded from offset on); offset in a range
 // unreadable on every volume cuts back to the end of the last readable
 // batch before it; offset below the start, or in the batch holding the
 // start, leaves the topic without segments at its start offset.
@@ -94,6 +95,12 @@ func (t *topic) truncateAfter(offset int64) (int64, error) {
 		return 0, err
 	}
 	if offset >= next {
+		// No batch goes; epochs recorded from offset on (begun by a
+		// leader that took nothing, or by a follower before its copy
+		// failed) go, as they would with the batches.
+		if err := t.dropEpochsFrom(offset); err != nil {
+			return 0, err
+		}
 		return next, nil
 	}
 	t.mu.RLock()

@@ -140,13 +140,31 @@ func (m *Manager) bindOwners(ctx context.Context, c *client.Client, topic string
 	return m.store.BindProducers(topic, owners)
 }
 
+// epochEnds answers where a leader's log of an epoch ends (protocol op
+// 18); *client.Client is one.
+type epochEnds interface {
+	EpochEnd(ctx context.Context, topic string, epoch int64) (found, end int64, err error)
+}
+
+// maxCutRounds bounds truncate's questions: each round but the last
+// asks about a lower epoch of the follower's, and a log holds few.
+const maxCutRounds = 64
+
 // truncate cuts the follower's log back to where the leader's log of
 // the follower's last epoch ends (KIP-101). When the leader never had
-// that epoch it answers with the largest it had below it, and the log is
-// cut to the lower of the two logs' ends of that epoch (KIP-279). A log
-// with no recorded epoch is cut to its start: nothing in it can be
-// matched against the leader's. The high-water mark plays no part.
-func (m *Manager) truncate(ctx context.Context, c *client.Client, topic string) error {
+// that epoch it answers with the largest it had below it; if the
+// follower has that one too, both logs agree up to the lower of their
+// ends of it, and the log is cut there. If the follower never had it
+// either, the follower cuts to the end of its own largest epoch below
+// it and asks again about that one (KIP-279, as Kafka's fetcher does):
+// its entries past that point were written by another leader than the
+// one the answer speaks of, and may differ from the leader's at the same
+// offsets. A log with no recorded epoch is cut to its start: nothing in
+// it can be matched against the leader's. Epochs recorded at or past the
+// cut are forgotten with it, even when no batch goes, so the epochs of
+// the batches copied next are recorded as the leader's. The high-water
+// mark plays no part.
+func (m *Manager) truncate(ctx context.Context, leader epochEnds, topic string) error {
 	info, err := m.store.Info(topic)
 	if err != nil {
 		return err
@@ -158,35 +176,55 @@ func (m *Manager) truncate(ctx context.Context, c *client.Client, topic string) 
 	if err != nil {
 		return err
 	}
-	cut := info.Oldest
-	if len(epochs) > 0 {
-		last := epochs[len(epochs)-1].Epoch
-		found, end, err := c.EpochEnd(ctx, topic, last)
+	if len(epochs) == 0 {
+		return m.cutTo(topic, info.Oldest)
+	}
+	ask := epochs[len(epochs)-1].Epoch
+	for range maxCutRounds {
+		found, end, err := leader.EpochEnd(ctx, topic, ask)
 		if err != nil {
 			return err
 		}
-		switch {
-		case found == last:
-			cut = end
-		case found < 0:
-			cut = end // the leader holds no epoch of ours: from its start
-		default:
-			_, mine, err := m.store.EpochEnd(topic, found)
-			if err != nil {
-				return err
-			}
-			cut = min(mine, end)
+		if found == ask || found < 0 { // found < 0: the leader holds no epoch of ours, end is its start
+			return m.cutTo(topic, end)
 		}
+		mineEpoch, mine, err := m.store.EpochEnd(topic, found)
+		if err != nil {
+			return err
+		}
+		if mineEpoch == found || mineEpoch < 0 {
+			return m.cutTo(topic, min(mine, end))
+		}
+		// Neither the leader's answer nor anything after this
+		// follower's epoch mineEpoch can be matched: cut there and ask
+		// about mineEpoch.
+		if err := m.cutTo(topic, mine); err != nil {
+			return err
+		}
+		ask = mineEpoch
 	}
-	if cut >= info.Next {
-		return nil
-	}
-	next, err := m.store.TruncateAfter(topic, cut)
+	return fmt.Errorf("replica: topic %q: %w after %d questions to the leader", topic, ErrNoAgreedEpoch, maxCutRounds)
+}
+
+// ErrNoAgreedEpoch: a follower's truncation found no epoch its log and
+// its leader's agree on within maxCutRounds questions.
+var ErrNoAgreedEpoch = errors.New("replica: no leader epoch agreed with the leader")
+
+// cutTo cuts topic's log at offset (TruncateAfter), counting and logging
+// a cut that removed batches.
+func (m *Manager) cutTo(topic string, offset int64) error {
+	info, err := m.store.Info(topic)
 	if err != nil {
-		return fmt.Errorf("replica: topic %q: truncating to %d: %w", topic, cut, err)
+		return err
 	}
-	m.stats.truncations.Add(1)
-	m.log.Info("replica: truncated to the leader's log", "topic", topic, "from", info.Next, "to", next)
+	next, err := m.store.TruncateAfter(topic, offset)
+	if err != nil {
+		return fmt.Errorf("replica: topic %q: truncating to %d: %w", topic, offset, err)
+	}
+	if next < info.Next {
+		m.stats.truncations.Add(1)
+		m.log.Info("replica: truncated to the leader's log", "topic", topic, "from", info.Next, "to", next)
+	}
 	return nil
 }
 
