@@ -1,0 +1,55 @@
+package replica
+
+import (
+	"testing"
+
+	"github.com/haraqa/haraqa/broker/cluster"
+)
+
+// TestAcksAllCountsInSyncOnly: the leader's high-water mark, and with it
+// every acks=all answer, follows the in-sync replicas the Raft record
+// names and nothing else. A follower out of the set that holds it all is
+// not counted; an in-sync one behind holds the mark back; with the set
+// below -min-insync the mark stands still, whoever holds what; and a
+// follower counts from the moment the record takes it back in.
+func TestAcksAllCountsInSyncOnly(t *testing.T) {
+	s := openReplica(t)
+	lead(t, s, 1, names("m", 0, 10)...)
+	m := New(s, Config{Self: "a", MinInsync: 2})
+	rt := &rtopic{name: "t", ready: true, watches: map[*watch]struct{}{},
+		meta: cluster.Topic{Name: "t", Leader: "a", Epoch: 1, Replicas: []string{"a", "b", "c"}, ISR: []string{"a", "b"}},
+		fol:  map[string]*fstate{"b": {leo: 3}, "c": {leo: 10}}}
+	acked := map[int64]bool{}
+	for _, end := range []int64{3, 10} {
+		rt.waiters = append(rt.waiters, &waiter{end: end, fn: func(err error) {
+			if err != nil {
+				t.Errorf("the produce ending at %d: %v", end, err)
+			}
+			acked[end] = true
+		}})
+	}
+	step := func(what string, isr []string, wantHW int64, wantAcked ...int64) {
+		t.Helper()
+		rt.meta.ISR = isr
+		rt.advance(m).run()
+		if rt.hw != wantHW {
+			t.Fatalf("%s: high-water mark %d, want %d", what, rt.hw, wantHW)
+		}
+		for _, end := range []int64{3, 10} {
+			want := false
+			for _, w := range wantAcked {
+				want = want || w == end
+			}
+			if acked[end] != want {
+				t.Fatalf("%s: the produce ending at %d acknowledged: %v, want %v", what, end, acked[end], want)
+			}
+		}
+	}
+	step("b in sync at 3, c out of sync at the end", []string{"a", "b"}, 3, 3)
+	rt.fol["b"].leo = 7
+	step("b at 7", []string{"a", "b"}, 7, 3)
+	step("b dropped, the set under -min-insync", []string{"a"}, 7, 3)
+	rt.fol["b"].leo = 10
+	step("b at the end, still out of the set", []string{"a"}, 7, 3)
+	step("c taken back in by the record", []string{"a", "c"}, 10, 3, 10)
+}
