@@ -21,7 +21,7 @@ for rep in $(seq 1 "$reps"); do
     rm -rf "$dir/vol"; mkdir -p "$dir/vol"
     "$dir/haraqa-$which" -listen 127.0.0.1 -tcp 16399 -http 16499 "$dir/vol" >/dev/null 2>&1 & p=$!
     for _ in $(seq 1 100); do curl -fs http://127.0.0.1:16499/readyz >/dev/null 2>&1 && break; sleep 0.1; done
-    echo "$which rep$rep p100=$(hb 100 1000 produce 1000000) p1k=$(hb 1024 1000 produce 500000)" \
+    echo "$which rep$rep p100=$(hb 100 1000 produce 5000000) p1k=$(hb 1024 1000 produce 500000)" \
       "c100=$(hb 100 1000 consume 1000000) c1k=$(hb 1024 1000 consume 500000) s1k=$(hb 1024 1 produce 100000)"
     kill "$p"; wait "$p" 2>/dev/null || true
   done

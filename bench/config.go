@@ -115,6 +115,10 @@ type Config struct {
 	// Idempotent is the clients' idempotent produce
 	// (client.WithIdempotence; default true, as the client's).
 	Idempotent bool
+	// AcksLeader answers produces to replicated topics once the leader
+	// has them (client.WithAcks(client.AcksLeader)); default false: once
+	// every in-sync replica has them, as the client's default.
+	AcksLeader bool
 	// Warmup is the length of an untimed run of the same workload, on topics
 	// of its own deleted afterwards, before the timed one (default 1s).
 	Warmup time.Duration

@@ -24,6 +24,7 @@ type Result struct {
 	Fsync         string  `json:"fsync,omitempty"`   // embedded only
 	Compress      string  `json:"compress"`
 	NotIdempotent bool    `json:"not_idempotent,omitempty"` // produced with client.WithIdempotence(false)
+	AcksLeader    bool    `json:"acks_leader,omitempty"`    // produced with client.WithAcks(client.AcksLeader)
 	TLS           bool    `json:"tls,omitempty"`            // the client spoke TLS
 	Rate          float64 `json:"rate"`                     // messages/s asked for, 0: as fast as possible
 	Warmup        float64 `json:"warmup_seconds"`           // untimed phase before
@@ -90,6 +91,7 @@ func (r *runner) newResult() *Result {
 	}
 	res.TLS = c.TLS != nil
 	res.NotIdempotent = !c.Idempotent
+	res.AcksLeader = c.AcksLeader
 	if c.Mode != ModeProduce {
 		res.Consumers = c.Consumers
 	}
@@ -224,6 +226,9 @@ func (res *Result) WriteTable(w io.Writer) error {
 	}
 	if res.NotIdempotent {
 		sb.WriteString(", not idempotent")
+	}
+	if res.AcksLeader {
+		sb.WriteString(", acks=leader")
 	}
 	if res.Rate > 0 {
 		fmt.Fprintf(&sb, ", paced at %.0f msgs/s", res.Rate)

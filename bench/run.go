@@ -54,6 +54,9 @@ func Run(ctx context.Context, cfg Config, ui UI) (res *Result, err error) {
 		copts:    []client.Option{client.WithCompression(codec), client.WithIdempotence(cfg.Idempotent)},
 		progress: ui.Progress,
 	}
+	if cfg.AcksLeader {
+		r.copts = append(r.copts, client.WithAcks(client.AcksLeader))
+	}
 	if cfg.Token != "" {
 		r.copts = append(r.copts, client.WithToken(cfg.Token), client.WithClientName("haraqa-bench"))
 	}

@@ -185,11 +185,13 @@ func (c *Client) pollSlot() (*connSlot, func(), error) {
 // server).
 func (c *Client) do(ctx context.Context, op protocol.Op, extraWait time.Duration, retry bool,
 	build func(dst []byte, corrID uint32) []byte) ([]byte, error) {
-	return c.doOn(ctx, &c.main, op, extraWait, retry, build)
+	return c.doOn(ctx, &c.main, op, extraWait, retry, nil, build)
 }
 
-// doOn is do on the connection of slot s.
-func (c *Client) doOn(ctx context.Context, s *connSlot, op protocol.Op, extraWait time.Duration, retry bool,
+// doOn is do on the connection of slot s. With buf, the response is read
+// into *buf when it fits (its capacity), and *buf is left holding the
+// buffer it was read into, for the next call.
+func (c *Client) doOn(ctx context.Context, s *connSlot, op protocol.Op, extraWait time.Duration, retry bool, buf *[]byte,
 	build func(dst []byte, corrID uint32) []byte) ([]byte, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -202,8 +204,15 @@ func (c *Client) doOn(ctx context.Context, s *connSlot, op protocol.Op, extraWai
 		sent := false
 		cn, err := c.connect(ctx, s)
 		if err == nil {
-			resp, sent = cn.roundTrip(ctx, build)
+			var into []byte
+			if buf != nil {
+				into = *buf
+			}
+			resp, sent = cn.roundTrip(ctx, into, build)
 			err = resp.err
+			if buf != nil && resp.frame != nil {
+				*buf = resp.frame[:0]
+			}
 		}
 		if err == nil {
 			if resp.hdr.Code != protocol.CodeOK {

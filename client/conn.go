@@ -487,9 +487,9 @@ func (c *conn) forget(id uint32) {
 
 // roundTrip sends a request and waits for its response. sent reports
 // whether the request may have reached the server.
-func (c *conn) roundTrip(ctx context.Context, build func(dst []byte, corrID uint32) []byte) (resp response, sent bool) {
+func (c *conn) roundTrip(ctx context.Context, buf []byte, build func(dst []byte, corrID uint32) []byte) (resp response, sent bool) {
 	dl, _ := ctx.Deadline()
-	id, ch, err := c.send(dl, build, nil)
+	id, ch, err := c.send(dl, build, buf)
 	if err != nil {
 		return response{err: err}, false
 	}
@@ -530,7 +530,7 @@ func (c *conn) close() {
 // A server too old to know the op has no tokens to check: that is no
 // error.
 func (c *conn) hello(ctx context.Context, name, token string) error {
-	resp, _ := c.roundTrip(ctx, func(dst []byte, id uint32) []byte {
+	resp, _ := c.roundTrip(ctx, nil, func(dst []byte, id uint32) []byte {
 		return protocol.AppendHelloRequest(dst, id, protocol.Version, name, token)
 	})
 	switch {

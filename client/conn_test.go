@@ -19,7 +19,7 @@ func TestWriteFailureMarksRequestsNotSent(t *testing.T) {
 	c := &conn{nc: local, pending: make(map[uint32]waiter), done: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp, sent := c.roundTrip(ctx, func(dst []byte, id uint32) []byte {
+	resp, sent := c.roundTrip(ctx, nil, func(dst []byte, id uint32) []byte {
 		return protocol.AppendPingRequest(dst, id)
 	})
 	if sent || !errors.Is(resp.err, ErrConnection) || !errors.Is(resp.err, errNotSent) {

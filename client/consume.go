@@ -92,7 +92,7 @@ func (c *Client) consume(ctx context.Context, s *connSlot, dst []Message, topic 
 	if limit > 0 {
 		want = int32(min(limit, 1<<31-1))
 	}
-	p, err := c.doOn(ctx, s, protocol.OpConsume, wait, true, func(b []byte, id uint32) []byte {
+	p, err := c.doOn(ctx, s, protocol.OpConsume, wait, true, nil, func(b []byte, id uint32) []byte {
 		return protocol.AppendConsumeRequest(b, id, topic, offset, want, c.opts.consumeBytes(), int32(wait/time.Millisecond))
 	})
 	if err != nil {

@@ -20,6 +20,12 @@ type ReplicaFetch struct {
 	Offset   int64         // its next offset: it holds everything before
 	MaxBytes int32         // bound on batch bytes (but the first); <= 0: the server's
 	Wait     time.Duration // how long the leader may hold the request at its end
+	// Buf, if not nil, is a buffer the answer is read into when it fits
+	// (its capacity); it is left holding the buffer the answer was read
+	// into, which the answer's Batches share until its next use. A
+	// follower that passes the same one to every fetch allocates only
+	// when an answer outgrows it.
+	Buf *[]byte
 }
 
 // ReplicaFetched is the leader's answer: ReplicaFetchResponse, whose
@@ -33,7 +39,7 @@ func (c *Client) ReplicaFetch(ctx context.Context, f ReplicaFetch) (ReplicaFetch
 	if c.cl != nil {
 		return ReplicaFetched{}, fmt.Errorf("%w: replica fetch", ErrSeveralServers)
 	}
-	p, err := c.do(ctx, protocol.OpReplicaFetch, f.Wait, true, func(dst []byte, id uint32) []byte {
+	p, err := c.doOn(ctx, &c.main, protocol.OpReplicaFetch, f.Wait, true, f.Buf, func(dst []byte, id uint32) []byte {
 		return protocol.AppendReplicaFetchRequest(dst, id, protocol.ReplicaFetchRequest{
 			Offset: f.Offset, MaxBytes: f.MaxBytes, MaxWaitMs: int32(f.Wait / time.Millisecond),
 			Epoch: f.Epoch, Topic: []byte(f.Topic), Follower: []byte(f.Follower)})

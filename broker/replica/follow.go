@@ -49,13 +49,20 @@ func (m *Manager) followOnce(ctx context.Context, rt *rtopic, leader string, epo
 		return err
 	}
 	asked := map[uint64]bool{} // producers whose owners the leader was asked for (bindOwners)
+	// Every answer is read into buf, which the batches stored from it
+	// leave free: at a few fetches per produce, a buffer allocated per
+	// answer would make the follower's garbage collector run dozens of
+	// times a second under load. One that outgrew maxKeptBuf (an answer
+	// whose first batch was larger than FetchBytes) is not kept.
+	var buf []byte
+	maxKeptBuf := int(m.cfg.FetchBytes) + 1<<20
 	for ctx.Err() == nil {
 		info, err := m.store.Info(rt.name)
 		if err != nil {
 			return err
 		}
 		r, err := c.ReplicaFetch(ctx, client.ReplicaFetch{Topic: rt.name, Follower: m.cfg.Self, Epoch: epoch,
-			Offset: info.Next, MaxBytes: m.cfg.FetchBytes, Wait: m.cfg.FetchWait})
+			Offset: info.Next, MaxBytes: m.cfg.FetchBytes, Wait: m.cfg.FetchWait, Buf: &buf})
 		if err != nil {
 			return err
 		}
@@ -65,6 +72,9 @@ func (m *Manager) followOnce(ctx context.Context, rt *rtopic, leader string, epo
 				return err
 			}
 			m.stats.fetchedBytes.Add(int64(len(r.Batches)))
+		}
+		if cap(buf) > maxKeptBuf {
+			buf = nil
 		}
 		rt.mu.Lock()
 		calls := rt.raise(min(r.HighWater, next))

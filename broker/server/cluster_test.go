@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -534,6 +535,23 @@ func TestClusterReplicaFetchFencing(t *testing.T) {
 	r, err := leader.ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: follower, Epoch: st.Epoch, Offset: 0})
 	if err != nil || r.BatchEpoch != 1 || r.NextOffset != 2 || len(r.Batches) == 0 {
 		t.Fatalf("a fetch at 0: %+v, %v", r, err)
+	}
+	// With Buf, an answer that fits is read into it, and one that does
+	// not leaves Buf holding the larger buffer it was read into.
+	buf := make([]byte, 0, 64<<10)
+	for range 2 {
+		r2, err := leader.ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: follower, Epoch: st.Epoch, Offset: 0, Buf: &buf})
+		if err != nil || !bytes.Equal(r2.Batches, r.Batches) || cap(buf) != 64<<10 {
+			t.Fatalf("a fetch into a buffer: %+v, %v; buffer of %d bytes left", r2, err, cap(buf))
+		}
+		clear(buf[:cap(buf)])
+		if !bytes.Equal(r2.Batches, make([]byte, len(r2.Batches))) {
+			t.Fatal("the batches were not read into the buffer given")
+		}
+	}
+	small := make([]byte, 0, 8)
+	if _, err := leader.ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: follower, Epoch: st.Epoch, Offset: 0, Buf: &small}); err != nil || cap(small) <= 8 {
+		t.Fatalf("a fetch into a buffer too small: %v; the buffer left of %d bytes", err, cap(small))
 	}
 	if _, err := dialOne(t, follower).ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: st.Leader, Epoch: st.Epoch}); !errors.Is(err, client.ErrNotLeader) {
 		t.Fatalf("a fetch from a follower: %v, want not leader", err)

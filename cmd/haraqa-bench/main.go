@@ -134,6 +134,14 @@ func (o *options) flagSet(mode, single *string, stderr io.Writer) *flag.FlagSet 
 	fs.DurationVar(&c.Duration, "duration", 0, fmt.Sprintf("how long to produce (or give -messages; default %s)", defaultDuration))
 	fs.StringVar(&c.Compress, "compress", c.Compress, "batch compression: none, s2 or zstd")
 	fs.BoolVar(&c.Idempotent, "idempotent", c.Idempotent, "idempotent produce (a producer id and sequence in every batch), as the client does by default; -idempotent=false for plain batches")
+	fs.Func("acks", "produces to replicated topics answered once every in-sync replica has them (all, the client's default) or once the leader has them (leader)", func(v string) error {
+		switch v {
+		case "all", "leader":
+			c.AcksLeader = v == "leader"
+			return nil
+		}
+		return fmt.Errorf("%q: want all or leader", v)
+	})
 	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "untimed run of the same workload first, on topics deleted afterwards (0: none)")
 	fs.Float64Var(&c.Rate, "rate", 0, "pace the producers at this many messages/s in all; latency counts from each message's intended send time (0: as fast as acknowledged)")
 	fs.BoolVar(&c.Ceiling, "ceiling", false, "also measure the plainest way to move the same bytes on this machine, and the ratio to it")
