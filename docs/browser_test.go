@@ -44,6 +44,9 @@ var operations = []operation{
 	{"GET /healthz", "Operations", "healthz", "Liveness"},
 	{"GET /readyz", "Operations", "readyz", "Readiness"},
 	{"GET /metrics", "Operations", "metrics", "Prometheus metrics"},
+	{"GET /cluster", "Cluster", "clusterStatus", "Cluster status"},
+	{"POST /cluster/members", "Cluster", "addMember", "Add a server"},
+	{"DELETE /cluster/members/{id}", "Cluster", "removeMember", "Remove a member"},
 }
 
 // recorder wraps the test server's handler and remembers the paths asked

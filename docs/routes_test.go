@@ -78,7 +78,9 @@ func TestRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
+		"DELETE /cluster/members/{id}",
 		"DELETE /topics/{topic}",
+		"GET /cluster",
 		"GET /healthz",
 		"GET /metrics",
 		"GET /readyz",
@@ -87,6 +89,7 @@ func TestRoutes(t *testing.T) {
 		"GET /topics/{topic}/info",
 		"GET /ws/topics",
 		"PATCH /topics/{topic}",
+		"POST /cluster/members",
 		"POST /topics/{topic}",
 		"PUT /topics/{topic}",
 	}
@@ -97,7 +100,7 @@ func TestRoutes(t *testing.T) {
 	if n := strings.Count(spec, "\n      operationId: "); n != len(got) {
 		t.Errorf("%d operationIds for %d routes", n, len(got))
 	}
-	for _, id := range []string{"listTopics", "createTopic", "deleteTopic", "topicInfo", "truncateTopic", "produce", "consume", "healthz", "readyz", "metrics"} {
+	for _, id := range []string{"listTopics", "createTopic", "deleteTopic", "topicInfo", "truncateTopic", "produce", "consume", "healthz", "readyz", "metrics", "clusterStatus", "addMember", "removeMember"} {
 		if !strings.Contains(spec, "\n      operationId: "+id+"\n") {
 			t.Errorf("no operationId %s", id)
 		}

@@ -245,6 +245,8 @@ func ParseProducerOwnersResponse(payload []byte) (map[uint64]string, error) {
 const (
 	MemberAdd    uint8 = 1 // add a server: its -peers entry, host:port/http/cluster
 	MemberRemove uint8 = 2 // remove a member: its ID (binary address)
+	// MaxMemberEntry bounds the entry of a cluster member request.
+	MaxMemberEntry = 1024
 )
 
 // AppendClusterMemberRequest appends a cluster member request: add a
@@ -259,14 +261,14 @@ func AppendClusterMemberRequest(dst []byte, corrID uint32, action uint8, entry s
 }
 
 // ParseClusterMemberRequest parses the payload of a cluster member
-// request: an entry of at most 1024 bytes.
+// request: an entry of at most MaxMemberEntry bytes.
 func ParseClusterMemberRequest(payload []byte) (action uint8, entry []byte, err error) {
 	r := reader{b: payload}
 	action, entry = r.u8(), r.str()
 	if err := r.end(); err != nil {
 		return 0, nil, err
 	}
-	if action != MemberAdd && action != MemberRemove || len(entry) == 0 || len(entry) > 1024 {
+	if action != MemberAdd && action != MemberRemove || len(entry) == 0 || len(entry) > MaxMemberEntry {
 		return 0, nil, fmt.Errorf("%w: cluster member action %d with an entry of %d bytes", ErrInvalidArgument, action, len(entry))
 	}
 	return action, entry, nil

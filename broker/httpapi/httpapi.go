@@ -163,6 +163,7 @@ func New(cfg Config) *API {
 		a.metrics = newMetrics(a)
 	}
 	a.routeREST()
+	a.routeCluster()
 	a.routeOps()
 	return a
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/haraqa/haraqa/broker/brokertest"
 	"github.com/haraqa/haraqa/broker/httpapi"
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
 
@@ -131,5 +132,36 @@ func TestMetricsMove(t *testing.T) {
 			t.Fatal("a deleted topic still has metrics")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestClusterRoutesWithoutCluster: a server not in a cluster answers its
+// cluster routes 400, and a member entry past the bound is refused
+// before anything reads it as one.
+func TestClusterRoutesWithoutCluster(t *testing.T) {
+	s := brokertest.Start(t, 1)
+	api := httpapi.New(httpapi.Config{Logger: discard})
+	api.Ready(s.Broker)
+	hs := httptest.NewServer(api)
+	defer hs.Close()
+	for _, c := range []struct {
+		method, path, body string
+	}{
+		{"GET", "/cluster", ""},
+		{"POST", "/cluster/members", "127.0.0.1:1/2/3"},
+		{"POST", "/cluster/members", " \n"},
+		{"POST", "/cluster/members", strings.Repeat("a", protocol.MaxMemberEntry+1)},
+		{"DELETE", "/cluster/members/127.0.0.1:1", ""},
+	} {
+		req, _ := http.NewRequest(c.method, hs.URL+c.path, strings.NewReader(c.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("X-Errors") == "" {
+			t.Errorf("%s %s (%d bytes): %d %q, want 400 with X-Errors", c.method, c.path, len(c.body), resp.StatusCode, b)
+		}
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -168,10 +170,20 @@ func TestClusterMembersJoinAndLeave(t *testing.T) {
 		checkTopic(t, dialOne(t, newID), topic, acked[topic])
 	}
 
-	// The first member leaves: its topics go to the others.
+	// The HTTP port shows the same status.
+	var hv clusterView
+	if code, body := httpDo(t, "GET", "http://"+tc.cfgs[2].HTTPAddr+"/cluster", ""); code != http.StatusOK || json.Unmarshal(body, &hv) != nil || len(hv.Members) != 4 {
+		t.Fatalf("GET /cluster: %d %s", code, body)
+	}
+	if code, body := httpDo(t, "POST", "http://"+tc.cfgs[2].HTTPAddr+"/cluster/members", ""); code != http.StatusBadRequest {
+		t.Fatalf("POST /cluster/members with no entry: %d %s, want 400", code, body)
+	}
+
+	// The first member leaves, removed over the HTTP port: its topics go
+	// to the others.
 	gone := tc.addrs[0]
-	if err := dialOne(t, tc.addrs[1]).RemoveMember(ctx, gone); err != nil {
-		t.Fatal(err)
+	if code, body := httpDo(t, "DELETE", "http://"+tc.cfgs[1].HTTPAddr+"/cluster/members/"+gone, ""); code != http.StatusAccepted {
+		t.Fatalf("DELETE /cluster/members/%s: %d %s", gone, code, body)
 	}
 	waitView(t, dialOne(t, tc.addrs[1]), "the member gone and its topics moved", func(v clusterView) bool {
 		return len(v.Members) == 3 && !slices.ContainsFunc(v.Members, func(m viewMember) bool { return m.ID == gone }) && placed(v, 2)
@@ -192,4 +204,23 @@ func TestClusterMembersJoinAndLeave(t *testing.T) {
 	for _, topic := range topics {
 		checkTopic(t, rest, topic, acked[topic])
 	}
+}
+
+// httpDo makes one HTTP request with body and returns its status and body.
+func httpDo(t *testing.T, method, url, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
 }
