@@ -222,7 +222,7 @@ func AppendProducerOwnersResponse(dst []byte, corrID uint32, owners map[uint64]s
 }
 
 // ParseProducerOwnersResponse parses the payload of a producer owners
-// response.
+// response; a producer id named twice is refused.
 func ParseProducerOwnersResponse(payload []byte) (map[uint64]string, error) {
 	r := reader{b: payload}
 	n := r.u32()
@@ -235,6 +235,9 @@ func ParseProducerOwnersResponse(payload []byte) (map[uint64]string, error) {
 		owner := r.str()
 		if r.err == nil && len(owner) > 255 {
 			return nil, fmt.Errorf("%w: an owner of %d bytes, at most 255", ErrInvalidArgument, len(owner))
+		}
+		if _, dup := out[id]; dup && r.err == nil {
+			return nil, fmt.Errorf("%w: producer %d named twice", ErrInvalidArgument, id)
 		}
 		out[id] = string(owner)
 	}
