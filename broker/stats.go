@@ -14,7 +14,7 @@ type Stats struct {
 	Errors          int64 // error responses sent
 	ProducedMsgs    int64 // messages appended
 	ProducedBytes   int64 // batch bytes appended
-	ConsumedBytes   int64 // batch bytes sent to consumers
+	ConsumedBytes   int64 // batch bytes sent to consumers and followers (replica fetches)
 	ZeroCopyBytes   int64 // of ConsumedBytes, sent with sendfile(2)
 	CopiedBytes     int64 // of ConsumedBytes, copied through a buffer (all of a TLS connection's)
 	ParkedPolls     int64 // consumes waiting for data right now

@@ -424,7 +424,8 @@
 // lock as appends, and records idempotent producers' batches in the
 // producers' table as appends do (bound to no owner: bindings are not in
 // the batches), so a follower that becomes leader answers a retried
-// batch with its first offset.
+// batch with its first offset. What Replicate appends is counted in
+// TopicStats.ReplicatedMessages and ReplicatedBytes, not as produced.
 //
 // TruncateAfter cuts the tail: the topic's next offset becomes the base
 // of the batch holding the offset given (the offset itself at a batch
@@ -554,6 +555,9 @@
 // Options.MaxOpenFiles (see Open files); a handle in use by a read is
 // released with ReadResult.Release and never closed under a reader. Only batches whose
 // append has completed (and, with FsyncAlways, been fsynced) are visible.
+// What Read returns is counted in TopicStats as consumed; ReadReplica, a
+// leader's read for a follower's fetch, is counted as a replica read;
+// Peek, the server's own look at a range, is counted nowhere.
 //
 // # Retention
 //

@@ -91,7 +91,7 @@ func (s *Store) copyReqs(name string, offset int64, batches [][]byte, replica bo
 		}
 		prev = bt
 		reqs[i] = &appendReq{batch: b, count: bi.count, pid: bi.pid, seq: bi.seq,
-			cond: true, expect: bt.BaseOffset, imp: true, at: bt.AppendTime}
+			cond: true, expect: bt.BaseOffset, imp: true, replica: replica, at: bt.AppendTime}
 	}
 	return reqs, nil
 }

@@ -99,12 +99,41 @@ func (s *Store) Read(name string, offset int64, limit int, maxBytes int64) (*Rea
 	}
 	// Files are opened under the topic's lock, before any truncation or
 	// deletion can remove them, so no retry is needed here.
-	return t.read(offset, limit, maxBytes)
+	return t.read(offset, limit, maxBytes, readConsumer)
 }
+
+// ReadReplica is Read for a follower's copy of the log: counted in
+// TopicStats.ReplicaReadMessages and ReplicaReadBytes, not as consumed.
+func (s *Store) ReadReplica(name string, offset int64, limit int, maxBytes int64) (*ReadResult, error) {
+	t, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return t.read(offset, limit, maxBytes, readReplica)
+}
+
+// Peek is Read counted nowhere: the server's own look at a range, such as
+// how many bytes a follower has yet to copy.
+func (s *Store) Peek(name string, offset int64, limit int, maxBytes int64) (*ReadResult, error) {
+	t, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return t.read(offset, limit, maxBytes, readPeek)
+}
+
+// readKind is whom a read is for, which decides the counters it adds to.
+type readKind uint8
+
+const (
+	readConsumer readKind = iota // consumed, consumedBytes
+	readReplica                  // replicaRead, replicaReadBytes
+	readPeek                     // none
+)
 
 // read is Read on t. The whole lookup, and the opening of the files, is
 // done under mu (read), so the spans match the files.
-func (t *topic) read(offset int64, limit int, maxBytes int64) (*ReadResult, error) {
+func (t *topic) read(offset int64, limit int, maxBytes int64, kind readKind) (*ReadResult, error) {
 	r := &ReadResult{cache: t.s.cache}
 
 	t.mu.RLock()
@@ -150,8 +179,14 @@ func (t *topic) read(offset int64, limit int, maxBytes int64) (*ReadResult, erro
 	if want >= 0 {
 		got = min(r.Next, want) - r.Offset
 	}
-	t.consumed.Add(got)
-	t.consumedBytes.Add(r.Bytes)
+	switch kind {
+	case readConsumer:
+		t.consumed.Add(got)
+		t.consumedBytes.Add(r.Bytes)
+	case readReplica:
+		t.replicaRead.Add(got)
+		t.replicaReadBytes.Add(r.Bytes)
+	}
 	return r, nil
 }
 

@@ -63,8 +63,13 @@ func (c *committer) beforeSeal(seg *segment) error {
 func (c *committer) publishPart(fl *flight, p *part) {
 	t := c.t
 	t.publish(p.seg, fl.ents[p.e0:p.e1], p.size, p.next, p.msgs, p.last)
-	t.produced.Add(p.next - p.next0)
-	t.producedBytes.Add(p.size - p.size0)
+	if p.from < len(fl.reqs) && fl.reqs[p.from].replica {
+		t.replicated.Add(p.next - p.next0)
+		t.replicatedBytes.Add(p.size - p.size0)
+	} else {
+		t.produced.Add(p.next - p.next0)
+		t.producedBytes.Add(p.size - p.size0)
+	}
 	p.published = true
 }
 

@@ -82,6 +82,12 @@ type TopicStats struct {
 	// the store opened: messages from the offset asked for to the end of
 	// the result, and the bytes of the whole batches holding them.
 	ConsumedMessages, ConsumedBytes int64
+	// ReplicatedMessages and ReplicatedBytes count what a follower copied
+	// from its leader (Replicate), which the produced counters leave out;
+	// ReplicaReadMessages and ReplicaReadBytes what a leader read for its
+	// followers (ReadReplica), which the consumed counters leave out.
+	ReplicatedMessages, ReplicatedBytes   int64
+	ReplicaReadMessages, ReplicaReadBytes int64
 }
 
 // TopicStats returns every topic's stats, sorted by name.
@@ -100,6 +106,11 @@ func (s *Store) TopicStats() []TopicStats {
 			ProducedBytes:    t.producedBytes.Load(),
 			ConsumedMessages: t.consumed.Load(),
 			ConsumedBytes:    t.consumedBytes.Load(),
+
+			ReplicatedMessages:  t.replicated.Load(),
+			ReplicatedBytes:     t.replicatedBytes.Load(),
+			ReplicaReadMessages: t.replicaRead.Load(),
+			ReplicaReadBytes:    t.replicaReadBytes.Load(),
 		})
 	}
 	slices.SortFunc(out, func(a, b TopicStats) int { return strings.Compare(a.Name, b.Name) })

@@ -64,3 +64,56 @@ func TestTopicStatsCountTraffic(t *testing.T) {
 		t.Errorf("Volumes() = %v", got)
 	}
 }
+
+// TestTopicStatsReplicaTraffic: a follower's copies count as replicated,
+// not produced, across segment rolls and under either fsync policy; a
+// leader's reads for its followers count as replica reads, not consumed;
+// Peek counts nowhere.
+func TestTopicStatsReplicaTraffic(t *testing.T) {
+	for _, policy := range []FsyncPolicy{FsyncNever, FsyncAlways} {
+		t.Run(policy.String(), func(t *testing.T) {
+			small := func(o *Options) { o.Fsync = policy; o.Entries = 4 }
+			leader, _, batches := leaderLog(t, 40, small)
+			follower, _ := openTest(t, 2, small)
+			if err := follower.CreateTopic("r"); err != nil {
+				t.Fatal(err)
+			}
+			var bytes, n int64
+			for _, b := range batches {
+				bytes += int64(len(b))
+				n += int64(countOf(t, b))
+			}
+			before := leader.TopicStats()[0] // rawBatches read the log
+			if _, err := follower.Replicate("r", batches); err != nil {
+				t.Fatal(err)
+			}
+			f := follower.TopicStats()[0]
+			if f.ProducedMessages != 0 || f.ProducedBytes != 0 {
+				t.Errorf("follower produced %d messages, %d bytes; want none", f.ProducedMessages, f.ProducedBytes)
+			}
+			if f.ReplicatedMessages != n || f.ReplicatedBytes != bytes || f.Segments < 2 {
+				t.Errorf("follower replicated %d messages, %d bytes in %d segments; want %d, %d, several", f.ReplicatedMessages, f.ReplicatedBytes, f.Segments, n, bytes)
+			}
+
+			r, err := leader.ReadReplica("r", 0, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Release()
+			if r, err = leader.Peek("r", 0, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			r.Release()
+			l := leader.TopicStats()[0]
+			if l.ProducedMessages != n || l.ProducedBytes != bytes || l.ReplicatedMessages != 0 {
+				t.Errorf("leader produced %d messages, %d bytes, replicated %d; want %d, %d, 0", l.ProducedMessages, l.ProducedBytes, l.ReplicatedMessages, n, bytes)
+			}
+			if l.ConsumedMessages != before.ConsumedMessages || l.ConsumedBytes != before.ConsumedBytes {
+				t.Errorf("leader consumed %d messages, %d bytes, %+v before replica reads and a peek; want no change", l.ConsumedMessages, l.ConsumedBytes, before)
+			}
+			if l.ReplicaReadMessages != n || l.ReplicaReadBytes != bytes {
+				t.Errorf("leader read %d messages, %d bytes for followers; want %d, %d", l.ReplicaReadMessages, l.ReplicaReadBytes, n, bytes)
+			}
+		})
+	}
+}

@@ -63,6 +63,10 @@ type topic struct {
 
 	produced, producedBytes atomic.Int64 // appended since open
 	consumed, consumedBytes atomic.Int64 // returned by Read since open
+	// replicated: appended by Replicate (a follower's copy of its leader's
+	// log), not counted in produced; replicaRead: returned by ReadReplica.
+	replicated, replicatedBytes   atomic.Int64
+	replicaRead, replicaReadBytes atomic.Int64
 }
 
 type offRange struct{ from, to int64 } // [from, to)
@@ -87,6 +91,7 @@ type appendReq struct {
 	// append time at rather than the commit's; never queued, committed
 	// by Import under wmu.
 	imp     bool
+	replica bool // an imported batch copied from a leader (Replicate)
 	at      int64
 	base    int64
 	err     error

@@ -79,10 +79,14 @@ var topicFamilies = []struct {
 	name, help, typ string
 	value           func(*service.TopicStats) int64
 }{
-	{"haraqa_produced_messages_total", "Messages appended, over both protocols.", "counter", func(t *service.TopicStats) int64 { return t.ProducedMessages }},
-	{"haraqa_produced_bytes_total", "Batch bytes appended, over both protocols.", "counter", func(t *service.TopicStats) int64 { return t.ProducedBytes }},
-	{"haraqa_consumed_messages_total", "Messages read for consumers, over both protocols.", "counter", func(t *service.TopicStats) int64 { return t.ConsumedMessages }},
+	{"haraqa_produced_messages_total", "Messages appended for producers, over both protocols (a follower's copies are in haraqa_replicated_messages_total).", "counter", func(t *service.TopicStats) int64 { return t.ProducedMessages }},
+	{"haraqa_produced_bytes_total", "Batch bytes appended for producers, over both protocols.", "counter", func(t *service.TopicStats) int64 { return t.ProducedBytes }},
+	{"haraqa_consumed_messages_total", "Messages read for consumers, over both protocols (followers' fetches are in haraqa_replica_read_messages_total).", "counter", func(t *service.TopicStats) int64 { return t.ConsumedMessages }},
 	{"haraqa_consumed_bytes_total", "Batch bytes read for consumers, over both protocols.", "counter", func(t *service.TopicStats) int64 { return t.ConsumedBytes }},
+	{"haraqa_replicated_messages_total", "Messages this server copied from the topic's leader as a follower (not in haraqa_produced_messages_total).", "counter", func(t *service.TopicStats) int64 { return t.ReplicatedMessages }},
+	{"haraqa_replicated_bytes_total", "Batch bytes this server copied from the topic's leader as a follower (not in haraqa_produced_bytes_total).", "counter", func(t *service.TopicStats) int64 { return t.ReplicatedBytes }},
+	{"haraqa_replica_read_messages_total", "Messages this server read for its followers' fetches as the topic's leader (not in haraqa_consumed_messages_total).", "counter", func(t *service.TopicStats) int64 { return t.ReplicaReadMessages }},
+	{"haraqa_replica_read_bytes_total", "Batch bytes this server read for its followers' fetches as the topic's leader (not in haraqa_consumed_bytes_total).", "counter", func(t *service.TopicStats) int64 { return t.ReplicaReadBytes }},
 	{"haraqa_topic_bytes", "Bytes of segment data a topic holds on each volume.", "gauge", func(t *service.TopicStats) int64 { return t.Bytes }},
 	{"haraqa_topic_oldest_offset", "Oldest readable offset of a topic.", "gauge", func(t *service.TopicStats) int64 { return t.Oldest }},
 	{"haraqa_topic_next_offset", "Offset the next message of a topic will get.", "gauge", func(t *service.TopicStats) int64 { return t.Next }},

@@ -886,7 +886,7 @@ func (m *Manager) lagBytes(topic string, behind map[string]int64) string {
 		if leo >= info.Next {
 			continue
 		}
-		r, err := m.store.Read(topic, leo, 0, m.cfg.LagBytes+1)
+		r, err := m.store.Peek(topic, leo, 0, m.cfg.LagBytes+1)
 		if err != nil {
 			continue
 		}
@@ -959,7 +959,7 @@ func (m *Manager) Stats() service.ReplicationStats {
 				from := fols[i].Messages
 				fols[i].Messages = max(0, info.Next-from)
 				if err == nil && fols[i].Messages > 0 {
-					if r, rerr := m.store.Read(rt.name, from, 0, 1<<62); rerr == nil {
+					if r, rerr := m.store.Peek(rt.name, from, 0, 1<<62); rerr == nil {
 						fols[i].Bytes = r.Bytes
 						r.Release()
 					}

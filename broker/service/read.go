@@ -116,7 +116,7 @@ func (s *Service) ReplicaRead(c Caller, topic, follower string, epoch, offset, m
 	if err != nil {
 		return nil, ans, err
 	}
-	r, err := s.store.Read(topic, offset, ans.Limit, maxBytes)
+	r, err := s.store.ReadReplica(topic, offset, ans.Limit, maxBytes)
 	if err != nil {
 		return nil, ans, err
 	}
