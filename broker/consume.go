@@ -82,6 +82,9 @@ func (cs *conn) read(cr *consume) (*service.ReadResult, error) {
 	if rf := cr.replica; rf != nil {
 		r, ans, err := b.svc.ReplicaRead(cr.caller, cr.topic, rf.follower, rf.epoch, cr.offset, cr.maxBytes)
 		rf.answer = ans
+		if err == nil && ans.From > cr.offset {
+			cr.offset = ans.From // the leader's log starts past the follower's end
+		}
 		return r, err
 	}
 	return b.svc.Read(cr.caller, cr.topic, cr.offset, cr.limit, cr.maxBytes)

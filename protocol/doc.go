@@ -322,7 +322,9 @@
 // Messages with an offset (or append time) below before are dropped. A
 // server may keep some of them (it may remove whole segment files only);
 // the response tells the new oldest offset. An offset bound above the next
-// offset is code 9.
+// offset is code 9. On a replicated topic only its leader truncates (else
+// code 27, not leader), on every replica, and the next offset is its
+// high-water mark.
 //
 // Offset at (op 10) finds where to read from a time:
 //

@@ -94,10 +94,12 @@ func (t *topic) truncateAfter(offset int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if offset >= next {
+	if offset >= next && (offset > start || len(segs) == 0) {
 		// No batch goes; epochs recorded from offset on (begun by a
 		// leader that took nothing, or by a follower before its copy
-		// failed) go, as they would with the batches.
+		// failed) go, as they would with the batches. (A topic whose
+		// start is its end, truncated whole, cut at its start still
+		// loses its segments below.)
 		if err := t.dropEpochsFrom(offset); err != nil {
 			return 0, err
 		}

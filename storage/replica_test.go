@@ -839,3 +839,55 @@ func TestReplicateProducerOwners(t *testing.T) {
 		t.Fatal("an owners query past the bound was answered")
 	}
 }
+
+// TestReplicateAfterWholeTruncation: a follower's copy truncated whole
+// (Truncate at its end keeps its last segment, start = next) and cut at
+// its start (TruncateAfter) loses its segments, so Replicate starts it
+// again past its end, where its leader's log now begins, across a
+// restart; the segment files below are gone from every volume.
+func TestReplicateAfterWholeTruncation(t *testing.T) {
+	_, _, batches := leaderLog(t, 60, func(o *Options) { o.Entries = 8 })
+	f, opts := openTest(t, 2, func(o *Options) { o.Entries = 8 })
+	if err := f.CreateTopic("r"); err != nil {
+		t.Fatal(err)
+	}
+	half := len(batches) / 2
+	next, err := f.Replicate("r", slices.Clone(batches[:half]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate("r", baseOf(t, batches[half+3])); err != nil { // clamped to next
+		t.Fatal(err)
+	}
+	info, _ := f.Info("r")
+	if info.Oldest != next || info.Next != next || info.Segments == 0 {
+		t.Fatalf("truncated whole: %+v, want [%d, %d) in a kept segment", info, next, next)
+	}
+	if _, err := f.Replicate("r", [][]byte{slices.Clone(batches[half+3])}); !errors.Is(err, ErrOffsetMismatch) {
+		t.Fatalf("past the end with a segment kept: %v, want ErrOffsetMismatch", err)
+	}
+	if n, err := f.TruncateAfter("r", info.Oldest); err != nil || n != next {
+		t.Fatalf("cut at the start: %d %v, want %d", n, err, next)
+	}
+	if info, _ = f.Info("r"); info.Segments != 0 || info.Oldest != next || info.Next != next {
+		t.Fatalf("cut at the start: %+v, want no segments at %d", info, next)
+	}
+	for _, vol := range opts.Volumes {
+		if files := logAndIndexFiles(t, vol, "r"); len(files) != 0 {
+			t.Fatalf("%s keeps %d segment files", vol, len(files))
+		}
+	}
+	from := baseOf(t, batches[half+3])
+	if _, err := f.Replicate("r", slices.Clone(batches[half+3:])); err != nil {
+		t.Fatalf("replicate past the old end: %v", err)
+	}
+	end := baseOf(t, batches[len(batches)-1]) + int64(countOf(t, batches[len(batches)-1]))
+	mustClose(t, f)
+	f = mustOpen(t, opts)
+	if info, _ = f.Info("r"); info.Oldest != from || info.Next != end {
+		t.Fatalf("after a restart: %+v, want [%d, %d)", info, from, end)
+	}
+	if got := rawBatches(t, f, "r", from); !slices.EqualFunc(got, batches[half+3:], bytes.Equal) {
+		t.Fatal("the copy from the leader's start differs from the leader's batches")
+	}
+}

@@ -362,6 +362,14 @@ func (n *Node) DeleteTopic(ctx context.Context, name string) error {
 	return n.Propose(ctx, Command{Op: opDelete, Topic: name})
 }
 
+// SetStart records that every replica of a topic drops what it holds
+// before start (an admin truncation), decided by the topic's leader at
+// epoch (ErrStaleEpoch once a new leader took over). A lower start than
+// the recorded one changes nothing.
+func (n *Node) SetStart(ctx context.Context, name string, epoch, start int64) error {
+	return n.Propose(ctx, Command{Op: opStart, Topic: name, Epoch: epoch, Offset: start})
+}
+
 // SetISR records a topic's new in-sync set, decided by its leader on
 // the topic's metadata at epoch and version (ErrStaleEpoch once either
 // moved). isr must start with the leader.

@@ -50,6 +50,10 @@ type Topic struct {
 	// set once caught up, and when every one of Target is in it the
 	// controller makes Target the replicas (moveDone).
 	Target []string `json:"target,omitempty"`
+	// Start is where every replica's log begins at the latest: an admin
+	// truncation (opStart) on the leader, never past its high-water mark.
+	// Each replica drops what it holds before it; it only grows.
+	Start int64 `json:"start,omitempty"`
 }
 
 // InSync reports whether id is in the topic's in-sync set.
@@ -116,6 +120,7 @@ const (
 	opForget  = "forget"  // drop Member, a leaving one that holds no replica, from the list
 	opMove    = "move"    // start moving Topic to Replicas (its Target), under Epoch and Version
 	opMoved   = "moved"   // finish Topic's move: Leader and ISR from the Target, under Epoch and Version
+	opStart   = "start"   // raise Topic's Start to Offset, decided by its leader under Epoch
 )
 
 // Command is one change to the State, as the Raft log carries it (JSON).
@@ -200,6 +205,19 @@ func (s *State) apply(c Command) error {
 		}
 		delete(s.Topics, c.Topic)
 		delete(s.Groups, c.Topic)
+		return nil
+	case opStart:
+		t, ok := s.Topics[c.Topic]
+		if !ok {
+			return fmt.Errorf("%w: %q", ErrTopicNotFound, c.Topic)
+		}
+		if c.Epoch != t.Epoch {
+			return fmt.Errorf("%w: topic %q is at epoch %d, the truncation was decided at epoch %d", ErrStaleEpoch, c.Topic, t.Epoch, c.Epoch)
+		}
+		if c.Offset < 0 {
+			return fmt.Errorf("%w: topic %q: a start offset of %d", ErrBadCommand, c.Topic, c.Offset)
+		}
+		t.Start = max(t.Start, c.Offset)
 		return nil
 	case opLeader, opISR:
 		t, ok := s.Topics[c.Topic]

@@ -58,6 +58,19 @@ func TestStateRules(t *testing.T) {
 		t.Fatalf("offline: %+v", tp)
 	}
 	refused(Command{Op: opISR, Topic: "t", Epoch: 3, Version: 4, Leader: "", ISR: []string{"a"}}, ErrBadCommand)
+	// A truncation: decided under the current epoch only, and the start
+	// only grows; it leaves the version (leader and in-sync changes) be.
+	refused(Command{Op: opStart, Topic: "t", Epoch: 2, Offset: 10}, ErrStaleEpoch)
+	refused(Command{Op: opStart, Topic: "t", Epoch: 3, Offset: -1}, ErrBadCommand)
+	refused(Command{Op: opStart, Topic: "u", Epoch: 3, Offset: 1}, ErrTopicNotFound)
+	must(Command{Op: opStart, Topic: "t", Epoch: 3, Offset: 10})
+	must(Command{Op: opStart, Topic: "t", Epoch: 3, Offset: 4})
+	if tp := s.Topics["t"]; tp.Start != 10 || tp.Version != 4 {
+		t.Fatalf("after truncations to 10 and 4: %+v, want start 10, version 4", tp)
+	}
+	if c := s.Clone().Topics["t"]; c.Start != 10 {
+		t.Fatalf("a clone lost the start: %+v", c)
+	}
 	must(Command{Op: opDelete, Topic: "t"})
 	refused(Command{Op: opDelete, Topic: "t"}, ErrTopicNotFound)
 	refused(Command{Op: "nope"}, ErrBadCommand)

@@ -101,6 +101,9 @@ func (m *Manager) store1(ctx context.Context, c *client.Client, topic string, r 
 		batches = append(batches, rest[:n:n])
 		rest = rest[n:]
 	}
+	if err := m.restartAt(topic, first); err != nil {
+		return 0, err
+	}
 	epochs, err := m.store.Epochs(topic)
 	if err != nil {
 		return 0, err
@@ -115,6 +118,27 @@ func (m *Manager) store1(ctx context.Context, c *client.Client, topic string, r 
 		return 0, err
 	}
 	return next, m.bindOwners(ctx, c, topic, batches, asked)
+}
+
+// restartAt empties this replica's log of topic when the leader's log
+// goes on from first, past its end: the leader no longer holds what
+// follows this one's end (retention or a truncation dropped it), so
+// nothing here can be continued (Kafka's follower does the same on an
+// offset out of range). Replicate then starts the log at first.
+func (m *Manager) restartAt(topic string, first int64) error {
+	info, err := m.store.Info(topic)
+	if err != nil || first <= info.Next {
+		return err
+	}
+	if _, err := m.store.TruncateAfter(topic, info.Oldest); err != nil {
+		return fmt.Errorf("replica: topic %q: emptying the log to start again at the leader's %d: %w", topic, first, err)
+	}
+	if info.Next > info.Oldest {
+		m.stats.truncations.Add(1)
+	}
+	m.log.Info("replica: the leader's log starts past this one's end: started again there", "topic", topic,
+		"dropped_from", info.Oldest, "dropped_to", info.Next, "leader_from", first)
+	return nil
 }
 
 // bindOwners asks the leader, through c, for the owners of the producers

@@ -278,6 +278,7 @@ func (m *Manager) dropCopy(topic string, moved bool) {
 // apply acts on topic rt's metadata t: a new leader or epoch stops what
 // the replica did and starts its new role.
 func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
+	m.applyStart(rt.name, t.Start)
 	rt.mu.Lock()
 	old := rt.meta
 	rt.meta = t
@@ -336,6 +337,57 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 		rt.mu.Unlock()
 		go m.follow(ctx, rt, t.Leader, t.Epoch, stopped)
 	}
+}
+
+// applyStart drops what this replica of topic holds before start, the
+// topic's start in the Raft group (an admin truncation on its leader).
+// A replica that holds less keeps an empty log at its end, and its next
+// fetch starts it again at the leader's start (followOnce).
+func (m *Manager) applyStart(topic string, start int64) {
+	if start <= 0 {
+		return
+	}
+	info, err := m.store.Info(topic)
+	if err != nil || info.Oldest >= min(start, info.Next) {
+		return // not created here yet, or nothing to drop
+	}
+	if err := m.store.Truncate(topic, start); err != nil {
+		m.log.Error("replica: truncating to the topic's start", "topic", topic, "start", start, "err", err)
+		return
+	}
+	m.log.Info("replica: truncated to the topic's start", "topic", topic, "start", start, "was", info.Oldest)
+}
+
+// Truncate implements service.Replication.
+func (m *Manager) Truncate(topic string, before int64) error {
+	t, rt, ok := m.lookup(topic)
+	if !ok {
+		return fmt.Errorf("%w: %q", storage.ErrTopicNotFound, topic)
+	}
+	if err := m.Writable(topic); err != nil {
+		return err
+	}
+	rt.mu.Lock()
+	epoch, hw := rt.meta.Epoch, rt.hw
+	rt.mu.Unlock()
+	start := min(before, hw) // every in-sync replica holds it
+	if start <= t.Start {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
+	defer cancel()
+	n := m.node.Load()
+	if n == nil {
+		return errStarting
+	}
+	if err := n.SetStart(ctx, topic, epoch, start); err != nil {
+		if errors.Is(err, cluster.ErrStaleEpoch) {
+			return m.notLeader(topic, "")
+		}
+		return &protocol.Error{Code: protocol.CodeShuttingDown, Message: "the cluster cannot record the truncation now: " + err.Error()}
+	}
+	m.Poke()
+	return m.store.Truncate(topic, start)
 }
 
 // httpOf returns a member's HTTP base URL.
@@ -569,26 +621,30 @@ func (m *Manager) Fetch(topic, follower string, epoch, offset int64) (service.Fe
 	if offset >= info.Next {
 		f.caughtUp = f.fetched
 	}
+	// A follower whose log ends before this one's start (retention or a
+	// truncation dropped what it lacks) is sent the log from the start,
+	// and starts its own there (followOnce).
+	from := max(offset, info.Oldest)
 	var expand []string
 	if !rt.meta.InSync(follower) && offset >= rt.hw && !rt.altering {
 		expand = append(slices.Clone(rt.meta.ISR), follower)
 		rt.altering = true
 	}
 	calls := rt.advance(m)
-	ans := service.FetchAnswer{HighWater: rt.hw, Epoch: rt.meta.Epoch}
+	ans := service.FetchAnswer{HighWater: rt.hw, Epoch: rt.meta.Epoch, From: from}
 	version := rt.meta.Version
 	rt.mu.Unlock()
 	calls.run()
-	if len(epochs) > 0 && epochs[0].Start > offset {
-		ans.Limit = int(min(epochs[0].Start-offset, 1<<31-1)) // written before any epoch was recorded
+	if len(epochs) > 0 && epochs[0].Start > from {
+		ans.Limit = int(min(epochs[0].Start-from, 1<<31-1)) // written before any epoch was recorded
 	}
 	for i, e := range epochs {
-		if e.Start > offset {
+		if e.Start > from {
 			break
 		}
 		ans.BatchEpoch = e.Epoch
 		if i+1 < len(epochs) {
-			ans.Limit = int(min(epochs[i+1].Start-offset, 1<<31-1))
+			ans.Limit = int(min(epochs[i+1].Start-from, 1<<31-1))
 		} else {
 			ans.Limit = 0
 		}

@@ -102,8 +102,9 @@ func (s *Service) readCommitted(topic string, offset int64, limit int, maxBytes,
 }
 
 // ReplicaRead serves a follower's fetch on the leader (the replication
-// right): it records the follower's offset and reads from it, never past
-// the start of the next leader epoch. It returns the answer's fields
+// right): it records the follower's offset and reads from it (from the
+// leader's start when the follower's log ends before it: the answer's
+// From), never past the start of the next leader epoch. It returns the answer's fields
 // with the read. The result must be released.
 func (s *Service) ReplicaRead(c Caller, topic, follower string, epoch, offset, maxBytes int64) (*ReadResult, FetchAnswer, error) {
 	if err := s.Allow(c, protocol.OpReplicaFetch, topic); err != nil {
@@ -116,7 +117,7 @@ func (s *Service) ReplicaRead(c Caller, topic, follower string, epoch, offset, m
 	if err != nil {
 		return nil, ans, err
 	}
-	r, err := s.store.ReadReplica(topic, offset, ans.Limit, maxBytes)
+	r, err := s.store.ReadReplica(topic, ans.From, ans.Limit, maxBytes)
 	if err != nil {
 		return nil, ans, err
 	}

@@ -52,6 +52,11 @@ type Replication interface {
 	Create(topic string) (existed bool, err error)
 	// Delete removes topic from the cluster; its replicas delete it.
 	Delete(topic string) error
+	// Truncate drops topic's messages before before, no further than its
+	// high-water mark, on every replica: recorded in the cluster by its
+	// leader (else a *NotLeaderError), done here before it returns and
+	// by each follower as it learns of it.
+	Truncate(topic string, before int64) error
 	// Replicated reports whether the cluster knows topic.
 	Replicated(topic string) bool
 	// Groups returns the consumer groups of topic when it is replicated
@@ -132,6 +137,9 @@ type FetchAnswer struct {
 	// Limit bounds the messages read (0: no bound), so that no batch of
 	// the next epoch is sent with BatchEpoch's.
 	Limit int
+	// From is the offset to read from: the fetch's, or the leader's
+	// start when the follower's log ends before it.
+	From int64
 }
 
 // NotLeaderError refuses a request for a replicated topic on a server

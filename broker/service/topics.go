@@ -83,9 +83,11 @@ func (s *Service) ListTopics(c Caller, prefix, regex string) ([]string, error) {
 // segment files that hold only those (the admin right), and returns the
 // topic's info after it. before must be within [0, next]: negative is
 // protocol.ErrInvalidArgument, past the end ErrOffsetOutOfRange, on both
-// ports. It may wait on the disk.
+// ports. A replicated topic is truncated by its leader (else a
+// *NotLeaderError) on every replica, up to its high-water mark at most,
+// which is then its end here. It may wait on the disk.
 func (s *Service) Truncate(c Caller, topic string, before int64) (TopicInfo, error) {
-	info, err := s.truncateInfo(c, topic)
+	info, replicated, err := s.truncateInfo(c, topic)
 	if err != nil {
 		return info, err
 	}
@@ -95,34 +97,62 @@ func (s *Service) Truncate(c Caller, topic string, before int64) (TopicInfo, err
 	if before > info.Next {
 		return info, fmt.Errorf("%w: truncate before %d: the topic's offsets are [%d, %d]", storage.ErrOffsetOutOfRange, before, info.Oldest, info.Next)
 	}
-	if err := s.store.Truncate(topic, before); err != nil {
+	if replicated {
+		err = s.repl.Truncate(topic, before)
+	} else {
+		err = s.store.Truncate(topic, before)
+	}
+	if err != nil {
 		return info, err
 	}
 	return s.store.Info(topic)
 }
 
 // TruncateTime truncates topic before the first message appended at or
-// after t (the admin right), and returns the topic's info after it. It may
-// wait on the disk.
+// after t (the admin right), and returns the topic's info after it: on
+// every replica of a replicated topic, as Truncate. It may wait on the
+// disk.
 func (s *Service) TruncateTime(c Caller, topic string, t time.Time) (TopicInfo, error) {
-	info, err := s.truncateInfo(c, topic)
+	info, replicated, err := s.truncateInfo(c, topic)
 	if err != nil {
 		return info, err
 	}
-	if err := s.store.TruncateTime(topic, t); err != nil {
+	if replicated {
+		var before int64
+		if before, err = s.store.OffsetAt(topic, t); err == nil {
+			err = s.repl.Truncate(topic, min(before, info.Next))
+		}
+	} else {
+		err = s.store.TruncateTime(topic, t)
+	}
+	if err != nil {
 		return info, err
 	}
 	return s.store.Info(topic)
 }
 
-func (s *Service) truncateInfo(c Caller, topic string) (TopicInfo, error) {
+// truncateInfo checks a truncation of topic: the admin right and, for a
+// replicated topic, that this server leads it. It returns the topic's
+// info, whose end for a replicated topic is its high-water mark, and
+// whether it is replicated.
+func (s *Service) truncateInfo(c Caller, topic string) (TopicInfo, bool, error) {
 	if err := s.Allow(c, protocol.OpTruncate, topic); err != nil {
-		return TopicInfo{}, err
+		return TopicInfo{}, false, err
 	}
-	if s.repl != nil && s.repl.Replicated(topic) {
-		return TopicInfo{}, errReplicatedTruncate
+	if s.repl == nil || !s.repl.Replicated(topic) {
+		info, err := s.store.Info(topic)
+		return info, false, err
 	}
-	return s.store.Info(topic)
+	if err := s.repl.Writable(topic); err != nil {
+		return TopicInfo{}, true, err
+	}
+	hw, _, err := s.repl.Readable(topic)
+	if err != nil {
+		return TopicInfo{}, true, err
+	}
+	info, err := s.store.Info(topic)
+	info.Next = min(info.Next, hw)
+	return info, true, err
 }
 
 // OffsetAt returns the first offset of topic appended at or after t (the
@@ -145,7 +175,3 @@ func ValidTopic(name string) error {
 	}
 	return fmt.Errorf("%w %q: %s", storage.ErrInvalidTopic, name, strings.TrimPrefix(err.Error(), protocol.ErrInvalidTopic.Error()+": "))
 }
-
-// errReplicatedTruncate refuses a truncation of a replicated topic: its
-// followers would keep what the leader dropped (docs/replication.md).
-var errReplicatedTruncate = fmt.Errorf("%w: truncating a replicated topic is not supported: retention (-retention-age, -retention-bytes) runs on each replica", protocol.ErrInvalidArgument)
