@@ -81,6 +81,8 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 		jb, err = b.groupJob(h, payload)
 	case protocol.OpClusterMember:
 		jb, err = memberJob(h, payload)
+	case protocol.OpTopicReplicas:
+		jb, err = replicasJob(h, payload)
 	}
 	if err == nil && h.Op != protocol.OpListTopics {
 		err = b.svc.Allow(cs.caller, h.Op, jb.topic) // refused at once; the service checks again when it runs
@@ -136,6 +138,14 @@ func memberJob(h protocol.RequestHeader, payload []byte) (*job, error) {
 	return &job{op: h.Op, corrID: h.CorrID, topic: service.MembershipTopic, memberAction: action, member: string(entry)}, nil
 }
 
+func replicasJob(h protocol.RequestHeader, payload []byte) (*job, error) {
+	topic, n, err := protocol.ParseTopicReplicasRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	return &job{op: h.Op, corrID: h.CorrID, topic: string(topic), replicas: int(n)}, nil
+}
+
 // offLoop reports whether j may wait on the disk or spend CPU and so runs
 // on the connection's goroutine: create, delete and truncate (directory
 // syncs, file removals), the group ops (a commit rewrites a file per
@@ -147,8 +157,8 @@ func memberJob(h protocol.RequestHeader, payload []byte) (*job, error) {
 // protocol.MaxBatchMessages) costs less than writing its bytes.
 func (b *Broker) offLoop(j *job) bool {
 	switch j.op {
-	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpOffsetAt, protocol.OpImport, protocol.OpClusterMember:
-		return true // import: meta files and data written durably; offset at: a binary search that reads batch headers from the disk; cluster member: a Raft commit
+	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpOffsetAt, protocol.OpImport, protocol.OpClusterMember, protocol.OpTopicReplicas:
+		return true // import: meta files and data written durably; offset at: a binary search that reads batch headers from the disk; cluster member, topic replicas: a Raft commit
 	case protocol.OpCommitOffset, protocol.OpDeleteGroup, protocol.OpFetchOffset, protocol.OpGroupLease, protocol.OpListGroups:
 		// A commit rewrites the groups file on every volume, holding the
 		// topic's group table meanwhile, which the others take.
@@ -232,6 +242,7 @@ type job struct {
 	// cluster member: the action and the entry
 	memberAction uint8
 	member       string
+	replicas     int // topic replicas: the replication factor asked for
 	// list
 	prefix string
 	regex  string // list: the filter, compiled where the job runs
@@ -346,6 +357,8 @@ func (b *Broker) runJob(dst []byte, j *job) []byte {
 		err = b.svc.DeleteTopic(j.caller, j.topic)
 	case protocol.OpClusterMember:
 		err = b.svc.ClusterMember(j.caller, j.memberAction, j.member)
+	case protocol.OpTopicReplicas:
+		_, err = b.svc.SetReplicas(j.caller, j.topic, j.replicas)
 	case protocol.OpTopicInfo:
 		var info service.TopicInfo
 		if info, err = b.svc.Info(j.caller, j.topic); err == nil {

@@ -116,6 +116,27 @@ func (c *Client) clusterMember(ctx context.Context, action uint8, entry string) 
 	return err
 }
 
+// SetReplicas creates topic on n replicas of a cluster of servers
+// (-cluster), or, when it exists, changes its replication factor to n:
+// its new replicas copy its log, join its in-sync set, and then the
+// servers it leaves delete their copies. It returns once the change is
+// recorded; ClusterStatus shows the move (its target) until it ends. n
+// below the servers' -min-insync, above their number, or while the topic
+// moves is ErrInvalidArgument; without a cluster only n = 1 is taken (a
+// create that leaves an existing topic as it is).
+func (c *Client) SetReplicas(ctx context.Context, topic string, n int) error {
+	if n < 1 || n > protocol.MaxTopicReplicas {
+		return fmt.Errorf("%w: %d replicas, want 1 to %d", ErrInvalidArgument, n, protocol.MaxTopicReplicas)
+	}
+	if c.cl != nil {
+		return c.cl.onTopic(ctx, topic, true, func(s *Client) error { return s.SetReplicas(ctx, topic, n) })
+	}
+	_, err := c.do(ctx, protocol.OpTopicReplicas, 0, true, func(dst []byte, id uint32) []byte {
+		return protocol.AppendTopicReplicasRequest(dst, id, topic, uint8(n))
+	})
+	return err
+}
+
 // ClusterStatus returns the server's view of its cluster as JSON (see
 // docs/replication.md): members, the Raft leader, and each replicated
 // topic's replicas, leader, epoch, in-sync set and, on the server that

@@ -441,6 +441,29 @@
 // than 1024 ids is code 14 (invalid argument). A server that does not
 // lead the topic answers code 27.
 //
+// Cluster member (op 21) adds a server to the cluster (action 1, the entry
+// its -peers form host:port/http/cluster) or removes a member (action 2,
+// the entry its binary address), with the replication right:
+//
+//	request                                    response: empty
+//	0  1  action     uint8, 1 or 2
+//	1  2  entry len  1 to 1024 (MaxMemberEntry)
+//	3  n  entry
+//
+// Topic replicas (op 22) creates a topic on n replicas of a cluster, or
+// changes an existing topic's replication factor to n (its new replicas
+// copy its log, then the members it leaves delete theirs), with the admin
+// right; the answer comes once the change is recorded:
+//
+//	request                                    response: empty
+//	0  1  n          uint8, 1 to 255 (0: code 14)
+//	1  2  topic len
+//	3  n  topic
+//
+// n below -min-insync, above the members, or for a topic still moving is
+// code 14; without a cluster only n = 1 is taken (a create that leaves an
+// existing topic as it is).
+//
 // # Hello and tokens
 //
 // Hello (op 9) presents the client: the highest protocol version it

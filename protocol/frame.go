@@ -70,8 +70,9 @@ const (
 	OpClusterStatus  Op = 19 // the cluster's members, and each replicated topic's replicas and leader
 	OpProducerOwners Op = 20 // which owners a leader binds idempotent producer ids to (servers only)
 	OpClusterMember  Op = 21 // add a server to the cluster, or remove one
+	OpTopicReplicas  Op = 22 // create a topic on n replicas, or change a topic's replication factor
 
-	opMax = OpClusterMember
+	opMax = OpTopicReplicas
 )
 
 // Valid reports whether op is known to this protocol version.
@@ -121,6 +122,8 @@ func (op Op) String() string {
 		return "producer owners"
 	case OpClusterMember:
 		return "cluster member"
+	case OpTopicReplicas:
+		return "topic replicas"
 	}
 	return "unknown op"
 }

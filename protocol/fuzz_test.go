@@ -148,14 +148,15 @@ func fuzzResponse(f *testing.F, op Op) {
 	f.Fuzz(func(t *testing.T, payload []byte) { checkResponse(t, op, CodeOK, payload) })
 }
 
-func FuzzParseTopicRequest(f *testing.F)      { fuzzRequest(f, OpCreateTopic) }
-func FuzzParseListTopicsRequest(f *testing.F) { fuzzRequest(f, OpListTopics) }
-func FuzzParseProduceRequest(f *testing.F)    { fuzzRequest(f, OpProduce) }
-func FuzzParseConsumeRequest(f *testing.F)    { fuzzRequest(f, OpConsume) }
-func FuzzParseTruncateRequest(f *testing.F)   { fuzzRequest(f, OpTruncate) }
-func FuzzParseHelloRequest(f *testing.F)      { fuzzRequest(f, OpHello) }
-func FuzzParseOffsetAtRequest(f *testing.F)   { fuzzRequest(f, OpOffsetAt) }
-func FuzzParseImportRequest(f *testing.F)     { fuzzRequest(f, OpImport) }
+func FuzzParseTopicRequest(f *testing.F)         { fuzzRequest(f, OpCreateTopic) }
+func FuzzParseListTopicsRequest(f *testing.F)    { fuzzRequest(f, OpListTopics) }
+func FuzzParseProduceRequest(f *testing.F)       { fuzzRequest(f, OpProduce) }
+func FuzzParseConsumeRequest(f *testing.F)       { fuzzRequest(f, OpConsume) }
+func FuzzParseTruncateRequest(f *testing.F)      { fuzzRequest(f, OpTruncate) }
+func FuzzParseHelloRequest(f *testing.F)         { fuzzRequest(f, OpHello) }
+func FuzzParseOffsetAtRequest(f *testing.F)      { fuzzRequest(f, OpOffsetAt) }
+func FuzzParseImportRequest(f *testing.F)        { fuzzRequest(f, OpImport) }
+func FuzzParseTopicReplicasRequest(f *testing.F) { fuzzRequest(f, OpTopicReplicas) }
 
 func FuzzParseListTopicsResponse(f *testing.F) { fuzzResponse(f, OpListTopics) }
 func FuzzParseTopicInfoResponse(f *testing.F)  { fuzzResponse(f, OpTopicInfo) }

@@ -46,6 +46,8 @@ func goldenFrames(t testing.TB) []golden {
 			"08000000 01 01 0000 2a000000", true, OpPing},
 		{"create topic request", AppendCreateTopicRequest(nil, 42, "orders"),
 			"10000000 01 02 0000 2a000000 " + goldenOrders, false, OpCreateTopic},
+		{"topic replicas request", AppendTopicReplicasRequest(nil, 42, "orders", 3),
+			"11000000 01 16 0000 2a000000 03 " + goldenOrders, false, OpTopicReplicas},
 		{"create topic response", AppendEmptyResponse(nil, OpCreateTopic, 42),
 			"08000000 01 02 0000 2a000000", true, OpCreateTopic},
 		{"delete topic request", AppendDeleteTopicRequest(nil, 42, "orders"),
@@ -210,6 +212,12 @@ func reencodeRequest(op Op, payload []byte) ([]byte, error) {
 			return nil, err
 		}
 		return AppendImportRequest(nil, id, string(req.Topic), req.Flags, req.Offset, req.Batches), err
+	case OpTopicReplicas:
+		topic, n, err := ParseTopicReplicasRequest(payload)
+		if !filled(err) {
+			return nil, err
+		}
+		return AppendTopicReplicasRequest(nil, id, string(topic), n), err
 	}
 	return nil, ErrUnknownOp
 }

@@ -276,3 +276,32 @@ func ParseClusterMemberRequest(payload []byte) (action uint8, entry []byte, err 
 	}
 	return action, entry, nil
 }
+
+// MaxTopicReplicas bounds the replication factor a topic replicas request
+// asks for.
+const MaxTopicReplicas = 255
+
+// AppendTopicReplicasRequest appends a topic replicas request: create
+// topic on n replicas, or, when it exists, move it to n replicas (its
+// replication factor).
+func AppendTopicReplicasRequest(dst []byte, corrID uint32, topic string, n uint8) []byte {
+	start := len(dst)
+	dst = appendRequestHeader(dst, OpTopicReplicas, corrID)
+	dst = append(dst, n)
+	dst = appendString(dst, topic)
+	return finishFrame(dst, start)
+}
+
+// ParseTopicReplicasRequest parses the payload of a topic replicas
+// request: at least one replica.
+func ParseTopicReplicasRequest(payload []byte) (topic []byte, n uint8, err error) {
+	r := reader{b: payload}
+	n, topic = r.u8(), r.str()
+	if err := r.end(); err != nil {
+		return nil, 0, err
+	}
+	if n == 0 {
+		return topic, n, fmt.Errorf("%w: a topic on 0 replicas", ErrInvalidArgument)
+	}
+	return topic, n, validTopic(topic)
+}

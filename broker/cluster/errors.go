@@ -21,6 +21,10 @@ var (
 	ErrBadCommand = errors.New("cluster: bad command")
 	// ErrNotEnoughMembers: fewer members than the replicas asked for.
 	ErrNotEnoughMembers = errors.New("cluster: not enough members")
+	// ErrTopicMoving: the topic is being moved (a member joined or is
+	// leaving, or its replication factor changed); another change waits
+	// until the move ends.
+	ErrTopicMoving = errors.New("cluster: topic is moving")
 	// ErrClosed: the node is shut down.
 	ErrClosed = errors.New("cluster: closed")
 )

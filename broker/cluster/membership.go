@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/hashicorp/raft"
 
@@ -143,6 +144,60 @@ func (t *Topic) finishMove(c Command) error {
 // controller then moves topics onto it.
 func (n *Node) AddMember(ctx context.Context, m Member) error {
 	return n.Propose(ctx, Command{Op: opJoin, Members: []Member{m}})
+}
+
+// SetReplicas moves a topic to n replicas, placed as CreateTopic places
+// a new topic's (rendezvous hashing over the members not leaving), so
+// that the controller keeps them there: its new replicas copy the
+// leader's log and join the in-sync set, then the target becomes its
+// replicas and the members it left delete their copies. It returns the
+// topic as recorded once the move is (nothing to move: as it is).
+func (n *Node) SetReplicas(ctx context.Context, name string, replicas int) (Topic, error) {
+	if err := n.waitMembers(ctx); err != nil {
+		return Topic{}, err
+	}
+	for try := 0; ; try++ {
+		var t Topic
+		var want []string
+		var err error
+		n.fsm.read(func(s *State) {
+			tp, ok := s.Topics[name]
+			if !ok {
+				err = fmt.Errorf("%w: %q", ErrTopicNotFound, name)
+				return
+			}
+			t = *tp.clone()
+			if len(t.Target) > 0 {
+				err = fmt.Errorf("%w: topic %q moves to %s: change it again once that ends", ErrTopicMoving, name, strings.Join(t.Target, ","))
+				return
+			}
+			var active []string
+			for _, id := range s.MemberIDs() {
+				if !s.Members[id].Leaving {
+					active = append(active, id)
+				}
+			}
+			if replicas > len(active) {
+				err = fmt.Errorf("%w: %d replicas asked for topic %q, the cluster has %d members", ErrNotEnoughMembers, replicas, name, len(active))
+				return
+			}
+			for _, i := range client.PlaceN(name, active, replicas) {
+				want = append(want, active[i])
+			}
+		})
+		if err != nil || sameSet(want, t.Replicas) {
+			return t, err
+		}
+		err = n.Propose(ctx, Command{Op: opMove, Topic: name, Epoch: t.Epoch, Version: t.Version, Replicas: want})
+		if errors.Is(err, ErrStaleEpoch) && try < 3 {
+			continue // a leader or in-sync change came first: decide again
+		}
+		if err != nil {
+			return t, err
+		}
+		t, _ = n.Topic(name)
+		return t, nil
+	}
 }
 
 // RemoveMember marks member id as leaving: the controller moves its

@@ -162,7 +162,27 @@ func (a *API) listTopics(w http.ResponseWriter, r *http.Request) {
 // create serves PUT /topics/{topic} (201) and remove DELETE
 // /topics/{topic} (204). Both are idempotent, as the original server's:
 // creating a topic that exists is 201 again, deleting a missing one 204.
-func (a *API) create(w http.ResponseWriter, _ *http.Request, c call) {
+// PUT /topics/{topic}?replicas=N creates the topic on N replicas (201),
+// or changes an existing one's replication factor (202: recorded, the
+// move goes on), as op 22 does.
+func (a *API) create(w http.ResponseWriter, r *http.Request, c call) {
+	if q := r.URL.Query().Get("replicas"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 1 || n > protocol.MaxTopicReplicas {
+			a.fail(w, fmt.Errorf("%w: replicas %q: want 1 to %d", protocol.ErrInvalidArgument, q, protocol.MaxTopicReplicas))
+			return
+		}
+		created, err := c.svc.SetReplicas(c.caller, c.topic, n)
+		switch {
+		case err != nil:
+			a.fail(w, err)
+		case created:
+			w.WriteHeader(http.StatusCreated)
+		default:
+			w.WriteHeader(http.StatusAccepted)
+		}
+		return
+	}
 	if err := c.svc.CreateTopic(c.caller, c.topic); err != nil && service.Code(err) != protocol.CodeTopicExists {
 		a.fail(w, err)
 		return

@@ -260,6 +260,13 @@ func TestRESTBadInput(t *testing.T) {
 	for _, q := range []string{"", "before=", "before=-1", "before=yesterday"} {
 		do(t, "PATCH", u+"/t?"+q, "").want(t, "truncate "+q, 400)
 	}
+	// A replication factor: 1 only without a cluster; 201 creates, 202
+	// leaves an existing topic.
+	for _, q := range []string{"replicas=0", "replicas=x", "replicas=256", "replicas=3"} {
+		do(t, "PUT", u+"/r?"+q, "").want(t, "create "+q, 400)
+	}
+	do(t, "PUT", u+"/r?replicas=1", "").want(t, "create on one replica", 201)
+	do(t, "PUT", u+"/r?replicas=1", "").want(t, "again", 202)
 	do(t, "GET", s.url+"/nope", "").want(t, "unknown route", 404)
 	do(t, "POST", s.url+"/topics", "").want(t, "wrong method", 405)
 

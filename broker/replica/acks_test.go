@@ -1,9 +1,12 @@
 package replica
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/haraqa/haraqa/broker/cluster"
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // TestAcksAllCountsInSyncOnly: the leader's high-water mark, and with it
@@ -52,4 +55,14 @@ func TestAcksAllCountsInSyncOnly(t *testing.T) {
 	rt.fol["b"].leo = 10
 	step("b at the end, still out of the set", []string{"a"}, 7, 3)
 	step("c taken back in by the record", []string{"a", "c"}, 10, 3, 10)
+}
+
+// TestSetReplicasBelowMinInsync: a replication factor under -min-insync
+// is refused before the cluster is asked: every acks=all produce to such
+// a topic would be refused.
+func TestSetReplicasBelowMinInsync(t *testing.T) {
+	m := New(openReplica(t), Config{Self: "a", MinInsync: 2})
+	if _, err := m.SetReplicas("t", 1); !errors.Is(err, protocol.ErrInvalidArgument) || !strings.Contains(err.Error(), "-min-insync 2") {
+		t.Fatalf("1 replica under -min-insync 2: %v, want invalid argument naming the flag", err)
+	}
 }

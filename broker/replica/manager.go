@@ -759,13 +759,48 @@ func (m *Manager) ProducerOwners(topic string, ids []uint64) (map[uint64]string,
 
 // Create implements service.Replication.
 func (m *Manager) Create(topic string) (bool, error) {
+	return m.create(topic, m.cfg.Replicas)
+}
+
+// SetReplicas implements service.Replication.
+func (m *Manager) SetReplicas(topic string, replicas int) (bool, error) {
+	if replicas < m.cfg.MinInsync {
+		return false, fmt.Errorf("%w: %d replicas for topic %q: fewer than -min-insync %d, which every acks=all produce needs", protocol.ErrInvalidArgument, replicas, topic, m.cfg.MinInsync)
+	}
+	n := m.node.Load()
+	if n == nil {
+		return false, errStarting
+	}
+	if _, _, ok := m.lookup(topic); !ok {
+		existed, err := m.create(topic, replicas)
+		if !existed {
+			return true, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
+	defer cancel()
+	_, err := n.SetReplicas(ctx, topic, replicas)
+	switch {
+	case errors.Is(err, cluster.ErrNotEnoughMembers), errors.Is(err, cluster.ErrTopicMoving):
+		return false, fmt.Errorf("%w: %w", protocol.ErrInvalidArgument, err)
+	case errors.Is(err, cluster.ErrTopicNotFound):
+		return false, fmt.Errorf("%w: %q", storage.ErrTopicNotFound, topic)
+	case err != nil:
+		return false, &protocol.Error{Code: protocol.CodeShuttingDown, Message: "the cluster cannot record the change now: " + err.Error()}
+	}
+	m.Poke()
+	return false, nil
+}
+
+// create records topic on replicas members (Create, SetReplicas).
+func (m *Manager) create(topic string, replicas int) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
 	defer cancel()
 	n := m.node.Load()
 	if n == nil {
 		return false, errStarting
 	}
-	t, err := n.CreateTopic(ctx, topic, m.cfg.Replicas)
+	t, err := n.CreateTopic(ctx, topic, replicas)
 	existed := errors.Is(err, cluster.ErrTopicExists)
 	switch {
 	case existed:

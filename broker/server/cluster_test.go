@@ -175,6 +175,7 @@ type topicStatus struct {
 	ISR       []string `json:"isr"`
 	HighWater int64    `json:"high_water"`
 	Next      int64    `json:"next"`
+	Target    []string `json:"target"`
 }
 
 // waitTopic waits up to 20 s until topic's status on c satisfies ok.

@@ -50,6 +50,11 @@ type Replication interface {
 	// server can take its writes (nil), or a *NotLeaderError naming the
 	// server that leads it.
 	Create(topic string) (existed bool, err error)
+	// SetReplicas creates topic on n replicas (created true; then as
+	// Create), or moves it to n replicas: placed as a new topic's, its
+	// new replicas copy its log before the old ones let it go. It returns
+	// once the change is recorded; the move goes on in the background.
+	SetReplicas(topic string, n int) (created bool, err error)
 	// Delete removes topic from the cluster; its replicas delete it.
 	Delete(topic string) error
 	// Truncate drops topic's messages before before, no further than its

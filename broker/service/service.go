@@ -201,7 +201,7 @@ func RightOf(op protocol.Op) auth.Right {
 	case protocol.OpConsume, protocol.OpOffsetAt, protocol.OpCommitOffset, protocol.OpFetchOffset, protocol.OpGroupLease,
 		protocol.OpListGroups, protocol.OpDeleteGroup:
 		return auth.Consume // a group is a consumer's position
-	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpImport:
+	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpImport, protocol.OpTopicReplicas:
 		return auth.Admin // import: it writes at chosen offsets and times
 	case protocol.OpReplicaFetch, protocol.OpEpochEnd, protocol.OpProducerOwners:
 		return auth.Replication // only a cluster's servers copy a log

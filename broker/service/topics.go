@@ -35,6 +35,34 @@ func (s *Service) CreateTopic(c Caller, topic string) error {
 	return s.store.CreateTopic(topic)
 }
 
+// SetReplicas creates topic on n replicas, or changes its replication
+// factor to n (the admin right): on a cluster, where its new replicas
+// copy its log and the members it leaves delete theirs once they have
+// (the move goes on after the answer: hrqa cluster status shows it).
+// Without a cluster n must be 1, and an existing topic is left as it is.
+// created tells whether the topic was created. It may wait on the Raft
+// group.
+func (s *Service) SetReplicas(c Caller, topic string, n int) (created bool, err error) {
+	if err := s.Allow(c, protocol.OpTopicReplicas, topic); err != nil {
+		return false, err
+	}
+	if s.repl == nil {
+		if n != 1 {
+			return false, fmt.Errorf("%w: a topic on %d replicas needs a cluster of servers (-cluster)", protocol.ErrInvalidArgument, n)
+		}
+		err := s.store.CreateTopic(topic)
+		if errors.Is(err, storage.ErrTopicExists) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	created, err = s.repl.SetReplicas(topic, n)
+	if nl := (*NotLeaderError)(nil); errors.As(err, &nl) {
+		return created, nil // created in the cluster; it lives on its replicas
+	}
+	return created, err
+}
+
 // DeleteTopic deletes topic and its groups (the admin right). It may wait
 // on the disk.
 func (s *Service) DeleteTopic(c Caller, topic string) error {

@@ -66,6 +66,17 @@ func TestClusterStatus(t *testing.T) {
 	if len(st.Topics) != 1 || st.Topics[0].Leader != bin || st.Topics[0].HighWater != 2 {
 		t.Fatalf("%+v", st)
 	}
+	ok(t, bin, "", "topics", "replicas", "audit", "1")
+	if out := ok(t, bin, "", "cluster", "status"); !strings.Contains(out, "audit") {
+		t.Fatalf("cluster status lacks the topic created on one replica:\n%s", out)
+	}
+	fails(t, bin, "", "not enough members", "topics", "replicas", "audit", "2")
+	if r := hrqa(t, bin, "", "topics", "replicas", "audit", "two"); r.code != 2 || !strings.Contains(r.stderr, "not a number of replicas") {
+		t.Fatalf("topics replicas audit two: %+v, want a usage error", r)
+	}
 	plain, _ := server(t)
 	fails(t, plain, "", "not in a cluster", "cluster", "status")
+	fails(t, plain, "", "needs a cluster", "topics", "replicas", "audit", "2")
+	ok(t, plain, "", "topics", "replicas", "audit", "1")
+	ok(t, plain, "", "produce", "audit", "a")
 }

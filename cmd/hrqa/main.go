@@ -173,7 +173,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		topicsListCmd, topicsCreateCmd, topicsDeleteCmd, topicsInfoCmd, topicsMoveCmd,
+		topicsListCmd, topicsCreateCmd, topicsReplicasCmd, topicsDeleteCmd, topicsInfoCmd, topicsMoveCmd,
 		produceCmd, consumeCmd, truncateCmd,
 		groupsListCmd, groupsInfoCmd, groupsResetCmd, groupsDeleteCmd,
 		clusterStatusCmd, clusterAddCmd, clusterRemoveCmd, pingCmd, tokenNewCmd, helpCmd,

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"regexp"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/haraqa/haraqa/client"
@@ -68,6 +69,37 @@ Examples:
 		return func(ctx context.Context, e *env, args []string) error {
 			return withTopic(ctx, e, args, func(c *client.Client, topic string) error {
 				return c.CreateTopic(ctx, topic)
+			})
+		}
+	},
+}
+
+var topicsReplicasCmd = &command{
+	name:    "topics replicas",
+	args:    "TOPIC N",
+	summary: "create a topic on N replicas of a cluster, or change its replication factor",
+	help: `On a cluster of servers (-cluster): creates TOPIC on N replicas, or, when it
+exists, moves it to N replicas, placed as a new topic's would be. Its new
+replicas copy its log and join its in-sync set, then the servers it leaves
+delete their copies; the command returns once the change is recorded: follow
+with hrqa cluster status (MOVING TO). N may not be below the servers'
+-min-insync nor above their number, and a topic that still moves cannot be
+changed again. Without a cluster only N = 1 is taken. Needs the admin right.
+
+Examples:
+  hrqa topics replicas orders 3
+  hrqa topics replicas -addr 10.0.0.5:14353 audit 5`,
+	setup: func(fs *flag.FlagSet) action {
+		return func(ctx context.Context, e *env, args []string) error {
+			if len(args) != 2 {
+				return usagef("topics replicas takes a topic and a number of replicas")
+			}
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n < 1 {
+				return usagef("%q is not a number of replicas", args[1])
+			}
+			return withTopic(ctx, e, args[:1], func(c *client.Client, topic string) error {
+				return c.SetReplicas(ctx, topic, n)
 			})
 		}
 	},

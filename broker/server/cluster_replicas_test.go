@@ -1,0 +1,115 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/haraqa/haraqa/client"
+)
+
+// TestClusterSetReplicas: on a cluster whose default is one replica, a
+// topic is created on three (op 22), a topic of one grows to three with
+// its log copied, and a topic of three shrinks to one: the servers it
+// leaves delete their copies, and the one that keeps it holds every
+// message. A factor above the members, or while the topic moves, is
+// refused.
+func TestClusterSetReplicas(t *testing.T) {
+	tc := startTestCluster(t, 3, 1, 1)
+	c := dialAll(t, tc.addrs)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	status := dialOne(t, tc.addrs[0])
+
+	if err := c.SetReplicas(ctx, "three", 3); err != nil {
+		t.Fatal(err)
+	}
+	var three []string
+	producing(t, ctx, c, "three", &three)(20)
+	waitTopic(t, status, "three", "created on three replicas", func(st topicStatus) bool {
+		return len(st.Replicas) == 3 && len(st.ISR) == 3 && st.HighWater == 20
+	})
+
+	if err := c.CreateTopic(ctx, "one"); err != nil {
+		t.Fatal(err)
+	}
+	var one []string
+	producing(t, ctx, c, "one", &one)(30)
+	if st := waitTopic(t, status, "one", "recorded", func(st topicStatus) bool { return st.Name != "" }); len(st.Replicas) != 1 {
+		t.Fatalf("the default: %+v, want one replica", st)
+	}
+	if err := c.SetReplicas(ctx, "one", 4); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("4 replicas on 3 servers: %v, want invalid argument", err)
+	}
+	if err := c.SetReplicas(ctx, "one", 3); err != nil {
+		t.Fatal(err)
+	}
+	waitTopic(t, status, "one", "grown to three replicas", func(st topicStatus) bool {
+		return len(st.Replicas) == 3 && len(st.ISR) == 3 && len(st.Target) == 0
+	})
+	for _, a := range tc.addrs {
+		checkTopic(t, dialOne(t, a), "one", one)
+	}
+	producing(t, ctx, c, "one", &one)(5) // acks=all on three now
+
+	if err := c.SetReplicas(ctx, "three", 1); err != nil {
+		t.Fatal(err)
+	}
+	st := waitTopic(t, status, "three", "shrunk to one replica", func(st topicStatus) bool {
+		return len(st.Replicas) == 1 && len(st.Target) == 0 && st.Leader == st.Replicas[0]
+	})
+	for _, a := range tc.addrs {
+		if a == st.Replicas[0] {
+			checkTopic(t, dialOne(t, a), "three", three)
+			continue
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			topics, err := dialOne(t, a).ListTopics(ctx, "")
+			if err == nil && !slices.Contains(topics, "three") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s keeps its copy of a topic it no longer holds: %v %v", a, topics, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	producing(t, ctx, c, "three", &three)(5)
+	checkTopic(t, dialOne(t, st.Replicas[0]), "three", three)
+
+	// The HTTP port: the same service call (PUT ?replicas=).
+	web := "http://" + tc.cfgs[0].HTTPAddr + "/topics/web"
+	for _, step := range []struct {
+		q    string
+		code int
+	}{{"replicas=2", http.StatusCreated}, {"replicas=0", http.StatusBadRequest}, {"replicas=4", http.StatusBadRequest}} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, web+"?"+step.q, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != step.code {
+			t.Fatalf("PUT ?%s: %d, want %d", step.q, resp.StatusCode, step.code)
+		}
+	}
+	waitTopic(t, status, "web", "created on two replicas over HTTP", func(st topicStatus) bool {
+		return len(st.Replicas) == 2 && len(st.ISR) == 2
+	})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, web+"?replicas=3", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("PUT ?replicas=3 of an existing topic: %d, want 202", resp.StatusCode)
+	}
+	waitTopic(t, status, "web", "grown to three over HTTP", func(st topicStatus) bool {
+		return len(st.Replicas) == 3 && len(st.ISR) == 3 && len(st.Target) == 0
+	})
+}
