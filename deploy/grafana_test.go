@@ -335,6 +335,7 @@ var dashboardRequired = []string{
 	"haraqa_replica_under_replicated_topics", "haraqa_replica_topics_led", "haraqa_replica_max_lag_messages",
 	"haraqa_replica_max_lag_bytes", "haraqa_replica_truncations_total", "haraqa_replica_fetched_bytes_total",
 	"haraqa_replicated_bytes_total", "haraqa_replica_read_bytes_total",
+	"haraqa_topic_replica_lag_messages", "haraqa_topic_replica_lag_bytes",
 }
 
 func loadDashboard(t *testing.T) *dashboard {

@@ -101,6 +101,20 @@ var groupFamilies = []struct {
 	{"haraqa_consumer_group_committed_offset", "The offset a consumer group committed on a topic: the offset it reads next.", func(g *service.GroupOffset) int64 { return g.Committed }},
 }
 
+// replicaFamilies are the per-topic series of a cluster's replicated
+// topics, labelled topic: where this server leads the topic (leader 1),
+// its replicas and in-sync set, and each follower's lag, labelled
+// replica too, which only the leader knows.
+var replicaFamilies = []struct {
+	name, help string
+}{
+	{"haraqa_topic_leader", "1 where this server leads the replicated topic, 0 where it follows (-cluster)."},
+	{"haraqa_topic_replicas", "Servers holding the replicated topic, on its leader."},
+	{"haraqa_topic_insync_replicas", "The replicated topic's in-sync set, on its leader: fewer than haraqa_topic_replicas is under-replicated."},
+	{"haraqa_topic_replica_lag_messages", "Messages a follower (replica) has yet to copy of the topic, on its leader."},
+	{"haraqa_topic_replica_lag_bytes", "Batch bytes a follower (replica) has yet to copy of the topic, on its leader."},
+}
+
 // snapshot returns a fresh snapshot of st, rendering one if the current
 // one has expired: one goroutine renders, the others wait for its result.
 func (m *metrics) snapshot(st *state) *snapshot {
@@ -124,7 +138,7 @@ func (m *metrics) snapshot(st *state) *snapshot {
 
 // render computes a snapshot of st.
 func (m *metrics) render(st *state) *snapshot {
-	s := &snapshot{st: st, fams: make([]family, len(topicFamilies)+len(groupFamilies))}
+	s := &snapshot{st: st, fams: make([]family, len(topicFamilies)+len(groupFamilies)+len(replicaFamilies))}
 	m.cache.renders.Add(1)
 	tot := &totals{st: st}
 	if st != nil {
@@ -132,6 +146,9 @@ func (m *metrics) render(st *state) *snapshot {
 		slices.SortFunc(stats, func(a, b service.TopicStats) int { return strings.Compare(a.Name, b.Name) })
 		s.renderTopics(stats)
 		s.renderGroups(st.svc.GroupStats())
+		if rs := st.svc.ReplicationStats(); rs != nil {
+			s.renderReplicas(rs.Topics)
+		}
 		for i := range stats {
 			tot.bytes += stats[i].Bytes
 			tot.segs += int64(stats[i].Segments)
@@ -196,6 +213,50 @@ func (s *snapshot) renderGroups(groups map[string][]service.GroupOffset) {
 				line = append(strconv.AppendInt(line, f.value(g), 10), '\n')
 				s.fams[base+fi].add(int32(ti), line)
 			}
+		}
+	}
+}
+
+// renderReplicas writes the replicated topics' families, of the topics
+// renderTopics wrote.
+func (s *snapshot) renderReplicas(topics []service.ReplicaTopicStats) {
+	base := len(topicFamilies) + len(groupFamilies)
+	for fi, f := range replicaFamilies {
+		s.fams[base+fi].header = familyHeader(f.name, f.help, "gauge")
+	}
+	var line []byte
+	sample := func(fi int, ti int32, topic, replica string, v int64) {
+		line = append(append(line[:0], replicaFamilies[fi].name...), `{`...)
+		if replica != "" {
+			line = append(line, `replica="`...)
+			line = appendLabelValue(line, replica)
+			line = append(line, `",`...)
+		}
+		line = append(line, `topic="`...)
+		line = appendLabelValue(line, topic)
+		line = append(line, `"} `...)
+		line = append(strconv.AppendInt(line, v, 10), '\n')
+		s.fams[base+fi].add(ti, line)
+	}
+	for i := range topics {
+		t := &topics[i]
+		k, ok := slices.BinarySearch(s.topics, t.Topic)
+		if !ok {
+			continue // not in the store yet
+		}
+		ti := int32(k)
+		if !t.Leader {
+			sample(0, ti, t.Topic, "", 0)
+			continue
+		}
+		sample(0, ti, t.Topic, "", 1)
+		sample(1, ti, t.Topic, "", int64(t.Replicas))
+		sample(2, ti, t.Topic, "", int64(t.InSync))
+		for _, f := range t.Followers {
+			sample(3, ti, t.Topic, f.ID, f.Messages)
+		}
+		for _, f := range t.Followers {
+			sample(4, ti, t.Topic, f.ID, f.Bytes)
 		}
 	}
 }

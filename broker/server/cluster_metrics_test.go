@@ -76,6 +76,42 @@ func TestClusterCountsReplicationApart(t *testing.T) {
 		}
 		return ""
 	}
+	// The replicated topic's own series: its leader says it leads, with
+	// three replicas in sync and each follower's lag (none, in step);
+	// the followers say they follow.
+	deadline := time.Now().Add(15 * time.Second)
+	for i := range tc.addrs {
+		var wants []string
+		if i == leader {
+			wants = []string{`haraqa_topic_leader{topic="counted"} 1`, `haraqa_topic_replicas{topic="counted"} 3`,
+				`haraqa_topic_insync_replicas{topic="counted"} 3`}
+			for j, a := range tc.addrs {
+				if j != leader {
+					wants = append(wants, fmt.Sprintf(`haraqa_topic_replica_lag_messages{replica=%q,topic="counted"} 0`, a),
+						fmt.Sprintf(`haraqa_topic_replica_lag_bytes{replica=%q,topic="counted"} 0`, a))
+				}
+			}
+		} else {
+			wants = []string{`haraqa_topic_leader{topic="counted"} 0`}
+		}
+		for {
+			_, body := get(t, "http://"+tc.cfgs[i].HTTPAddr+"/metrics")
+			missing := ""
+			for _, w := range wants {
+				if !strings.Contains(body, w+"\n") {
+					missing = w
+				}
+			}
+			if missing == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's /metrics lacks %s", tc.addrs[i], missing)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
 	for i := range tc.addrs {
 		w := want{replicated: n}
 		switch i {
