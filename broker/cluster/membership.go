@@ -32,7 +32,7 @@ const maxMoving = 4
 
 func isMembershipOp(op string) bool {
 	switch op {
-	case opJoin, opLeave, opForget, opMove, opMoved:
+	case opJoin, opLeave, opForget, opMove, opMoved, opHTTP:
 		return true
 	}
 	return false
@@ -56,6 +56,17 @@ func (s *State) applyMembership(c Command) error {
 			return nil // joined before
 		}
 		m.Leaving = false
+		s.Members[m.ID] = m
+		return nil
+	case opHTTP:
+		if len(c.Members) != 1 {
+			return fmt.Errorf("%w: an HTTP URL change names one member", ErrBadCommand)
+		}
+		m, ok := s.Members[c.Members[0].ID]
+		if !ok {
+			return fmt.Errorf("%w: %q is not a member", ErrBadCommand, c.Members[0].ID)
+		}
+		m.HTTP = c.Members[0].HTTP
 		s.Members[m.ID] = m
 		return nil
 	case opLeave, opForget:
@@ -198,6 +209,26 @@ func (n *Node) SetReplicas(ctx context.Context, name string, replicas int) (Topi
 		t, _ = n.Topic(name)
 		return t, nil
 	}
+}
+
+// RecordHTTP records this member's HTTP URL as it is configured now
+// where the Raft group holds another: a member recorded at the cluster's
+// first start without TLS, restarted with a certificate (https), or on
+// another HTTP port. Redirects to it (307 to a topic's leader) then use
+// it. It changes nothing for a member not in the list yet.
+func (n *Node) RecordHTTP(ctx context.Context) error {
+	self := n.cfg.Self
+	var rec Member
+	var ok bool
+	n.fsm.read(func(s *State) { rec, ok = s.Members[self.ID] })
+	if !ok || rec.HTTP == self.HTTP {
+		return nil
+	}
+	if err := n.Propose(ctx, Command{Op: opHTTP, Members: []Member{{ID: self.ID, HTTP: self.HTTP}}}); err != nil {
+		return err
+	}
+	n.log.Info("cluster: this member's HTTP URL recorded anew", "was", rec.HTTP, "now", self.HTTP)
+	return nil
 }
 
 // RemoveMember marks member id as leaving: the controller moves its

@@ -24,6 +24,14 @@ func TestMembershipRules(t *testing.T) {
 	must(Command{Op: opJoin, Members: []Member{{ID: "d", Raft: "d:1", HTTP: "http://d"}}})
 	must(Command{Op: opJoin, Members: []Member{{ID: "d", Raft: "d:1", HTTP: "http://d"}}}) // again: a retry
 	refused(Command{Op: opJoin, Members: []Member{{ID: "d", Raft: "d:2"}}}, ErrBadCommand)
+	// A member's HTTP URL changes (a certificate added); its Raft address stays.
+	refused(Command{Op: opHTTP, Members: []Member{{ID: "x", HTTP: "https://x"}}}, ErrBadCommand)
+	refused(Command{Op: opHTTP}, ErrBadCommand)
+	must(Command{Op: opHTTP, Members: []Member{{ID: "d", HTTP: "https://d"}}})
+	if m := s.Members["d"]; m.HTTP != "https://d" || m.Raft != "d:1" {
+		t.Fatalf("after the URL change: %+v", m)
+	}
+	must(Command{Op: opJoin, Members: []Member{{ID: "d", Raft: "d:1", HTTP: "https://d"}}}) // a retry of its join now
 	// A move to d: the replicas hold the old and the new until it ends.
 	tp := s.Topics["t"]
 	refused(Command{Op: opMove, Topic: "t", Epoch: 1, Version: 0, Replicas: []string{"b", "c", "d"}}, ErrStaleEpoch)

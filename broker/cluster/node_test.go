@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -255,5 +256,25 @@ func TestClusterRestartKeepsMetadata(t *testing.T) {
 	tc.eventually("the topic is known after a full restart", func(nd *Node) bool {
 		_, ok := nd.Topic("kept")
 		return ok
+	})
+}
+
+// TestClusterRecordsNewHTTP: a member restarted with another HTTP URL
+// (a certificate added: https) records it, on every member, in place of
+// the one the cluster first recorded; a URL the same changes nothing.
+func TestClusterRecordsNewHTTP(t *testing.T) {
+	tc := startCluster(t, 3)
+	if err := tc.any().RecordHTTP(ctx15(t)); err != nil {
+		t.Fatal(err)
+	}
+	tc.kill(1)
+	tc.peers[1].HTTP = strings.Replace(tc.peers[1].HTTP, "http://", "https://", 1)
+	tc.open(1, nil)
+	if err := tc.nodes[1].RecordHTTP(ctx15(t)); err != nil {
+		t.Fatal(err)
+	}
+	tc.eventually("the new URL recorded", func(nd *Node) bool {
+		m, ok := nd.Member(tc.peers[1].ID)
+		return ok && m.HTTP == tc.peers[1].HTTP
 	})
 }

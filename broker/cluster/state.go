@@ -121,6 +121,7 @@ const (
 	opMove    = "move"    // start moving Topic to Replicas (its Target), under Epoch and Version
 	opMoved   = "moved"   // finish Topic's move: Leader and ISR from the Target, under Epoch and Version
 	opStart   = "start"   // raise Topic's Start to Offset, decided by its leader under Epoch
+	opHTTP    = "http"    // set the HTTP URL of member Members[0].ID (membership.go)
 )
 
 // Command is one change to the State, as the Raft log carries it (JSON).

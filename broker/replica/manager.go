@@ -200,6 +200,7 @@ func (m *Manager) run() {
 	m.synced = true
 	m.mu.Unlock()
 	m.log.Info("replica: in step with the cluster", "topics", len(m.topics))
+	httpRecorded := false
 	for {
 		select {
 		case <-m.done:
@@ -209,8 +210,24 @@ func (m *Manager) run() {
 		case <-tick.C:
 			m.reconcile()
 			m.checkLag()
+			if !httpRecorded {
+				httpRecorded = m.recordHTTP()
+			}
 		}
 	}
+}
+
+// recordHTTP records this member's HTTP URL as configured now where the
+// Raft group holds another (cluster.Node.RecordHTTP), and reports whether
+// that is done.
+func (m *Manager) recordHTTP() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := m.node.Load().RecordHTTP(ctx); err != nil {
+		m.log.Warn("replica: recording this member's HTTP URL", "err", err)
+		return false
+	}
+	return true
 }
 
 // reconcile brings the topics this member holds in line with the
