@@ -68,6 +68,12 @@ type Config struct {
 	// HeartbeatTimeout and MemberTimeout: see their defaults.
 	HeartbeatTimeout time.Duration
 	MemberTimeout    time.Duration
+	// LeaderBalance: a topic whose first replica (its preferred leader,
+	// placed first at creation) has been live and in its in-sync set for
+	// this long, while another replica leads it, is handed back to it,
+	// so that leadership spreads again after failovers and restarts
+	// (Kafka's auto leader rebalance). 0: never.
+	LeaderBalance time.Duration
 	// OnChange is called after each command the node applies that
 	// changes the members or topics (not a group's offset or lease), in
 	// log order, on Raft's apply goroutine: it must not block.

@@ -34,6 +34,10 @@ type ClusterConfig struct {
 	// LagTime, AckTimeout, MemberTimeout: see package replica and
 	// cluster (-replica-lag-time, -ack-timeout, -member-timeout).
 	LagTime, AckTimeout, MemberTimeout time.Duration
+	// LeaderBalance: how long a topic's first replica must have been in
+	// sync before it takes the lead back (-leader-balance; 0: never,
+	// package cluster's Config.LeaderBalance).
+	LeaderBalance time.Duration
 	// LagBytes: a follower this many bytes behind leaves the in-sync set
 	// too (-replica-lag-bytes; 0, the default: off).
 	LagBytes int64
@@ -101,7 +105,7 @@ func (s *Server) startCluster() error {
 	node, err := cluster.Open(cluster.Config{
 		Self: peers[self], Peers: peers, Dir: filepath.Join(s.cfg.Storage.Volumes[0], "cluster"),
 		Listener: cc.Listener, ServerTLS: serverTLS, ClientTLS: clientTLS, Token: cc.Token, Authorize: authorize, Join: cc.Join,
-		MemberTimeout: cc.MemberTimeout, OnChange: func(cluster.Command) { s.repl.Poke() },
+		MemberTimeout: cc.MemberTimeout, LeaderBalance: cc.LeaderBalance, OnChange: func(cluster.Command) { s.repl.Poke() },
 		Logger: s.log.With("part", "cluster"),
 	})
 	if err != nil {

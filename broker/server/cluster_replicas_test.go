@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haraqa/haraqa/broker/server"
 	"github.com/haraqa/haraqa/client"
 )
 
@@ -112,4 +113,44 @@ func TestClusterSetReplicas(t *testing.T) {
 	waitTopic(t, status, "web", "grown to three over HTTP", func(st topicStatus) bool {
 		return len(st.Replicas) == 3 && len(st.ISR) == 3 && len(st.Target) == 0
 	})
+}
+
+// TestClusterLeaderGoesBack: with -leader-balance, a topic's first
+// replica that led it, stopped and back in sync, takes the lead back
+// while an idempotent client produces; every acknowledged message is on
+// every replica once, in order.
+func TestClusterLeaderGoesBack(t *testing.T) {
+	tc := startTestCluster(t, 3, 3, 2, func(_ int, cfg *server.Config) { cfg.Cluster.LeaderBalance = 500 * time.Millisecond })
+	c := dialAll(t, tc.addrs, client.WithIdempotence(true))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.CreateTopic(ctx, "back"); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	produce := producing(t, ctx, c, "back", &acked)
+	produce(50)
+	st := waitTopic(t, dialOne(t, tc.addrs[0]), "back", "in sync", func(st topicStatus) bool { return len(st.ISR) == 3 })
+	first := st.Replicas[0]
+	if st.Leader != first {
+		t.Fatalf("created: %+v, want its first replica leading", st)
+	}
+	tc.stop(tc.index(first))
+	produce(50)
+	other := tc.addrs[(tc.index(first)+1)%3]
+	waitTopic(t, dialOne(t, other), "back", "another leader", func(st topicStatus) bool { return st.Leader != "" && st.Leader != first })
+	tc.start(tc.index(first))
+	watch := dialOne(t, other)
+	deadline := time.Now().Add(30 * time.Second)
+	for topicOf(t, watch, "back").Leader != first {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lead never went back to %s: %+v", first, topicOf(t, watch, "back"))
+		}
+		produce(5)
+	}
+	produce(50)
+	waitTopic(t, dialOne(t, other), "back", "in sync again", func(st topicStatus) bool { return len(st.ISR) == 3 && st.Epoch >= 3 })
+	for _, a := range tc.addrs {
+		checkTopic(t, dialOne(t, a), "back", acked)
+	}
 }

@@ -36,12 +36,12 @@ type cliFlags struct {
 	httpPort, tcpPort       uint
 	listen, logLevel, peers string
 
-	cluster, clusterJoin               bool
-	clusterPort                        uint
-	replicas, minInsync                int
-	lagTime, ackTimeout, memberTimeout time.Duration
-	lagBytes                           int64
-	clusterTokenFile, clusterCA        string
+	cluster, clusterJoin                              bool
+	clusterPort                                       uint
+	replicas, minInsync                               int
+	lagTime, ackTimeout, memberTimeout, leaderBalance time.Duration
+	lagBytes                                          int64
+	clusterTokenFile, clusterCA                       string
 }
 
 // newFlagSet defines the haraqa binary's flags: onto c's fields, or f's.
@@ -99,6 +99,7 @@ func newFlagSet(c *Config, f *cliFlags, stderr io.Writer) *flag.FlagSet {
 	fs.Int64Var(&f.lagBytes, "replica-lag-bytes", 0, "with -cluster: a follower more than this many bytes of batches behind its leader's end leaves the in-sync set too (0: off, the time bound alone)")
 	fs.DurationVar(&f.ackTimeout, "ack-timeout", 10*time.Second, "with -cluster: how long a produce with acks=all waits for its in-sync replicas before it is answered not enough replicas")
 	fs.DurationVar(&f.memberTimeout, "member-timeout", 1500*time.Millisecond, "with -cluster: how long the Raft leader's heartbeats to a server may fail before its topics get new leaders")
+	fs.DurationVar(&f.leaderBalance, "leader-balance", 30*time.Second, "with -cluster: a topic's first replica (its preferred leader) that has been live and in sync this long while another replica leads takes the lead back, so that leaders spread again after failovers and restarts (0: never)")
 	fs.BoolVar(&f.clusterJoin, "cluster-join", false, "with -cluster: join a cluster that exists (its members and this server in -peers) rather than form one; a member adds it with hrqa cluster add")
 	fs.StringVar(&f.clusterTokenFile, "cluster-token-file", "", "with -cluster and -auth-file: file whose first line is the token this server presents to the others (it needs the replication right on every topic)")
 	fs.StringVar(&f.clusterCA, "cluster-ca", "", "with -cluster and -tls-cert: PEM file of the CAs that issued the servers' certificates; each server verifies the others' against them, for the host of their -peers entry (default -tls-client-ca if given, else the system's roots; read at start)")
@@ -136,9 +137,13 @@ func (c *Config) applyFlags(f *cliFlags, usage func(), stderr io.Writer) error {
 		}
 		clusterPort = int(f.clusterPort)
 		c.Cluster = &ClusterConfig{Addr: net.JoinHostPort(f.listen, strconv.Itoa(clusterPort)), Replicas: f.replicas,
-			MinInsync: f.minInsync, LagTime: f.lagTime, LagBytes: f.lagBytes, AckTimeout: f.ackTimeout, MemberTimeout: f.memberTimeout}
+			MinInsync: f.minInsync, LagTime: f.lagTime, LagBytes: f.lagBytes, AckTimeout: f.ackTimeout, MemberTimeout: f.memberTimeout,
+			LeaderBalance: f.leaderBalance}
 		if f.lagBytes < 0 {
 			return errors.New("-replica-lag-bytes must not be negative")
+		}
+		if f.leaderBalance < 0 {
+			return errors.New("-leader-balance must not be negative")
 		}
 		if f.clusterTokenFile != "" {
 			tok, err := readToken(f.clusterTokenFile)
