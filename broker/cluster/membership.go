@@ -159,7 +159,8 @@ func (n *Node) AddMember(ctx context.Context, m Member) error {
 
 // SetReplicas moves a topic to n replicas, placed as CreateTopic places
 // a new topic's (rendezvous hashing over the members not leaving), so
-// that the controller keeps them there: its new replicas copy the
+// that the controller keeps them there (ErrTopicMoving while it moves,
+// or while maxMoving topics do: each move copies a whole log): its new replicas copy the
 // leader's log and join the in-sync set, then the target becomes its
 // replicas and the members it left delete their copies. It returns the
 // topic as recorded once the move is (nothing to move: as it is).
@@ -194,6 +195,15 @@ func (n *Node) SetReplicas(ctx context.Context, name string, replicas int) (Topi
 			}
 			for _, i := range client.PlaceN(name, active, replicas) {
 				want = append(want, active[i])
+			}
+			moving := 0
+			for _, o := range s.Topics {
+				if len(o.Target) > 0 {
+					moving++
+				}
+			}
+			if moving >= maxMoving && !sameSet(want, t.Replicas) {
+				err = fmt.Errorf("%w: %d topics move already, at most %d at once: retry once one has moved", ErrTopicMoving, moving, maxMoving)
 			}
 		})
 		if err != nil || sameSet(want, t.Replicas) {

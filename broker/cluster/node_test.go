@@ -332,3 +332,40 @@ func TestClusterLeaderBalance(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterSetReplicasBounds: a replication factor change is a move
+// (the target placed as a new topic's); a topic that moves cannot be
+// changed again, nor a fifth while four move (each copies a whole log),
+// nor one past the members. Moves here never end: no replica manager
+// takes the new replicas into the in-sync sets.
+func TestClusterSetReplicasBounds(t *testing.T) {
+	tc := startCluster(t, 3)
+	ctx := ctx15(t)
+	nd := tc.any()
+	for i := range 5 {
+		if _, err := nd.CreateTopic(ctx, fmt.Sprintf("t%d", i), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := nd.SetReplicas(ctx, "t0", 4); !errors.Is(err, ErrNotEnoughMembers) {
+		t.Fatalf("4 replicas of 3 members: %v, want ErrNotEnoughMembers", err)
+	}
+	if _, err := nd.SetReplicas(ctx, "none", 2); !errors.Is(err, ErrTopicNotFound) {
+		t.Fatalf("a missing topic: %v, want ErrTopicNotFound", err)
+	}
+	for i := range 4 {
+		tp, err := nd.SetReplicas(ctx, fmt.Sprintf("t%d", i), 3)
+		if err != nil || len(tp.Target) != 3 || len(tp.Replicas) != 3 {
+			t.Fatalf("t%d to 3 replicas: %+v %v, want a target of 3", i, tp, err)
+		}
+	}
+	if _, err := nd.SetReplicas(ctx, "t0", 2); !errors.Is(err, ErrTopicMoving) || !strings.Contains(err.Error(), "moves to") {
+		t.Fatalf("a topic that moves: %v, want ErrTopicMoving", err)
+	}
+	if _, err := nd.SetReplicas(ctx, "t4", 3); !errors.Is(err, ErrTopicMoving) || !strings.Contains(err.Error(), "at most 4") {
+		t.Fatalf("a fifth move: %v, want ErrTopicMoving naming the bound", err)
+	}
+	if tp, err := nd.SetReplicas(ctx, "t4", 1); err != nil || len(tp.Target) != 0 {
+		t.Fatalf("t4 to the replicas it has: %+v %v, want nothing to move", tp, err)
+	}
+}
