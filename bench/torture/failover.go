@@ -83,6 +83,8 @@ type foStatus struct {
 	RaftLeader string `json:"raft_leader"`
 	Topics     []struct {
 		Name      string   `json:"name"`
+		Replicas  []string `json:"replicas"`
+		Target    []string `json:"target"`
 		Leader    string   `json:"leader"`
 		Epoch     int64    `json:"epoch"`
 		ISR       []string `json:"isr"`
@@ -134,6 +136,15 @@ func runFailover(ctx context.Context, e *env) (string, error) {
 		if err := ps.progress(ctx, foProgress, foHealthyWait); err != nil {
 			return ps.partial(kills), fmt.Errorf("before kill %d (%s): %w", i, what, err)
 		}
+		if what == "shrink" || what == "grow" {
+			// The third topic's replication factor, under its producers
+			// and across the kills between the two changes.
+			n := map[string]int{"shrink": foServers - 1, "grow": foServers}[what]
+			if err := foReplicas(ctx, admin, srv.servers, foTopics[2], n); err != nil {
+				return ps.partial(kills), fmt.Errorf("step %d (%s %s to %d replicas): %w", i, what, foTopics[2], n, err)
+			}
+			continue
+		}
 		leader, err := srv.kill(ctx, what)
 		if err != nil {
 			return ps.partial(kills), fmt.Errorf("kill %d (%s): %w", i, what, err)
@@ -156,8 +167,8 @@ func runFailover(ctx context.Context, e *env) (string, error) {
 	gline, gerr := foGroupEnd(ctx, admin, group)
 	r, err := foCheck(ctx, srv.servers, ps)
 	line, err := foVerdict(ps, r, errors.Join(err, gerr), fmt.Sprintf("leader_kills=%d leader_changes=%d %s", kills, changes, gline))
-	detail := fmt.Sprintf("%d producers, %d kills (%d of the busiest topic's leader, %d of a follower, %d of two servers at once), %d produces failed and not resent (%s), replicas byte-identical: %v",
-		len(ps.p), len(plan), leaderKills, followerKills, doubleKills, ps.failed.Load(), ps.errSummary(), r.identical)
+	detail := fmt.Sprintf("%d producers, %d kills (%d of the busiest topic's leader, %d of a follower, %d of two servers at once), %s shrunk to %d replicas and grown back among them, %d produces failed and not resent (%s), replicas byte-identical: %v",
+		len(ps.p), len(plan)-2, leaderKills, followerKills, doubleKills, foTopics[2], foServers-1, ps.failed.Load(), ps.errSummary(), r.identical)
 	fmt.Println(line)
 	if err != nil {
 		return detail, err
@@ -250,7 +261,35 @@ func foPlan(e *env, leaderKills int) []string {
 	for _, k := range []string{"follower", "follower", "double"} {
 		plan = slices.Insert(plan, 1+e.rnd.IntN(len(plan)), k)
 	}
+	// A replication factor change and its way back, kills between them.
+	at := 1 + e.rnd.IntN(len(plan)-2)
+	plan = slices.Insert(plan, at, "shrink")
+	plan = slices.Insert(plan, at+2+e.rnd.IntN(len(plan)-at-2), "grow")
 	return plan
+}
+
+// foReplicas sets topic's replication factor to n (retrying while the
+// cluster cannot record it) and waits until the move has ended: n
+// replicas, every one in sync.
+func foReplicas(ctx context.Context, admin *client.Client, srv []*foServer, topic string, n int) error {
+	if err := retry(ctx, foHealthyWait, func() error { return admin.SetReplicas(ctx, topic, n) }); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(foHealthyWait)
+	for {
+		st, err := foStatusOf(ctx, srv)
+		if err == nil {
+			for _, t := range st.Topics {
+				if t.Name == topic && len(t.Replicas) == n && len(t.Target) == 0 && len(t.ISR) == n && t.Leader != "" {
+					return nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not moved to %d replicas within %v: %+v %v", n, foHealthyWait, st, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // kill kills what the plan says (a "leader", a "follower" or a "double"),
@@ -347,7 +386,7 @@ func foStatusOf(ctx context.Context, srv []*foServer) (foStatus, error) {
 	return foStatus{}, fmt.Errorf("no server answers cluster status: %w", errors.Join(errs...))
 }
 
-// foHealthy waits until every topic has a leader, its three replicas in
+// foHealthy waits until every topic has a leader, all its replicas in
 // sync and, on every server, the leader's end as its high-water mark.
 func foHealthy(ctx context.Context, srv []*foServer, wait time.Duration, end bool) error {
 	deadline := time.Now().Add(wait)
@@ -375,8 +414,8 @@ func foHealthy(ctx context.Context, srv []*foServer, wait time.Duration, end boo
 				break
 			}
 			for _, t := range st.Topics {
-				if t.Leader == "" || len(t.ISR) != foServers {
-					ok, last = false, fmt.Sprintf("%s: %s led by %q, in sync %v", f.addr(), t.Name, t.Leader, t.ISR)
+				if t.Leader == "" || len(t.ISR) != len(t.Replicas) || len(t.Target) > 0 {
+					ok, last = false, fmt.Sprintf("%s: %s led by %q, in sync %v of %v, moving to %v", f.addr(), t.Name, t.Leader, t.ISR, t.Replicas, t.Target)
 				}
 				if end && t.HighWater != t.Next {
 					ok, last = false, fmt.Sprintf("%s: %s at high-water mark %d of %d", f.addr(), t.Name, t.HighWater, t.Next)
