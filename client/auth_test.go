@@ -65,6 +65,9 @@ func TestWithToken(t *testing.T) {
 	if err := w.DeleteTopic(ctx, "orders.eu"); !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("delete without admin: %v, want ErrForbidden", err)
 	}
+	if err := w.SetReplicas(ctx, "orders.eu", 1); !errors.Is(err, client.ErrForbidden) {
+		t.Fatalf("a replication factor without admin: %v, want ErrForbidden", err)
+	}
 	// Idle past WithIdleTimeout: the next request is on a new connection,
 	// which says hello again.
 	time.Sleep(5 * time.Millisecond)
