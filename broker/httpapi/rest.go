@@ -259,7 +259,11 @@ func (a *API) truncate(w http.ResponseWriter, r *http.Request, c call) {
 		a.fail(w, badRequest("before must be an offset or an RFC 3339 time, got %q", before))
 		return
 	}
-	a.writeInfo(w, c.topic, info, err)
+	if err != nil {
+		a.failOn(w, r, err) // a replicated topic's follower: 307 to its leader
+		return
+	}
+	a.writeInfo(w, c.topic, info, nil)
 }
 
 // patchBody returns the before of the original server's PATCH body.

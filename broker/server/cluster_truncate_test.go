@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -57,6 +58,18 @@ func TestClusterTruncate(t *testing.T) {
 	_, err := dialOne(t, tc.addrs[up]).Truncate(ctx, topic, 10)
 	if addr, ok := client.LeaderOf(err); !errors.Is(err, client.ErrNotLeader) || !ok || addr != st.Leader {
 		t.Fatalf("truncate on a follower: %v, want not leader naming %s", err, st.Leader)
+	}
+
+	// The HTTP port: the same rule, 307 to the leader.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPatch, "http://"+tc.cfgs[up].HTTPAddr+"/topics/"+topic+"?before=10", nil)
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if want := "http://" + tc.cfgs[leader].HTTPAddr + "/topics/" + topic + "?before=10"; resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != want {
+		t.Fatalf("HTTP truncate on a follower: %d, Location %q, want 307 to %s", resp.StatusCode, resp.Header.Get("Location"), want)
 	}
 
 	tc.stop(down)
