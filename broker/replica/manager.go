@@ -384,12 +384,15 @@ func (m *Manager) Truncate(topic string, before int64) error {
 	if err := m.Writable(topic); err != nil {
 		return err
 	}
+	if rt == nil {
+		return m.notLeader(topic, "") // taken up here meanwhile: ask again
+	}
 	rt.mu.Lock()
 	epoch, hw := rt.meta.Epoch, rt.hw
 	rt.mu.Unlock()
 	start := min(before, hw) // every in-sync replica holds it
 	if start <= t.Start {
-		return nil
+		return m.store.Truncate(topic, t.Start) // recorded before: done here too
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
 	defer cancel()
