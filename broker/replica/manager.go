@@ -779,7 +779,7 @@ func (m *Manager) ProducerOwners(topic string, ids []uint64) (map[uint64]string,
 
 // Create implements service.Replication.
 func (m *Manager) Create(topic string) (bool, error) {
-	return m.create(topic, m.cfg.Replicas)
+	return m.create(topic, m.cfg.Replicas, " (-replicas)")
 }
 
 // SetReplicas implements service.Replication.
@@ -792,7 +792,7 @@ func (m *Manager) SetReplicas(topic string, replicas int) (bool, error) {
 		return false, errStarting
 	}
 	if _, _, ok := m.lookup(topic); !ok {
-		existed, err := m.create(topic, replicas)
+		existed, err := m.create(topic, replicas, "")
 		if !existed {
 			return true, err
 		}
@@ -812,8 +812,9 @@ func (m *Manager) SetReplicas(topic string, replicas int) (bool, error) {
 	return false, nil
 }
 
-// create records topic on replicas members (Create, SetReplicas).
-func (m *Manager) create(topic string, replicas int) (bool, error) {
+// create records topic on replicas members (Create, SetReplicas); hint
+// follows the error of too few members.
+func (m *Manager) create(topic string, replicas int, hint string) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
 	defer cancel()
 	n := m.node.Load()
@@ -825,7 +826,7 @@ func (m *Manager) create(topic string, replicas int) (bool, error) {
 	switch {
 	case existed:
 	case errors.Is(err, cluster.ErrNotEnoughMembers):
-		return false, fmt.Errorf("%w: %w (-replicas)", protocol.ErrInvalidArgument, err)
+		return false, fmt.Errorf("%w: %w%s", protocol.ErrInvalidArgument, err, hint)
 	case err != nil:
 		return false, &protocol.Error{Code: protocol.CodeShuttingDown, Message: "the cluster cannot record the topic now: " + err.Error()}
 	}
