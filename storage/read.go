@@ -112,8 +112,10 @@ func (s *Store) ReadReplica(name string, offset int64, limit int, maxBytes int64
 	return t.read(offset, limit, maxBytes, readReplica)
 }
 
-// Peek is Read counted nowhere: the server's own look at a range, such as
-// how many bytes a follower has yet to copy.
+// Peek is Read counted nowhere and without the data: the result's counts
+// (Bytes, Batches, Next) with no spans and no file opened. It is the
+// server's own look at a range, such as how many bytes a follower has yet
+// to copy.
 func (s *Store) Peek(name string, offset int64, limit int, maxBytes int64) (*ReadResult, error) {
 	t, err := s.lookup(name)
 	if err != nil {
@@ -128,7 +130,7 @@ type readKind uint8
 const (
 	readConsumer readKind = iota // consumed, consumedBytes
 	readReplica                  // replicaRead, replicaReadBytes
-	readPeek                     // none
+	readPeek                     // none, and no file opened
 )
 
 // read is Read on t. The whole lookup, and the opening of the files, is
@@ -165,6 +167,10 @@ func (t *topic) read(offset int64, limit int, maxBytes int64, kind readKind) (*R
 		return nil, fmt.Errorf("%w: topic %q: offset %d", ErrUnreadable, t.name, offset)
 	}
 	r.Next = cur
+	if kind == readPeek {
+		t.mu.RUnlock()
+		return r, nil // the counts only: no file opened
+	}
 	// Open the files before letting go of t.mu: a deletion renames the
 	// topic's directories under it, and truncation's file removals follow
 	// its segment list update, so the files opened here are the ones the

@@ -103,6 +103,9 @@ func TestTopicStatsReplicaTraffic(t *testing.T) {
 			if r, err = leader.Peek("r", 0, 0, 0); err != nil {
 				t.Fatal(err)
 			}
+			if len(r.Spans) != 0 || r.Bytes != bytes || r.Next != n {
+				t.Errorf("Peek: %d spans, %d bytes, next %d; want no span, %d bytes, next %d", len(r.Spans), r.Bytes, r.Next, bytes, n)
+			}
 			r.Release()
 			l := leader.TopicStats()[0]
 			if l.ProducedMessages != n || l.ProducedBytes != bytes || l.ReplicatedMessages != 0 {
