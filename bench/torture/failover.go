@@ -136,18 +136,9 @@ func runFailover(ctx context.Context, e *env) (string, error) {
 		if err := ps.progress(ctx, foProgress, foHealthyWait); err != nil {
 			return ps.partial(kills), fmt.Errorf("before kill %d (%s): %w", i, what, err)
 		}
-		if what == "shrink" || what == "grow" {
-			// The third topic's replication factor, under its producers
-			// and across the kills between the two changes.
-			n := map[string]int{"shrink": foServers - 1, "grow": foServers}[what]
-			if err := foReplicas(ctx, admin, srv.servers, foTopics[2], n); err != nil {
-				return ps.partial(kills), fmt.Errorf("step %d (%s %s to %d replicas): %w", i, what, foTopics[2], n, err)
-			}
-			continue
-		}
-		leader, err := srv.kill(ctx, what)
+		leader, err := srv.step(ctx, admin, what)
 		if err != nil {
-			return ps.partial(kills), fmt.Errorf("kill %d (%s): %w", i, what, err)
+			return ps.partial(kills), fmt.Errorf("step %d (%s): %w", i, what, err)
 		}
 		if leader {
 			kills++
@@ -266,6 +257,21 @@ func foPlan(e *env, leaderKills int) []string {
 	plan = slices.Insert(plan, at, "shrink")
 	plan = slices.Insert(plan, at+2+e.rnd.IntN(len(plan)-at-2), "grow")
 	return plan
+}
+
+// step carries out one step of the plan: a kill (kill) or, for "shrink"
+// and "grow", the third topic's replication factor, under its producers
+// and across the kills between the two changes. It reports whether the
+// busiest topic's leader was killed.
+func (c *foCluster) step(ctx context.Context, admin *client.Client, what string) (bool, error) {
+	n, ok := map[string]int{"shrink": foServers - 1, "grow": foServers}[what]
+	if !ok {
+		return c.kill(ctx, what)
+	}
+	if err := foReplicas(ctx, admin, c.servers, foTopics[2], n); err != nil {
+		return false, fmt.Errorf("%s to %d replicas: %w", foTopics[2], n, err)
+	}
+	return false, nil
 }
 
 // foReplicas sets topic's replication factor to n (retrying while the

@@ -160,6 +160,23 @@ func (c Command) encode() []byte {
 	return b
 }
 
+// applyStart raises a topic's start (opStart), decided by its leader
+// under the topic's current epoch.
+func (s *State) applyStart(c Command) error {
+	t, ok := s.Topics[c.Topic]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrTopicNotFound, c.Topic)
+	}
+	if c.Epoch != t.Epoch {
+		return fmt.Errorf("%w: topic %q is at epoch %d, the truncation was decided at epoch %d", ErrStaleEpoch, c.Topic, t.Epoch, c.Epoch)
+	}
+	if c.Offset < 0 {
+		return fmt.Errorf("%w: topic %q: a start offset of %d", ErrBadCommand, c.Topic, c.Offset)
+	}
+	t.Start = max(t.Start, c.Offset)
+	return nil
+}
+
 // apply changes s by c, or returns why c is refused (s is then
 // unchanged, but for groups holding only an expired lease, which a
 // refused new group may have dropped).
@@ -208,18 +225,7 @@ func (s *State) apply(c Command) error {
 		delete(s.Groups, c.Topic)
 		return nil
 	case opStart:
-		t, ok := s.Topics[c.Topic]
-		if !ok {
-			return fmt.Errorf("%w: %q", ErrTopicNotFound, c.Topic)
-		}
-		if c.Epoch != t.Epoch {
-			return fmt.Errorf("%w: topic %q is at epoch %d, the truncation was decided at epoch %d", ErrStaleEpoch, c.Topic, t.Epoch, c.Epoch)
-		}
-		if c.Offset < 0 {
-			return fmt.Errorf("%w: topic %q: a start offset of %d", ErrBadCommand, c.Topic, c.Offset)
-		}
-		t.Start = max(t.Start, c.Offset)
-		return nil
+		return s.applyStart(c)
 	case opLeader, opISR:
 		t, ok := s.Topics[c.Topic]
 		if !ok {

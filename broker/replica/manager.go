@@ -295,7 +295,7 @@ func (m *Manager) dropCopy(topic string, moved bool) {
 // apply acts on topic rt's metadata t: a new leader or epoch stops what
 // the replica did and starts its new role.
 func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
-	m.applyStart(rt.name, t.Start)
+	m.applyStart(rt, t.Start)
 	rt.mu.Lock()
 	old := rt.meta
 	rt.meta = t
@@ -356,23 +356,31 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 	}
 }
 
-// applyStart drops what this replica of topic holds before start, the
-// topic's start in the Raft group (an admin truncation on its leader).
-// A replica that holds less keeps an empty log at its end, and its next
-// fetch starts it again at the leader's start (followOnce).
-func (m *Manager) applyStart(topic string, start int64) {
-	if start <= 0 {
+// applyStart drops what replica rt holds before start, the topic's start
+// in the Raft group (an admin truncation on its leader), once for each
+// start. A replica that holds less keeps an empty log at its end, and its
+// next fetch starts it again at the leader's start (followOnce).
+func (m *Manager) applyStart(rt *rtopic, start int64) {
+	rt.mu.Lock()
+	done := rt.startDone
+	rt.mu.Unlock()
+	if start <= done {
 		return
 	}
-	info, err := m.store.Info(topic)
-	if err != nil || info.Oldest >= min(start, info.Next) {
-		return // not created here yet, or nothing to drop
+	info, err := m.store.Info(rt.name)
+	if err != nil {
+		return // not created here yet: the next reconcile
 	}
-	if err := m.store.Truncate(topic, start); err != nil {
-		m.log.Error("replica: truncating to the topic's start", "topic", topic, "start", start, "err", err)
-		return
+	if info.Oldest < min(start, info.Next) {
+		if err := m.store.Truncate(rt.name, start); err != nil {
+			m.log.Error("replica: truncating to the topic's start", "topic", rt.name, "start", start, "err", err)
+			return
+		}
+		m.log.Info("replica: truncated to the topic's start", "topic", rt.name, "start", start, "was", info.Oldest)
 	}
-	m.log.Info("replica: truncated to the topic's start", "topic", topic, "start", start, "was", info.Oldest)
+	rt.mu.Lock()
+	rt.startDone = max(rt.startDone, start)
+	rt.mu.Unlock()
 }
 
 // Truncate implements service.Replication.
@@ -404,7 +412,7 @@ func (m *Manager) Truncate(topic string, before int64) error {
 		if errors.Is(err, cluster.ErrStaleEpoch) {
 			return m.notLeader(topic, "")
 		}
-		return &protocol.Error{Code: protocol.CodeShuttingDown, Message: "the cluster cannot record the truncation now: " + err.Error()}
+		return errUnrecorded("the truncation", err)
 	}
 	m.Poke()
 	return m.store.Truncate(topic, start)
@@ -453,6 +461,12 @@ func (m *Manager) notLeader(topic, leader string) error {
 func (m *Manager) inContact() bool {
 	n := m.node.Load()
 	return n != nil && n.InContact(m.cfg.Lease)
+}
+
+// errUnrecorded answers a change (what) the Raft group did not commit,
+// err saying why: an election, most often; retry shortly.
+func errUnrecorded(what string, err error) error {
+	return &protocol.Error{Code: protocol.CodeShuttingDown, Message: "the cluster cannot record " + what + " now: " + err.Error()}
 }
 
 // errStarting answers what needs the cluster before this member joined it.
@@ -806,7 +820,7 @@ func (m *Manager) SetReplicas(topic string, replicas int) (bool, error) {
 	case errors.Is(err, cluster.ErrTopicNotFound):
 		return false, fmt.Errorf("%w: %q", storage.ErrTopicNotFound, topic)
 	case err != nil:
-		return false, &protocol.Error{Code: protocol.CodeShuttingDown, Message: "the cluster cannot record the change now: " + err.Error()}
+		return false, errUnrecorded("the change", err)
 	}
 	m.Poke()
 	return false, nil
@@ -828,7 +842,7 @@ func (m *Manager) create(topic string, replicas int, hint string) (bool, error) 
 	case errors.Is(err, cluster.ErrNotEnoughMembers):
 		return false, fmt.Errorf("%w: %w%s", protocol.ErrInvalidArgument, err, hint)
 	case err != nil:
-		return false, &protocol.Error{Code: protocol.CodeShuttingDown, Message: "the cluster cannot record the topic now: " + err.Error()}
+		return false, errUnrecorded("the topic", err)
 	}
 	if t.Leader != m.cfg.Self {
 		return existed, m.notLeader(topic, t.Leader)

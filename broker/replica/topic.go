@@ -22,7 +22,8 @@ type rtopic struct {
 	waiters []*waiter
 	watches map[*watch]struct{}
 
-	altering bool // an in-sync set change is being recorded
+	altering  bool  // an in-sync set change is being recorded
+	startDone int64 // the topic's start (cluster.Topic.Start) this replica truncated to
 
 	cancel  context.CancelFunc // the follower loop's
 	stopped chan struct{}      // closed when it has returned
