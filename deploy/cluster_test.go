@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,19 +162,34 @@ func checkCluster(t *testing.T, s server, sts *appsv1.StatefulSet, ports map[str
 // named by their ports, which all must know before any starts and keep
 // across restarts, and a port outside the ephemeral range is not taken
 // meanwhile by an outgoing connection (as broker/server's cluster tests).
+// It never returns a port twice in one test binary: the pods' ports are
+// picked before any pod listens, so a port free now could be handed to
+// two of them.
 func lowPort(t *testing.T) int {
 	t.Helper()
+	lowPorts.Lock()
+	defer lowPorts.Unlock()
 	for range 1000 {
 		p := 20000 + rand.IntN(12000)
+		if lowPorts.given[p] {
+			continue
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err == nil {
 			l.Close()
+			lowPorts.given[p] = true
 			return p
 		}
 	}
 	t.Fatal("no free port in 20000-31999")
 	return 0
 }
+
+// lowPorts are the ports lowPort handed out.
+var lowPorts = struct {
+	sync.Mutex
+	given map[int]bool
+}{given: map[int]bool{}}
 
 // pod is one pod of a StatefulSet run as a process on loopback.
 type pod struct {
