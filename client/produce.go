@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -253,8 +254,8 @@ func (c *Client) produceOnce(ctx context.Context, topic string, count, size int,
 	return r.BaseOffset, pid, 0, nil
 }
 
-// producerSeq is an idempotent producer: a random id and the next sequence
-// per topic, and the sequences sent and not yet answered.
+// producerSeq is an idempotent producer: a random id and, per topic, the
+// next sequence and the sequences sent and not yet answered.
 //
 // The server remembers a producer's last seqSpan sequences on a topic; a
 // retry of one below them cannot be told from a batch stored long ago and
@@ -266,22 +267,40 @@ func (c *Client) produceOnce(ctx context.Context, topic string, count, size int,
 type producerSeq struct {
 	id uint64
 
-	mu       sync.Mutex
-	seqs     map[string]uint64              // guarded by mu: the next sequence per topic
-	open     map[string]map[uint64]struct{} // guarded by mu: sequences taken, not yet answered
-	admitted map[string]int                 // guarded by mu: produces admitted whose sequence is not taken yet
-	changed  chan struct{}                  // guarded by mu: closed, and replaced, when open or admitted shrinks with waiting > 0
-	waiting  int                            // guarded by mu: admits waiting on changed
+	mu      sync.Mutex
+	topics  map[string]*topicSeqs // guarded by mu
+	changed chan struct{}         // guarded by mu: closed, and replaced, when a topic gains room with waiting > 0
+	waiting int                   // guarded by mu: admits waiting on changed
+}
+
+// topicSeqs is a producer's sequences on one topic. Every sequence taken
+// and unanswered is in [lo, next), and next+admitted-lo is at most
+// seqSpan, so one bit each of open holds them.
+type topicSeqs struct {
+	next     uint64 // the next sequence to take
+	lo       uint64 // the lowest taken and unanswered; next when none is
+	open     uint64 // bit i: sequence lo+i is taken and unanswered
+	admitted uint64 // produces admitted that have not taken a sequence yet
 }
 
 // seqSpan is how far above the lowest unanswered sequence of a topic a
-// new one may be: the server's window of remembered sequences (64).
+// new one may be: the server's window of remembered sequences (64), and
+// the bits of topicSeqs.open.
 const seqSpan = 64
 
 // newProducerSeq returns a producer with a fresh random non-zero id.
 func newProducerSeq() *producerSeq {
-	return &producerSeq{id: randomProducerID(), seqs: make(map[string]uint64),
-		open: make(map[string]map[uint64]struct{}), admitted: make(map[string]int), changed: make(chan struct{})}
+	return &producerSeq{id: randomProducerID(), topics: make(map[string]*topicSeqs), changed: make(chan struct{})}
+}
+
+// topic returns topic's sequences, created at 0. p.mu must be held.
+func (p *producerSeq) topic(topic string) *topicSeqs {
+	ts := p.topics[topic]
+	if ts == nil {
+		ts = new(topicSeqs)
+		p.topics[topic] = ts
+	}
+	return ts
 }
 
 // admit waits until a produce to topic may take a sequence: until the
@@ -290,13 +309,9 @@ func newProducerSeq() *producerSeq {
 func (p *producerSeq) admit(ctx context.Context, topic string) error {
 	for {
 		p.mu.Lock()
-		next := p.seqs[topic] + uint64(p.admitted[topic])
-		lo := next
-		for s := range p.open[topic] {
-			lo = min(lo, s)
-		}
-		if next-lo < seqSpan {
-			p.admitted[topic]++
+		ts := p.topic(topic)
+		if ts.next+ts.admitted-ts.lo < seqSpan {
+			ts.admitted++
 			p.mu.Unlock()
 			return nil
 		}
@@ -318,14 +333,30 @@ func (p *producerSeq) admit(ctx context.Context, topic string) error {
 }
 
 // release ends what admit began: the sequence seq taken under id (taken),
-// or the admission alone (a produce that never took one).
+// or the admission alone (a produce that never took one). Waiting admits
+// look again only when the topic gained room: its lowest unanswered
+// sequence was answered, or an admission ended.
 func (p *producerSeq) release(topic string, id, seq uint64, taken bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !taken {
-		p.admitted[topic]--
-	} else if id == p.id {
-		delete(p.open[topic], seq)
+	ts := p.topic(topic)
+	switch {
+	case !taken:
+		ts.admitted--
+	case id != p.id || seq < ts.lo || seq-ts.lo >= seqSpan:
+		return // the old id's, renewed since
+	default:
+		ts.open &^= 1 << (seq - ts.lo)
+		if seq != ts.lo {
+			return
+		}
+		if ts.open == 0 {
+			ts.lo = ts.next
+		} else {
+			k := bits.TrailingZeros64(ts.open)
+			ts.lo += uint64(k)
+			ts.open >>= k
+		}
 	}
 	p.wake()
 }
@@ -353,25 +384,26 @@ func randomProducerID() uint64 {
 func (p *producerSeq) next(topic string) (id, seq uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := p.seqs[topic]
-	p.seqs[topic] = s + 1
-	p.admitted[topic]--
-	if p.open[topic] == nil {
-		p.open[topic] = make(map[uint64]struct{})
-	}
-	p.open[topic][s] = struct{}{}
+	ts := p.topic(topic)
+	s := ts.next
+	ts.next++
+	ts.admitted--
+	ts.open |= 1 << (s - ts.lo)
 	return p.id, s
 }
 
 // renew gives the producer a fresh id, its sequences starting again at 0
-// on every topic, unless its id is no longer old (renewed already).
+// on every topic, unless its id is no longer old (renewed already). The
+// old id's unanswered sequences no longer hold anyone back; admissions
+// not yet taken stay counted.
 func (p *producerSeq) renew(old uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.id == old {
 		p.id = randomProducerID()
-		clear(p.seqs)
-		clear(p.open) // the old id's sequences: their answers no longer hold anyone back
+		for _, ts := range p.topics {
+			ts.next, ts.lo, ts.open = 0, 0, 0
+		}
 		p.wake()
 	}
 }
