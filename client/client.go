@@ -26,6 +26,7 @@ type Client struct {
 	done   chan struct{}
 
 	stats statCounters
+	comb  combiner // Produce calls combined under load (combine.go)
 
 	cl       *cluster     // several servers: see cluster.go; nil for one
 	producer *producerSeq // idempotence: Produce's producer id and sequences; nil when off

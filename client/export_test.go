@@ -9,3 +9,49 @@ func MainConnBroken(c *Client) bool {
 	defer s.mu.Unlock()
 	return s.conn == nil || s.conn.dead()
 }
+
+// HoldProduceSlots takes every produce slot of topic on c, as unanswered
+// requests would, so that Produce calls to it combine until free answers
+// them, which sends the batch gathered.
+func HoldProduceSlots(c *Client, topic string) (free func()) {
+	m := &c.comb
+	m.mu.Lock()
+	if m.topics == nil {
+		m.topics = make(map[string]*combineTopic)
+	}
+	ct := m.topics[topic]
+	if ct == nil {
+		ct = new(combineTopic)
+		m.topics[topic] = ct
+	}
+	ct.inFlight += combineSlots
+	m.mu.Unlock()
+	return func() {
+		for range combineSlots {
+			if b := c.answered(topic); b != nil {
+				go c.sendCombined(topic, b)
+			}
+		}
+	}
+}
+
+// CombineWaiting reports how many messages wait in topic's gathering
+// batch on c.
+func CombineWaiting(c *Client, topic string) int {
+	m := &c.comb
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ct := m.topics[topic]; ct != nil && ct.open != nil {
+		return ct.open.n
+	}
+	return 0
+}
+
+// CombineIdle reports whether c's combiner holds nothing: no topic with a
+// request in flight or a batch gathering.
+func CombineIdle(c *Client) bool {
+	m := &c.comb
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.topics) == 0
+}

@@ -44,12 +44,23 @@ func (c *Client) produceMsgs(ctx context.Context, topic string, expect int64, ms
 		return 0, fmt.Errorf("%w: %d messages, at most %d in one batch (protocol.MaxBatchMessages)", ErrBadBatch, len(msgs), protocol.MaxBatchMessages)
 	}
 	if c.opts.codec == protocol.CodecNone {
-		// Encode the batch straight into the request frame: one copy of
-		// the messages, no intermediate batch.
 		size := c.batchHeaderSize(false) + protocol.MessagesSize(msgs...)
 		if size > c.opts.maxBatchBytes {
 			return 0, fmt.Errorf("%w: a batch of %d bytes, over the client's limit of %d (WithMaxBatchBytes, to match the server's -max-frame): produce fewer or smaller messages at a time", ErrFrameTooLarge, size, c.opts.maxBatchBytes)
 		}
+		if expect < 0 {
+			return c.produceCombined(ctx, topic, msgs, size)
+		}
+	}
+	return c.produceAlone(ctx, topic, expect, msgs)
+}
+
+// produceAlone sends msgs as a batch of their own. Uncompressed, the
+// batch is encoded straight into the request frame: one copy of the
+// messages, no intermediate batch.
+func (c *Client) produceAlone(ctx context.Context, topic string, expect int64, msgs [][]byte) (int64, error) {
+	if c.opts.codec == protocol.CodecNone {
+		size := c.batchHeaderSize(false) + protocol.MessagesSize(msgs...)
 		return c.produce(ctx, topic, len(msgs), size, false, expect, func(dst []byte, meta protocol.BatchMeta) []byte {
 			return protocol.AppendBatchMeta(dst, meta, msgs...)
 		})
