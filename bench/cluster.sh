@@ -3,7 +3,9 @@
 # cluster, first with -replicas 1, then -replicas 3 -min-insync 2 (produces with acks=all, the
 # client's default there), each measured with haraqa-bench through a client of all three:
 #   batched:      3 producers, 3 topics, SIZE-byte messages in batches of 500, for SECONDS
-#   batched-one-topic: the same from 1 producer to 1 topic (as nats bench js pub does)
+#   batched-one-topic: the same from 1 producer to 1 topic
+#   producer-one-topic: 1 client.Producer to 1 topic, single sends gathered into batches, 4 in
+#                       flight (as nats bench js pub sends: single messages, acknowledged async)
 #   one at a time: 1 producer, 1 topic, each message waiting for its acknowledgement
 # (each after haraqa-bench's 1 s warm-up)
 # Prints one line per case, "haraqa R=<r> <mode> size=<size> msgs/s=<n>", as
@@ -43,13 +45,16 @@ for r in 1 3; do
       -duration "${secs}s" -json 2>/dev/null | rate)
   t=$("$bin/haraqa-bench" -addr "$addrs" -producers 1 -topics 1 -size "$size" -batch 500 \
       -duration "${secs}s" -json 2>/dev/null | rate)
+  p=$("$bin/haraqa-bench" -addr "$addrs" -producers 1 -topics 1 -size "$size" -batch 1 -single producer \
+      -duration "${secs}s" -json 2>/dev/null | rate)
   o=$("$bin/haraqa-bench" -addr "$addrs" -producers 1 -topics 1 -size "$size" -batch 1 \
       -duration "${secs}s" -json 2>/dev/null | rate)
-  got[$r,b]=${b:-0} got[$r,t]=${t:-0} got[$r,o]=${o:-0}
+  got[$r,b]=${b:-0} got[$r,t]=${t:-0} got[$r,o]=${o:-0} got[$r,p]=${p:-0}
   echo "haraqa R=$r batched size=$size msgs/s=${b:-none}"
   echo "haraqa R=$r batched-one-topic size=$size msgs/s=${t:-none}"
+  echo "haraqa R=$r producer-one-topic size=$size msgs/s=${p:-none}"
   echo "haraqa R=$r one-at-a-time size=$size msgs/s=${o:-none}"
   stop
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "none" }'; }
-echo "haraqa R=3/R=1 batched $(ratio "${got[3,b]}" "${got[1,b]}") batched-one-topic $(ratio "${got[3,t]}" "${got[1,t]}") one-at-a-time $(ratio "${got[3,o]}" "${got[1,o]}")"
+echo "haraqa R=3/R=1 batched $(ratio "${got[3,b]}" "${got[1,b]}") batched-one-topic $(ratio "${got[3,t]}" "${got[1,t]}") producer-one-topic $(ratio "${got[3,p]}" "${got[1,p]}") one-at-a-time $(ratio "${got[3,o]}" "${got[1,o]}")"
