@@ -58,14 +58,8 @@ type combineBatch struct {
 	err  error // set before done is closed
 }
 
-// produceCombined is Produce (no expected offset, no compression) of
-// msgs, a batch of size bytes, through c's combiner.
-func (c *Client) produceCombined(ctx context.Context, topic string, msgs [][]byte, size int) (int64, error) {
-	if size > combineMaxBytes {
-		return c.produceAlone(ctx, topic, -1, msgs)
-	}
-	m := &c.comb
-	m.mu.Lock()
+// topic returns topic's entry, created empty. m.mu must be held.
+func (m *combiner) topic(topic string) *combineTopic {
 	if m.topics == nil {
 		m.topics = make(map[string]*combineTopic)
 	}
@@ -74,6 +68,18 @@ func (c *Client) produceCombined(ctx context.Context, topic string, msgs [][]byt
 		ct = new(combineTopic)
 		m.topics[topic] = ct
 	}
+	return ct
+}
+
+// produceCombined is Produce (no expected offset, no compression) of
+// msgs, a batch of size bytes, through c's combiner.
+func (c *Client) produceCombined(ctx context.Context, topic string, msgs [][]byte, size int) (int64, error) {
+	if size > combineMaxBytes {
+		return c.produceAlone(ctx, topic, -1, msgs)
+	}
+	m := &c.comb
+	m.mu.Lock()
+	ct := m.topic(topic)
 	if ct.inFlight < combineSlots {
 		ct.inFlight++
 		m.mu.Unlock()

@@ -16,15 +16,7 @@ func MainConnBroken(c *Client) bool {
 func HoldProduceSlots(c *Client, topic string) (free func()) {
 	m := &c.comb
 	m.mu.Lock()
-	if m.topics == nil {
-		m.topics = make(map[string]*combineTopic)
-	}
-	ct := m.topics[topic]
-	if ct == nil {
-		ct = new(combineTopic)
-		m.topics[topic] = ct
-	}
-	ct.inFlight += combineSlots
+	m.topic(topic).inFlight += combineSlots
 	m.mu.Unlock()
 	return func() {
 		for range combineSlots {

@@ -34,16 +34,21 @@ type controller struct {
 }
 
 func newController(n *Node) *controller {
-	c := &controller{n: n, obs: make(chan raft.Observation, 256), pokeCh: make(chan struct{}, 1),
+	return &controller{n: n, obs: make(chan raft.Observation, 256), pokeCh: make(chan struct{}, 1),
 		failing: map[string]time.Time{}, down: map[string]bool{}, preferred: map[string]time.Time{}}
-	n.raft.RegisterObserver(raft.NewObserver(c.obs, false, func(o *raft.Observation) bool {
+}
+
+// observe registers the controller's observer of the node's Raft group,
+// once the group is made (the controller is made before it, since the
+// group applies commands, which poke it, from its start).
+func (c *controller) observe() {
+	c.n.raft.RegisterObserver(raft.NewObserver(c.obs, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.LeaderObservation:
 			return true
 		}
 		return false
 	}))
-	return c
 }
 
 // poke asks for a reconcile (after a change was applied).

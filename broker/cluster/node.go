@@ -165,6 +165,7 @@ func Open(cfg Config) (*Node, error) {
 	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
 	rc.Logger = hlog
 
+	n.ctl = newController(n)
 	if err := n.bootstrap(rc, snaps); err != nil {
 		n.closeTransport()
 		return nil, err
@@ -175,7 +176,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n.raft = r
-	n.ctl = newController(n)
+	n.ctl.observe()
 	n.wg.Go(n.ctl.run)
 	return n, nil
 }
@@ -239,9 +240,7 @@ func (n *Node) changed(index uint64, c Command) {
 	if n.cfg.OnChange != nil {
 		n.cfg.OnChange(c)
 	}
-	if n.ctl != nil {
-		n.ctl.poke()
-	}
+	n.ctl.poke()
 }
 
 // waitApplied waits until this node has applied index.
