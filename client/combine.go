@@ -71,8 +71,9 @@ func (m *combiner) topic(topic string) *combineTopic {
 	return ct
 }
 
-// produceCombined is Produce (no expected offset, no compression) of
-// msgs, a batch of size bytes, through c's combiner.
+// produceCombined is Produce (no expected offset) of msgs, a batch of
+// size bytes uncompressed, through c's combiner. A combined batch is
+// compressed whole with the client's codec.
 func (c *Client) produceCombined(ctx context.Context, topic string, msgs [][]byte, size int) (int64, error) {
 	if size > combineMaxBytes {
 		return c.produceAlone(ctx, topic, -1, msgs)

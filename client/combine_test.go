@@ -180,3 +180,42 @@ func TestProduceCombinedRefused(t *testing.T) {
 		t.Fatal("the combiner still holds the topic with nothing in flight")
 	}
 }
+
+// A compressing Client's calls combine too, into one batch compressed
+// whole; so do ProduceMessages calls without headers. Calls with headers
+// go alone.
+func TestProduceCombinedCompressedAndMessages(t *testing.T) {
+	t.Parallel()
+	srv := brokertest.Start(t, 1)
+	c := dial(t, srv.Addr, client.WithCompression(client.CompressionZstd))
+	ctx := testCtx(t)
+	free := client.HoldProduceSlots(c, "t")
+	calls, total := newCalls(8)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			if i%2 == 0 {
+				calls[i].base, calls[i].err = c.Produce(ctx, "t", calls[i].msgs...)
+				return
+			}
+			var ms []client.Message
+			for _, m := range calls[i].msgs {
+				ms = append(ms, client.Message{Value: m})
+			}
+			calls[i].base, calls[i].err = c.ProduceMessages(ctx, "t", ms...)
+		})
+	}
+	waitFor(t, "every call gathering", func() bool { return client.CombineWaiting(c, "t") == total })
+	// With headers: alone, at once, while the others wait.
+	hb, err := c.ProduceMessages(ctx, "t", client.Message{Value: []byte("h"), Headers: []client.Header{{Key: "k", Value: []byte("v")}}})
+	if err != nil || hb != 0 {
+		t.Fatalf("ProduceMessages with headers while the slots are held: %d, %v; want offset 0 at once", hb, err)
+	}
+	before := srv.Broker.Stats().Requests
+	free()
+	wg.Wait()
+	if n := srv.Broker.Stats().Requests - before; n != 1 {
+		t.Fatalf("%d requests for 8 combined calls, want 1", n)
+	}
+	checkStored(t, ctx, c, "t", calls, 1, total)
+}

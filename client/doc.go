@@ -70,8 +70,8 @@
 // under load, as a Kafka producer's records do: while four of the topic's
 // produce requests are unanswered, the calls made meanwhile gather into
 // one batch, sent when one of those is answered (a call over 64 KiB, a
-// ProduceExpect, ProduceMessages and a compressing Client's calls always
-// go alone). Each call's messages stay together at consecutive offsets
+// ProduceExpect and ProduceMessages with headers always go alone; with
+// compression on, the combined batch is compressed whole). Each call's messages stay together at consecutive offsets
 // from the one it returns; the combined batch is stored or refused as
 // one. A call whose context ends while its messages wait returns at once
 // with the context's error, and its messages are sent with the others. Messages loops and Readers each hold a connection of

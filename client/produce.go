@@ -43,14 +43,14 @@ func (c *Client) produceMsgs(ctx context.Context, topic string, expect int64, ms
 	if len(msgs) > protocol.MaxBatchMessages {
 		return 0, fmt.Errorf("%w: %d messages, at most %d in one batch (protocol.MaxBatchMessages)", ErrBadBatch, len(msgs), protocol.MaxBatchMessages)
 	}
-	if c.opts.codec == protocol.CodecNone {
-		size := c.batchHeaderSize(false) + protocol.MessagesSize(msgs...)
-		if size > c.opts.maxBatchBytes {
-			return 0, fmt.Errorf("%w: a batch of %d bytes, over the client's limit of %d (WithMaxBatchBytes, to match the server's -max-frame): produce fewer or smaller messages at a time", ErrFrameTooLarge, size, c.opts.maxBatchBytes)
-		}
-		if expect < 0 {
-			return c.produceCombined(ctx, topic, msgs, size)
-		}
+	// size is the batch's uncompressed: a compressed one is checked once
+	// compressed (produceRaw).
+	size := c.batchHeaderSize(false) + protocol.MessagesSize(msgs...)
+	if c.opts.codec == protocol.CodecNone && size > c.opts.maxBatchBytes {
+		return 0, fmt.Errorf("%w: a batch of %d bytes, over the client's limit of %d (WithMaxBatchBytes, to match the server's -max-frame): produce fewer or smaller messages at a time", ErrFrameTooLarge, size, c.opts.maxBatchBytes)
+	}
+	if expect < 0 {
+		return c.produceCombined(ctx, topic, msgs, size)
 	}
 	return c.produceAlone(ctx, topic, expect, msgs)
 }
@@ -108,17 +108,20 @@ func (c *Client) ProduceMessages(ctx context.Context, topic string, msgs ...Mess
 		}
 		headers = headers || len(m.Headers) > 0
 	}
+	if !headers { // as Produce sends them, combined under load
+		values := make([][]byte, len(msgs))
+		for i, m := range msgs {
+			values[i] = m.Value
+		}
+		return c.produceMsgs(ctx, topic, -1, values)
+	}
 	var raw []byte
 	var ph []protocol.Header
 	for _, m := range msgs {
-		if headers {
-			ph = toProtocolHeaders(ph[:0], m.Headers)
-			raw = protocol.AppendHeaderMessage(raw, ph, m.Value)
-		} else {
-			raw = protocol.AppendMessage(raw, m.Value)
-		}
+		ph = toProtocolHeaders(ph[:0], m.Headers)
+		raw = protocol.AppendHeaderMessage(raw, ph, m.Value)
 	}
-	return c.produceRaw(ctx, topic, headers, -1, len(msgs), raw)
+	return c.produceRaw(ctx, topic, true, -1, len(msgs), raw)
 }
 
 // produceRaw produces the batch of n messages whose uncompressed body is
