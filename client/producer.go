@@ -96,10 +96,12 @@ type Producer struct {
 	err error // set: the topic could not be found or placed (several servers); Send fails with it
 
 	kick chan struct{} // wakes the sender
-	// spare holds the message buffers of batches encoded since (encode),
-	// for the next batches to fill (newBatchLocked): a batch of 1,000
-	// 1 KiB messages grown from empty copied itself about once more
-	// and left a megabyte of garbage, a third of a closed loop's CPU.
+	// spare holds the buffers of batches answered (or, compressed,
+	// encoded) since, for the next batches to gather in (newBatchLocked):
+	// a batch of 1,000 1 KiB messages grown from empty copied itself
+	// about once more and left a megabyte of garbage, a third of a
+	// closed loop's CPU. An uncompressed batch is sealed in the buffer it
+	// gathered in (encode).
 	spare chan []byte
 	quit  chan struct{}
 	sem   chan struct{} // in-flight slots
@@ -107,7 +109,8 @@ type Producer struct {
 }
 
 type pbatch struct {
-	raw     []byte
+	raw     []byte // hdr bytes of room for the batch header, then the messages
+	hdr     int
 	size    int // buffer room it takes: see add
 	futures []*Future
 	timer   *time.Timer
@@ -277,7 +280,7 @@ func (p *Producer) addBatch(msg []byte, headers bool) (*Future, chan struct{}, *
 	if p.bufMsgs > 0 && (p.bufMsgs+1 > p.o.maxMsgs || p.bufBytes+size > p.o.maxBytes) {
 		return nil, p.room, nil, ErrBufferFull
 	}
-	if p.cur != nil && (len(p.cur.raw)+size+protocol.BatchHeaderSize > p.cl().opts.maxBatchBytes || p.cur.headers != headers) {
+	if p.cur != nil && (len(p.cur.raw)-p.cur.hdr+size+protocol.BatchHeaderSize > p.cl().opts.maxBatchBytes || p.cur.headers != headers) {
 		p.sealLocked()
 	}
 	if p.cur == nil {
@@ -547,25 +550,39 @@ func (p *Producer) encode(b *pbatch) {
 		if p.pid != 0 {
 			meta.ProducerID, meta.Sequence = p.pid, b.seq
 		}
-		b.batch = protocol.AppendBatchRawMeta(nil, meta, p.cl().opts.codec, len(b.futures), b.raw)
-		b.deadline = time.Now().Add(p.cl().opts.requestTimeout)
-		select {
-		case p.spare <- b.raw[:0]: // encoded: the batch holds a copy of its own
-		default:
+		if codec := p.cl().opts.codec; codec == protocol.CodecNone {
+			// Sealed where it was gathered: no copy.
+			protocol.SealBatchMeta(b.raw, meta, codec, len(b.futures), len(b.raw)-b.hdr)
+			b.batch = b.raw
+		} else {
+			b.batch = protocol.AppendBatchRawMeta(nil, meta, codec, len(b.futures), b.raw[b.hdr:])
+			p.recycle(b.raw)
 		}
 		b.raw = nil
+		b.deadline = time.Now().Add(p.cl().opts.requestTimeout)
 	}
 }
 
-// newBatchLocked returns an empty batch to gather messages in, with a
-// spare buffer when one is free. p.mu must be held.
+// newBatchLocked returns an empty batch to gather messages in, in a spare
+// buffer when one is free, with room for its header. p.mu must be held.
 func (p *Producer) newBatchLocked(headers bool) *pbatch {
-	b := &pbatch{done: make(chan struct{}), headers: headers, futures: make([]*Future, 0, p.lastCount)}
+	b := &pbatch{done: make(chan struct{}), headers: headers, futures: make([]*Future, 0, p.lastCount),
+		hdr: protocol.BatchMeta{ProducerID: p.pid, Headers: headers}.HeaderSize()}
 	select {
 	case b.raw = <-p.spare:
 	default:
 	}
+	b.raw = append(b.raw[:0], make([]byte, b.hdr)...)
 	return b
+}
+
+// recycle keeps buf, which nothing refers to any more, for a batch to
+// gather in, unless two are kept already.
+func (p *Producer) recycle(buf []byte) {
+	select {
+	case p.spare <- buf[:0]:
+	default:
+	}
 }
 
 // request returns the builder of b's produce request frame.
@@ -629,6 +646,7 @@ func (p *Producer) inFlight(ctx context.Context, cancel context.CancelFunc, b *p
 			p.cl().stats.errors.Add(1)
 		}
 		p.complete(b, true, base, err)
+		p.recycle(batch) // answered for good: no resend will need it
 	}()
 }
 
