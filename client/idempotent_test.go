@@ -74,48 +74,58 @@ func TestProduceIdempotentAfterCut(t *testing.T) {
 }
 
 // Many goroutines produce on one client while the proxy cuts connections
-// after the server stored a batch: every message is stored exactly once.
+// after the server stored a batch: every message is stored exactly once,
+// at the offset its call returned. With 16 goroutines, more than the
+// topic's produce slots, calls combine, and the combined batches are cut
+// and sent again too.
 func TestProduceIdempotentConcurrent(t *testing.T) {
 	t.Parallel()
-	srv := brokertest.Start(t, 1)
-	px := startProxy(t, srv.Addr)
-	c := dial(t, px.Addr(), client.WithRetries(20, 5*time.Millisecond))
-	ctx := testCtx(t)
-	const workers, each = 4, 50
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Go(func() {
-			for i := range each {
-				if i%10 == 5 {
-					px.cutProduce.Store(1)
-				}
-				if _, err := c.Produce(ctx, "conc", []byte(fmt.Sprintf("w%d-%d", w, i))); err != nil {
-					errs <- err
-					return
+	for _, workers := range []int{4, 16} {
+		t.Run(fmt.Sprint(workers, " goroutines"), func(t *testing.T) {
+			t.Parallel()
+			srv := brokertest.Start(t, 1)
+			px := startProxy(t, srv.Addr)
+			c := dial(t, px.Addr(), client.WithRetries(20, 5*time.Millisecond))
+			ctx := testCtx(t)
+			const each = 50
+			var wg sync.WaitGroup
+			errs := make(chan error, workers)
+			var at sync.Map // value -> offset returned
+			for w := range workers {
+				wg.Go(func() {
+					for i := range each {
+						if i%10 == 5 {
+							px.cutProduce.Store(1)
+						}
+						v := fmt.Sprintf("w%d-%d", w, i)
+						off, err := c.Produce(ctx, "conc", []byte(v))
+						if err != nil {
+							errs <- err
+							return
+						}
+						at.Store(v, off)
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			got := readAll(t, c, "conc")
+			if len(got) != workers*each {
+				t.Fatalf("%d messages stored, want %d", len(got), workers*each)
+			}
+			for w := range workers {
+				for i := range each {
+					v := fmt.Sprintf("w%d-%d", w, i)
+					off, _ := at.Load(v)
+					if o := off.(int64); got[o] != v {
+						t.Fatalf("%s returned offset %d, which holds %q", v, o, got[o])
+					}
 				}
 			}
 		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	got := readAll(t, c, "conc")
-	seen := map[string]int{}
-	for _, v := range got {
-		seen[v]++
-	}
-	for w := range workers {
-		for i := range each {
-			if n := seen[fmt.Sprintf("w%d-%d", w, i)]; n != 1 {
-				t.Fatalf("w%d-%d stored %d times", w, i, n)
-			}
-		}
-	}
-	if len(got) != workers*each {
-		t.Fatalf("%d messages stored, want %d", len(got), workers*each)
 	}
 }
 
