@@ -76,7 +76,7 @@ func (m *combiner) topic(topic string) *combineTopic {
 // compressed whole with the client's codec.
 func (c *Client) produceCombined(ctx context.Context, topic string, msgs [][]byte, size int) (int64, error) {
 	if size > combineMaxBytes {
-		return c.produceAlone(ctx, topic, -1, msgs)
+		return c.produceAlone(ctx, topic, -1, msgs, size)
 	}
 	m := &c.comb
 	m.mu.Lock()
@@ -84,7 +84,7 @@ func (c *Client) produceCombined(ctx context.Context, topic string, msgs [][]byt
 	if ct.inFlight < combineSlots {
 		ct.inFlight++
 		m.mu.Unlock()
-		base, err := c.produceAlone(ctx, topic, -1, msgs)
+		base, err := c.produceAlone(ctx, topic, -1, msgs, size)
 		if b := c.answered(topic); b != nil {
 			go c.sendCombined(topic, b)
 		}

@@ -52,20 +52,19 @@ func (c *Client) produceMsgs(ctx context.Context, topic string, expect int64, ms
 	if expect < 0 {
 		return c.produceCombined(ctx, topic, msgs, size)
 	}
-	return c.produceAlone(ctx, topic, expect, msgs)
+	return c.produceAlone(ctx, topic, expect, msgs, size)
 }
 
-// produceAlone sends msgs as a batch of their own. Uncompressed, the
-// batch is encoded straight into the request frame: one copy of the
-// messages, no intermediate batch.
-func (c *Client) produceAlone(ctx context.Context, topic string, expect int64, msgs [][]byte) (int64, error) {
+// produceAlone sends msgs, a batch of size bytes uncompressed, as a batch
+// of their own. Uncompressed, the batch is encoded straight into the
+// request frame: one copy of the messages, no intermediate batch.
+func (c *Client) produceAlone(ctx context.Context, topic string, expect int64, msgs [][]byte, size int) (int64, error) {
 	if c.opts.codec == protocol.CodecNone {
-		size := c.batchHeaderSize(false) + protocol.MessagesSize(msgs...)
 		return c.produce(ctx, topic, len(msgs), size, false, expect, func(dst []byte, meta protocol.BatchMeta) []byte {
 			return protocol.AppendBatchMeta(dst, meta, msgs...)
 		})
 	}
-	raw := make([]byte, 0, protocol.MessagesSize(msgs...))
+	raw := make([]byte, 0, size-c.batchHeaderSize(false))
 	for _, m := range msgs {
 		raw = protocol.AppendMessage(raw, m)
 	}
