@@ -34,6 +34,7 @@ type conn struct {
 
 	big          *bytebufferpool.ByteBuffer // a large frame being gathered
 	bigSize      int                        // its size
+	handlingBig  bool                       // big is the frame being handled: its job may take it
 	waitingFrame bool                       // readFrames last stopped for the rest of a frame
 	gathering    bool                       // in shedState.gathering (budget.go)
 	frameBytes   atomic.Int64               // the unfinished frame's bytes at the last count (budget.go)
@@ -202,9 +203,13 @@ func (cs *conn) readFrames() gnet.Action {
 				cs.waitingFrame = true
 				return gnet.None
 			}
+			cs.handlingBig = true
 			cs.handle(cs.big.B)
-			bytebufferpool.Put(cs.big)
-			cs.big = nil
+			cs.handlingBig = false
+			if cs.big != nil { // the frame's job did not take it (take)
+				bytebufferpool.Put(cs.big)
+				cs.big = nil
+			}
 			continue
 		}
 		if c.InboundBuffered() < protocol.FrameLengthSize {

@@ -51,13 +51,19 @@ const maxGroupBytes = 16 << 20
 const maxConnDecodes = 2
 
 // take copies j's batch, which borrows from the frame, into a pooled buffer
-// and gives j a slot in the connection's queue. Runs on the loop.
+// and gives j a slot in the connection's queue. A large frame, gathered in
+// its own pooled buffer (gatherBig), is not copied: j takes that buffer,
+// and its batch goes on borrowing from it. Runs on the loop.
 func (cs *conn) take(j *job) {
 	b := cs.b
 	if j.raw != nil {
-		j.batch = bytebufferpool.Get()
-		j.batch.B = append(j.batch.B[:0], j.raw...)
-		j.raw = j.batch.B
+		if cs.handlingBig && cs.big != nil {
+			j.batch, cs.big = cs.big, nil
+		} else {
+			j.batch = bytebufferpool.Get()
+			j.batch.B = append(j.batch.B[:0], j.raw...)
+			j.raw = j.batch.B
+		}
 		cs.w.queued.Add(int64(len(j.raw)))
 	}
 	if j.decode {
