@@ -109,7 +109,7 @@ func dial(ctx context.Context, addr string, timeout time.Duration, tc *tls.Confi
 	if c.sock != nil {
 		r = c.sock
 	}
-	c.rd = frameReader{r: bufio.NewReaderSize(r, readBufferSize), maxFrame: maxFrame}
+	c.rd = frameReader{r: bufio.NewReaderSize(r, readBufferSize), maxFrame: maxFrame, sock: c.sock}
 	if !c.direct {
 		c.reading = true
 	}
@@ -127,6 +127,7 @@ const readBufferSize = 64 << 10
 // goroutine reads next. Only the reader uses it.
 type frameReader struct {
 	r        *bufio.Reader
+	sock     *sockIO // under r when direct on Linux: told what a frame still holds (expect)
 	maxFrame int
 	head     [protocol.HeaderSize]byte
 	nh       int    // bytes of head read
@@ -195,8 +196,14 @@ func (f *frameReader) next(c *conn) (frameEvent, error) {
 			"%w: a response of %d bytes is over the client's limit of %d bytes; raise it with WithMaxResponseBytes",
 			ErrResponseTooLarge, size, f.maxFrame)}}), nil
 	}
+	if f.sock != nil {
+		f.sock.expect(len(f.frame) - f.nf - f.r.Buffered())
+	}
 	n, err := io.ReadFull(f.r, f.frame[f.nf:])
 	f.nf += n
+	if f.sock != nil {
+		f.sock.expect(0)
+	}
 	if err != nil {
 		return frameEvent{}, err
 	}

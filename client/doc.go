@@ -270,6 +270,8 @@
 // only). On Unix systems a caller waiting alone on a plain TCP connection
 // reads its own response; on Linux the connection reads and writes with
 // raw system calls, which keep the Go runtime from waking its monitor
-// thread on every round trip. On Windows, as over TLS, a goroutine per
+// thread on every round trip, and waits for the rest of a large response
+// under a socket low-water mark (SO_RCVLOWAT), so that it wakes once for
+// it rather than once per piece that arrives. On Windows, as over TLS, a goroutine per
 // connection reads the responses.
 package client

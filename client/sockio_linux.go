@@ -20,6 +20,36 @@ import (
 // thread on another CPU, and a context switch there, per request.
 type sockIO struct {
 	raw syscall.RawConn
+	// due is how many bytes the frame being read still holds (expect):
+	// bytes the server has sent or will. A read that has to wait for
+	// them asks the kernel, with SO_RCVLOWAT, to wake it only once
+	// enough of them are in (lowat: what the socket is set to, 0 for
+	// the default of one byte), so that a large response arriving in
+	// pieces is read in one or two reads, not one per piece.
+	due, lowat int
+}
+
+// minLowat is the smallest wait worth a low-water mark: below it the
+// pieces a response arrives in are few.
+const minLowat = 128 << 10
+
+// expect says that the next reads are of a frame of which n bytes are
+// still to come (0: none; the low-water mark goes back to one byte).
+func (s *sockIO) expect(n int) {
+	s.due = max(n, 0)
+	if s.due == 0 && s.lowat != 0 {
+		s.setLowat(0)
+	}
+}
+
+// setLowat sets the socket's SO_RCVLOWAT to n bytes (0: one). It fails
+// only on a closed socket, which the read that follows reports.
+func (s *sockIO) setLowat(n int) {
+	_ = s.raw.Control(func(fd uintptr) {
+		if syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, max(n, 1)) == nil {
+			s.lowat = n
+		}
+	})
 }
 
 func newSockIO(raw syscall.RawConn) *sockIO { return &sockIO{raw: raw} }
@@ -39,12 +69,26 @@ func (s *sockIO) Read(p []byte) (int, error) {
 			case syscall.EINTR:
 				continue
 			case syscall.EAGAIN:
+				// The kernel wakes this wait before the low-water
+				// mark when the peer closes or the receive window
+				// runs out, so it never waits for bytes that cannot
+				// come.
+				want := min(s.due, len(p))
+				if want < minLowat {
+					want = 0
+				}
+				if want != s.lowat {
+					s.setLowat(want)
+				}
 				return false
 			}
 			n, errno = int(r), e
 			return true
 		}
 	})
+	if n > 0 {
+		s.due = max(s.due-n, 0)
+	}
 	switch {
 	case err != nil:
 		return 0, err

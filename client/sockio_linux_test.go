@@ -201,3 +201,108 @@ func TestPostLeavesTheRestToAGoroutine(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A frame's remaining bytes told to the socket (expect) are read in a few
+// reads though the peer sends them in many small pieces: each read that
+// has to wait does so under a low-water mark, the smaller of what is due
+// and what it asks for. The last 48,576 bytes, under minLowat, come after
+// a pause: they are read too. expect(0) puts the mark back.
+func TestSockIOLowWaterMark(t *testing.T) {
+	tcp, s, peer := tcpPair(t)
+	const size, chunk = 1 << 20, 200_000
+	const tail = size % chunk
+	want := make([]byte, size)
+	for i := range want {
+		want[i] = byte(i * 31)
+	}
+	go func() {
+		for off := 0; off < size-tail; off += 16 << 10 {
+			peer.Write(want[off:min(off+16<<10, size-tail)])
+			time.Sleep(100 * time.Microsecond)
+		}
+		time.Sleep(30 * time.Millisecond) // the reader waits for the tail alone
+		peer.Write(want[size-tail:])
+	}()
+	tcp.SetReadDeadline(time.Now().Add(10 * time.Second))
+	s.expect(size)
+	got := make([]byte, size)
+	reads := 0
+	for n := 0; n < size; reads++ {
+		m, err := s.Read(got[n:min(n+chunk, size)])
+		if err != nil {
+			t.Fatalf("read %d of %d bytes: %v", n, size, err)
+		}
+		n += m
+	}
+	s.expect(0)
+	if !bytes.Equal(got, want) {
+		t.Fatal("the bytes read differ from those sent")
+	}
+	if s.lowat != 0 || s.due != 0 {
+		t.Fatalf("after the frame: low-water mark %d, %d bytes due; want 0, 0", s.lowat, s.due)
+	}
+	// 62 pieces before the tail, each its own read without the mark.
+	if reads > 16 {
+		t.Fatalf("%d reads for a megabyte sent in %d pieces", reads, (size-tail)/(16<<10)+1)
+	}
+}
+
+// A read waiting under a low-water mark still stops at the read deadline,
+// and a peer that closes wakes it: neither waits for the mark.
+func TestSockIOLowWaterMarkStops(t *testing.T) {
+	tcp, s, peer := tcpPair(t)
+	peer.Write(make([]byte, 64<<10))
+	s.expect(1 << 20)
+	buf := make([]byte, 1<<20)
+	n, err := io.ReadAtLeast(s, buf, 64<<10)
+	if err != nil || n != 64<<10 {
+		t.Fatalf("read %d bytes, %v", n, err)
+	}
+	tcp.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := s.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a read under the mark past the deadline: %v", err)
+	}
+	if s.lowat < minLowat {
+		t.Fatalf("low-water mark %d while %d bytes are due", s.lowat, s.due)
+	}
+	tcp.SetReadDeadline(time.Now().Add(10 * time.Second))
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		peer.Write([]byte("end"))
+		peer.Close()
+	}()
+	got, err := io.ReadAll(s)
+	if err != nil || string(got) != "end" {
+		t.Fatalf("read to the close under the mark: %q, %v", got, err)
+	}
+	s.expect(0)
+	if s.lowat != 0 {
+		t.Fatalf("low-water mark %d after expect(0)", s.lowat)
+	}
+}
+
+// A wait never keeps a low-water mark above the bytes still due: a mark
+// left by an earlier wait of the frame (here set by hand, as a wait cut
+// short by the kernel leaves it) is lowered before the next wait, which
+// then wakes for the last bytes.
+func TestSockIOLowWaterMarkLowered(t *testing.T) {
+	tcp, s, peer := tcpPair(t)
+	s.setLowat(1 << 20)
+	if s.lowat != 1<<20 {
+		t.Fatalf("low-water mark %d, want %d", s.lowat, 1<<20)
+	}
+	s.expect(minLowat / 2)
+	go func() {
+		time.Sleep(20 * time.Millisecond) // the read below waits first
+		peer.Write(make([]byte, minLowat/2))
+	}()
+	tcp.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := io.ReadFull(s, make([]byte, minLowat/2))
+	if err != nil {
+		t.Fatalf("read %d of the %d bytes due: %v", n, minLowat/2, err)
+	}
+	if s.lowat != 0 {
+		t.Fatalf("low-water mark %d while waiting for %d bytes", s.lowat, minLowat/2)
+	}
+	s.expect(0)
+}
