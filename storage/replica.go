@@ -214,21 +214,9 @@ func (t *topic) cutLog(n int64) error {
 	var size, msgs, lastTime int64
 	if k > 0 {
 		last = segs[k-1]
-		t.mu.RLock()
-		es := last.entries
-		t.mu.RUnlock()
-		keep = sort.Search(len(es), func(i int) bool { return es[i].off >= n })
-		for _, e := range es[:keep] {
-			msgs += int64(e.count)
-		}
-		if keep > 0 {
-			e := es[keep-1]
-			size = int64(e.pos) + int64(e.size)
-			at, err := t.batchTime(last, e)
-			if err != nil {
-				return err
-			}
-			lastTime = at
+		var err error
+		if keep, size, msgs, lastTime, err = t.keptBefore(last, n); err != nil {
+			return err
 		}
 	}
 	gone := segs[k:]
@@ -273,6 +261,27 @@ func (t *topic) cutLog(n int64) error {
 		}
 	}
 	return nil
+}
+
+// keptBefore returns what segment sg keeps of a cut before offset n: how
+// many of its entries, their bytes and messages, and the append time of
+// the last one kept.
+func (t *topic) keptBefore(sg *segment, n int64) (keep int, size, msgs, lastTime int64, err error) {
+	t.mu.RLock()
+	es := sg.entries
+	t.mu.RUnlock()
+	keep = sort.Search(len(es), func(i int) bool { return es[i].off >= n })
+	for _, e := range es[:keep] {
+		msgs += int64(e.count)
+	}
+	if keep > 0 {
+		e := es[keep-1]
+		size = int64(e.pos) + int64(e.size)
+		if lastTime, err = t.batchTime(sg, e); err != nil {
+			return 0, 0, 0, 0, err
+		}
+	}
+	return keep, size, msgs, lastTime, nil
 }
 
 // deleteSegments removes the files of gone, newest first, from every

@@ -1,0 +1,212 @@
+package replica
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/haraqa/haraqa/broker/cluster"
+	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
+)
+
+// This file: the cluster's changes a client asks for (members, topics
+// created, moved and deleted) and its status.
+
+// ChangeMember implements service.Replication.
+func (m *Manager) ChangeMember(action uint8, entry string) error {
+	n := m.node.Load()
+	if n == nil || !m.isSynced() {
+		return errStarting
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
+	defer cancel()
+	var err error
+	switch action {
+	case protocol.MemberAdd:
+		if m.cfg.ParseMember == nil {
+			return fmt.Errorf("%w: this server cannot read a member's addresses", protocol.ErrInvalidArgument)
+		}
+		var mb cluster.Member
+		if mb, err = m.cfg.ParseMember(entry); err != nil {
+			return fmt.Errorf("%w: %w", protocol.ErrInvalidArgument, err)
+		}
+		err = n.AddMember(ctx, mb)
+	case protocol.MemberRemove:
+		err = n.RemoveMember(ctx, entry)
+	default:
+		return fmt.Errorf("%w: cluster member action %d", protocol.ErrInvalidArgument, action)
+	}
+	if errors.Is(err, cluster.ErrBadCommand) || errors.Is(err, cluster.ErrNotEnoughMembers) {
+		return fmt.Errorf("%w: %w", protocol.ErrInvalidArgument, err)
+	}
+	if err == nil {
+		m.log.Info("replica: membership changed", "action", action, "entry", entry)
+	}
+	return err
+}
+
+// ProducerOwners implements service.Replication.
+func (m *Manager) ProducerOwners(topic string, ids []uint64) (map[uint64]string, error) {
+	t, rt, ok := m.lookup(topic)
+	if !ok || rt == nil {
+		return nil, m.notLeader(topic, t.Leader)
+	}
+	rt.mu.Lock()
+	leading := rt.leading(m.cfg.Self)
+	rt.mu.Unlock()
+	if !leading {
+		return nil, m.notLeader(topic, t.Leader)
+	}
+	return m.store.ProducerOwners(topic, ids)
+}
+
+// Create implements service.Replication.
+func (m *Manager) Create(topic string) (bool, error) {
+	return m.create(topic, m.cfg.Replicas, " (-replicas)")
+}
+
+// SetReplicas implements service.Replication.
+func (m *Manager) SetReplicas(topic string, replicas int) (bool, error) {
+	if replicas < m.cfg.MinInsync {
+		return false, fmt.Errorf("%w: %d replicas for topic %q: fewer than -min-insync %d, which every acks=all produce needs", protocol.ErrInvalidArgument, replicas, topic, m.cfg.MinInsync)
+	}
+	n := m.node.Load()
+	if n == nil {
+		return false, errStarting
+	}
+	if _, _, ok := m.lookup(topic); !ok {
+		existed, err := m.create(topic, replicas, "")
+		if !existed {
+			return true, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
+	defer cancel()
+	_, err := n.SetReplicas(ctx, topic, replicas)
+	switch {
+	case errors.Is(err, cluster.ErrNotEnoughMembers), errors.Is(err, cluster.ErrTopicMoving):
+		return false, fmt.Errorf("%w: %w", protocol.ErrInvalidArgument, err)
+	case errors.Is(err, cluster.ErrTopicNotFound):
+		return false, fmt.Errorf("%w: %q", storage.ErrTopicNotFound, topic)
+	case err != nil:
+		return false, errUnrecorded("the change", err)
+	}
+	m.Poke()
+	return false, nil
+}
+
+// create records topic on replicas members (Create, SetReplicas); hint
+// follows the error of too few members.
+func (m *Manager) create(topic string, replicas int, hint string) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
+	defer cancel()
+	n := m.node.Load()
+	if n == nil {
+		return false, errStarting
+	}
+	t, err := n.CreateTopic(ctx, topic, replicas)
+	existed := errors.Is(err, cluster.ErrTopicExists)
+	switch {
+	case existed:
+	case errors.Is(err, cluster.ErrNotEnoughMembers):
+		return false, fmt.Errorf("%w: %w%s", protocol.ErrInvalidArgument, err, hint)
+	case err != nil:
+		return false, errUnrecorded("the topic", err)
+	}
+	if t.Leader != m.cfg.Self {
+		return existed, m.notLeader(topic, t.Leader)
+	}
+	// This member leads it: wait until it can take writes.
+	for {
+		m.Poke()
+		if err := m.Writable(topic); err == nil {
+			return existed, nil
+		}
+		select {
+		case <-ctx.Done():
+			return existed, m.notLeader(topic, "")
+		case <-m.done:
+			return existed, storage.ErrClosed
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// createTimeout bounds Create: the Raft commit and taking the lead.
+const createTimeout = 10 * time.Second
+
+// Delete implements service.Replication.
+func (m *Manager) Delete(topic string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
+	defer cancel()
+	n := m.node.Load()
+	if n == nil {
+		return errStarting
+	}
+	err := n.DeleteTopic(ctx, topic)
+	if errors.Is(err, cluster.ErrTopicNotFound) {
+		return fmt.Errorf("%w: %q", storage.ErrTopicNotFound, topic)
+	}
+	if err == nil {
+		m.Poke()
+	}
+	return err
+}
+
+// ReplicaStatus is a replica's position as its leader sees it.
+type ReplicaStatus struct {
+	ID       string `json:"id"`
+	Next     int64  `json:"next"`      // the follower's next offset at its last fetch
+	Lag      int64  `json:"lag"`       // messages behind the leader's end
+	InSync   bool   `json:"in_sync"`   // in the in-sync set
+	CaughtUp string `json:"caught_up"` // how long ago it last reached the leader's end
+}
+
+// TopicStatus is a replicated topic as this member sees it.
+type TopicStatus struct {
+	cluster.Topic
+	HighWater int64           `json:"high_water"`
+	Next      int64           `json:"next"`               // this replica's next offset
+	Followers []ReplicaStatus `json:"followers,omitzero"` // on the leader
+}
+
+// Status implements service.Replication: the cluster status of op 19.
+func (m *Manager) Status() []byte {
+	n := m.node.Load()
+	if n == nil {
+		return []byte(`{"error":"the server is joining its cluster"}`)
+	}
+	st := n.Status()
+	out := struct {
+		Self       string           `json:"self"`
+		InStep     bool             `json:"in_step"` // caught up with the Raft group since it started: serving
+		RaftLeader string           `json:"raft_leader"`
+		Members    []cluster.Member `json:"members"`
+		Topics     []TopicStatus    `json:"topics"`
+	}{Self: st.Self, InStep: m.isSynced(), RaftLeader: st.RaftLeader, Members: st.Members}
+	for _, t := range st.Topics {
+		ts := TopicStatus{Topic: t}
+		if info, err := m.store.Info(t.Name); err == nil {
+			ts.Next = info.Next
+		}
+		if _, rt, ok := m.lookup(t.Name); ok && rt != nil {
+			rt.mu.Lock()
+			ts.HighWater = rt.hw
+			if rt.leading(m.cfg.Self) {
+				for _, id := range t.Replicas {
+					if f := rt.fol[id]; f != nil {
+						ts.Followers = append(ts.Followers, ReplicaStatus{ID: id, Next: f.leo, Lag: max(0, ts.Next-f.leo),
+							InSync: t.InSync(id), CaughtUp: time.Since(f.caughtUp).Round(time.Millisecond).String()})
+					}
+				}
+			}
+			rt.mu.Unlock()
+		}
+		out.Topics = append(out.Topics, ts)
+	}
+	b, _ := json.Marshal(out)
+	return b
+}

@@ -1,0 +1,176 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/haraqa/haraqa/broker/cluster"
+	"github.com/haraqa/haraqa/broker/service"
+	"github.com/haraqa/haraqa/protocol"
+)
+
+// This file: the followers' lag as their leader sees it, the in-sync
+// set's changes it leads to, and the replication figures for /metrics.
+
+// checkLag drops from the in-sync sets of the topics this member leads
+// the followers that have not caught up for LagTime, and answers the
+// produces that waited past AckTimeout.
+func (m *Manager) checkLag() {
+	m.mu.Lock()
+	topics := make([]*rtopic, 0, len(m.topics))
+	for _, rt := range m.topics {
+		topics = append(topics, rt)
+	}
+	m.mu.Unlock()
+	now := time.Now()
+	for _, rt := range topics {
+		rt.mu.Lock()
+		var calls callbacks
+		for i := 0; i < len(rt.waiters); i++ {
+			if w := rt.waiters[i]; now.After(w.deadline) {
+				calls.fns = append(calls.fns, func() {
+					w.fn(codedErr{fmt.Errorf("%w: topic %q: the in-sync replicas did not confirm the batch within %v (-ack-timeout)", ErrNotEnoughReplicas, rt.name, m.cfg.AckTimeout),
+						protocol.CodeNotEnoughReplicas})
+				})
+				rt.waiters = slices.Delete(rt.waiters, i, i+1)
+				i--
+			}
+		}
+		var shrink []string
+		var lagging, why string
+		behind := map[string]int64{} // in-sync followers short of the end: their next offset
+		if rt.leading(m.cfg.Self) && !rt.altering {
+			for _, id := range rt.meta.ISR {
+				f := rt.fol[id]
+				if id == m.cfg.Self || f == nil {
+					continue
+				}
+				if now.Sub(f.caughtUp) > m.cfg.LagTime {
+					lagging, why = id, "lagging"
+					break
+				}
+				behind[id] = f.leo
+			}
+		}
+		if lagging == "" && m.cfg.LagBytes > 0 {
+			lagging = m.lagBytes(rt.name, behind)
+			why = "lagging bytes"
+		}
+		if lagging != "" {
+			shrink = slices.DeleteFunc(slices.Clone(rt.meta.ISR), func(x string) bool { return x == lagging })
+			rt.altering = true
+		}
+		epoch, version := rt.meta.Epoch, rt.meta.Version
+		rt.mu.Unlock()
+		calls.run()
+		if shrink != nil {
+			m.alterISR(rt, epoch, version, shrink, why, lagging)
+		}
+	}
+}
+
+// lagBytes returns a follower of behind (ID to its next offset) more than
+// LagBytes of batches behind topic's end, "" for none. It reads the
+// batches' spans from the index, at most LagBytes+1 bytes' worth each.
+// rt.mu is held: the index is the store's.
+func (m *Manager) lagBytes(topic string, behind map[string]int64) string {
+	if len(behind) == 0 {
+		return ""
+	}
+	info, err := m.store.Info(topic)
+	if err != nil {
+		return ""
+	}
+	for id, leo := range behind {
+		if leo >= info.Next {
+			continue
+		}
+		r, err := m.store.Peek(topic, leo, 0, m.cfg.LagBytes+1)
+		if err != nil {
+			continue
+		}
+		// Short of the end, the next batch would have passed the bound.
+		over := r.Bytes > m.cfg.LagBytes || r.Next < info.Next
+		r.Release()
+		if over {
+			return id
+		}
+	}
+	return ""
+}
+
+// alterISR records a topic's new in-sync set in the cluster, in the
+// background; rt.altering is set by the caller and cleared here.
+func (m *Manager) alterISR(rt *rtopic, epoch, version int64, isr []string, why, who string) {
+	m.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
+		defer cancel()
+		go func() {
+			select {
+			case <-m.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		err := m.node.Load().SetISR(ctx, rt.name, epoch, version, isr)
+		rt.mu.Lock()
+		rt.altering = false
+		rt.mu.Unlock()
+		if err != nil {
+			if !errors.Is(err, cluster.ErrStaleEpoch) {
+				m.log.Warn("replica: changing the in-sync set", "topic", rt.name, "isr", isr, "err", err)
+			}
+			return
+		}
+		m.stats.isrChanges.Add(1)
+		m.log.Info("replica: in-sync set changed", "topic", rt.name, "member", who, "why", why, "isr", isr)
+		m.Poke()
+	})
+}
+
+// Stats implements service.Replication.
+func (m *Manager) Stats() service.ReplicationStats {
+	st := service.ReplicationStats{LeaderChanges: m.stats.leaderChanges.Load(), ISRChanges: m.stats.isrChanges.Load(),
+		Truncations: m.stats.truncations.Load(), FetchedBytes: m.stats.fetchedBytes.Load()}
+	m.mu.Lock()
+	topics := make([]*rtopic, 0, len(m.topics))
+	for _, rt := range m.topics {
+		topics = append(topics, rt)
+	}
+	m.mu.Unlock()
+	slices.SortFunc(topics, func(a, b *rtopic) int { return strings.Compare(a.name, b.name) })
+	for _, rt := range topics {
+		rt.mu.Lock()
+		ts := service.ReplicaTopicStats{Topic: rt.name, Leader: rt.leading(m.cfg.Self), Replicas: len(rt.meta.Replicas),
+			InSync: len(rt.meta.ISR), Epoch: rt.meta.Epoch}
+		var fols []service.FollowerLag
+		if ts.Leader {
+			for _, id := range rt.meta.Replicas {
+				if f := rt.fol[id]; f != nil {
+					fols = append(fols, service.FollowerLag{ID: id, Messages: f.leo})
+				}
+			}
+		}
+		rt.mu.Unlock()
+		if ts.Leader {
+			info, err := m.store.Info(rt.name)
+			for i := range fols {
+				from := fols[i].Messages
+				fols[i].Messages = max(0, info.Next-from)
+				if err == nil && fols[i].Messages > 0 {
+					if r, rerr := m.store.Peek(rt.name, from, 0, 1<<62); rerr == nil {
+						fols[i].Bytes = r.Bytes
+						r.Release()
+					}
+				}
+			}
+			ts.Followers = fols
+		}
+		st.Topics = append(st.Topics, ts)
+	}
+	return st
+}
