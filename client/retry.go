@@ -56,13 +56,18 @@ func (c *Client) newRetrier(limit int, ceiling time.Duration) retrier {
 // waiting the backoff, when the operation should be tried again; else the
 // error to fail with: ErrClosed once the client is closed; err when it is
 // not retryable or no retry is left; err wrapping ctx's error if ctx ends
-// during the wait. A request the server did not read because it closed the
+// during the wait, or had ended when a connection error came. A request the server did not read because it closed the
 // connection as idle (ErrIdleTimeout, not sent) is tried again at once,
 // once, whatever the limit.
 func (r *retrier) retry(ctx context.Context, err error) error {
 	switch {
 	case r.c.isClosed():
 		return ErrClosed
+	case ctx.Err() != nil && errors.Is(err, ErrConnection):
+		// The attempt failed as ctx ended: the caller hears both, as
+		// from a wait cut short below, so that a deadline is told
+		// from a server that failed (errors.Is(err, ctx.Err())).
+		return fmt.Errorf("%w (retrying: %w)", err, ctx.Err())
 	case !r.c.retryable(ctx, err):
 		return err
 	case !r.redialed && errors.Is(err, ErrIdleTimeout) && errors.Is(err, errNotSent):

@@ -83,8 +83,11 @@ func TestRetrier(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	ended := c.newRetrier(untilDone, time.Second)
-	if got := ended.retry(cctx, broken); got != broken {
-		t.Fatalf("retry with ctx ended: %v, want the error itself", got)
+	if got := ended.retry(cctx, broken); !errors.Is(got, broken) || !errors.Is(got, context.Canceled) {
+		t.Fatalf("retry with ctx ended: %v, want the error and the context's", got)
+	}
+	if got := ended.retry(cctx, refused); got != refused {
+		t.Fatalf("retry of a refusal with ctx ended: %v, want the refusal itself", got)
 	}
 	unbounded := c.newRetrier(untilDone, time.Second)
 	for i := range 10 {
