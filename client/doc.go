@@ -126,9 +126,9 @@
 // with idempotence (the default), produce. A Reader's requests are retried
 // the same way, up to WithRetries times in a row, and a Producer's batches
 // until the request timeout (see Idempotent produce). A retry whose
-// backoff the context cuts short fails with the connection's error
-// wrapping the context's (errors.Is matches both); Close cuts it short
-// with ErrClosed.
+// backoff the context cuts short, or a connection error that comes as the
+// context ends, fails with the connection's error wrapping the context's
+// (errors.Is matches both); Close cuts it short with ErrClosed.
 // A Messages loop that yielded an error waits the WithRetries backoff
 // before its next request.
 //
