@@ -56,9 +56,10 @@ func (c *Client) newRetrier(limit int, ceiling time.Duration) retrier {
 // waiting the backoff, when the operation should be tried again; else the
 // error to fail with: ErrClosed once the client is closed; err when it is
 // not retryable or no retry is left; err wrapping ctx's error if ctx ends
-// during the wait, or had ended when a connection error came. A request the server did not read because it closed the
-// connection as idle (ErrIdleTimeout, not sent) is tried again at once,
-// once, whatever the limit.
+// during the wait, or had ended when a connection error came. A request
+// the server did not read because it closed the connection as idle
+// (ErrIdleTimeout, not sent) is tried again at once, once, whatever the
+// limit.
 func (r *retrier) retry(ctx context.Context, err error) error {
 	switch {
 	case r.c.isClosed():

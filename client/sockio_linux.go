@@ -45,11 +45,14 @@ func (s *sockIO) expect(n int) {
 // setLowat sets the socket's SO_RCVLOWAT to n bytes (0: one). It fails
 // only on a closed socket, which the read that follows reports.
 func (s *sockIO) setLowat(n int) {
-	_ = s.raw.Control(func(fd uintptr) {
-		if syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, max(n, 1)) == nil {
-			s.lowat = n
-		}
-	})
+	_ = s.raw.Control(func(fd uintptr) { s.setLowatFd(fd, n) })
+}
+
+// setLowatFd is setLowat on the descriptor fd, from inside a raw call.
+func (s *sockIO) setLowatFd(fd uintptr, n int) {
+	if syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, max(n, 1)) == nil {
+		s.lowat = n
+	}
 }
 
 func newSockIO(raw syscall.RawConn) *sockIO { return &sockIO{raw: raw} }
@@ -78,7 +81,7 @@ func (s *sockIO) Read(p []byte) (int, error) {
 					want = 0
 				}
 				if want != s.lowat {
-					s.setLowat(want)
+					s.setLowatFd(fd, want)
 				}
 				return false
 			}
