@@ -161,6 +161,7 @@ func runFailover(ctx context.Context, e *env) (string, error) {
 	detail := fmt.Sprintf("%d producers, %d kills (%d of the busiest topic's leader, %d of a follower, %d of two servers at once), %s shrunk to %d replicas and grown back among them, %d produces failed and not resent (%s), replicas byte-identical: %v",
 		len(ps.p), len(plan)-2, leaderKills, followerKills, doubleKills, foTopics[2], foServers-1, ps.failed.Load(), ps.errSummary(), r.identical)
 	fmt.Println(line)
+	fmt.Println(foGapsByKill(ps, srv.kills))
 	if err != nil {
 		return detail, err
 	}
@@ -193,7 +194,15 @@ func foVerdict(ps *foProducers, r foResult, err error, rest string) (string, err
 type foCluster struct {
 	e       *env
 	servers []*foServer
-	peers   string // the -peers list every server is given
+	peers   string    // the -peers list every server is given
+	kills   []foEvent // each kill, when it was made and what it killed
+}
+
+// foEvent is a kill of the plan ("leader", "follower", "double") and when
+// it was made.
+type foEvent struct {
+	at   time.Time
+	what string
 }
 
 // newFoCluster picks the servers' ports and starts them.
@@ -328,6 +337,7 @@ func (c *foCluster) kill(ctx context.Context, what string) (bool, error) {
 		// -min-insync 2, so produces are refused until one is back.
 		victims = []int{li, (li + 1 + e.rnd.IntN(foServers-1)) % foServers}
 	}
+	c.kills = append(c.kills, foEvent{time.Now(), what})
 	for _, v := range victims {
 		srv[v].s.kill()
 	}
@@ -452,7 +462,19 @@ type foProducer struct {
 	sent   int           // sequences handed out
 	lastOK time.Time
 	gap    time.Duration // the longest time between acknowledgements while failing
+	gaps   []foGap       // each time of foLongGap or more without one
 }
+
+// foGap is a time a producer went without an acknowledgement: from the
+// last one before it, for d.
+type foGap struct {
+	from time.Time
+	d    time.Duration
+}
+
+// foLongGap is the time without an acknowledgement from which a producer
+// notes the gap, for foGapsByKill.
+const foLongGap = time.Second
 
 type foProducers struct {
 	p      []*foProducer
@@ -533,6 +555,9 @@ func (p *foProducer) run(ctx context.Context, ps *foProducers) {
 		p.mu.Lock()
 		if err == nil {
 			p.gap = max(p.gap, now.Sub(p.lastOK))
+			if d := now.Sub(p.lastOK); d >= foLongGap {
+				p.gaps = append(p.gaps, foGap{p.lastOK, d})
+			}
 			p.lastOK = now
 			for j := range n {
 				p.offs[first+j] = base + int64(j)
@@ -733,4 +758,33 @@ func foLogBytes(vol, topic string) ([]byte, error) {
 		out = append(out, b...)
 	}
 	return out, nil
+}
+
+// foGapsByKill returns, for each kind of kill, how many times a producer
+// went foLongGap or more without an acknowledgement after one (each gap
+// put down to the last kill made before it ended), their median and the
+// longest: what sets max_unavailable_ms.
+func foGapsByKill(ps *foProducers, kills []foEvent) string {
+	byKill := map[string][]time.Duration{}
+	for _, p := range ps.p {
+		p.mu.Lock()
+		for _, g := range p.gaps {
+			what := "none"
+			for _, k := range kills {
+				if k.at.Before(g.from.Add(g.d)) {
+					what = k.what
+				}
+			}
+			byKill[what] = append(byKill[what], g.d)
+		}
+		p.mu.Unlock()
+	}
+	var parts []string
+	for _, what := range []string{"leader", "follower", "double", "none"} {
+		if ds := byKill[what]; len(ds) > 0 {
+			slices.Sort(ds)
+			parts = append(parts, fmt.Sprintf("%s %d gaps, median %d ms, longest %d ms", what, len(ds), ds[len(ds)/2].Milliseconds(), ds[len(ds)-1].Milliseconds()))
+		}
+	}
+	return "failover gaps of 1 s or more, by the kill before them: " + strings.Join(parts, "; ")
 }
