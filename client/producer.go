@@ -546,10 +546,7 @@ func (p *Producer) send(b *pbatch) {
 // encode makes b's batch and deadline at its first send.
 func (p *Producer) encode(b *pbatch) {
 	if b.batch == nil {
-		meta := protocol.BatchMeta{Headers: b.headers}
-		if p.pid != 0 {
-			meta.ProducerID, meta.Sequence = p.pid, b.seq
-		}
+		meta := p.batchMeta(b.headers, b.seq)
 		if codec := p.cl().opts.codec; codec == protocol.CodecNone {
 			// Sealed where it was gathered: no copy.
 			protocol.SealBatchMeta(b.raw, meta, codec, len(b.futures), len(b.raw)-b.hdr)
@@ -563,11 +560,21 @@ func (p *Producer) encode(b *pbatch) {
 	}
 }
 
+// batchMeta is the meta of a batch of p with sequence seq: the header
+// newBatchLocked keeps room for is the one encode seals.
+func (p *Producer) batchMeta(headers bool, seq uint64) protocol.BatchMeta {
+	meta := protocol.BatchMeta{Headers: headers}
+	if p.pid != 0 {
+		meta.ProducerID, meta.Sequence = p.pid, seq
+	}
+	return meta
+}
+
 // newBatchLocked returns an empty batch to gather messages in, in a spare
 // buffer when one is free, with room for its header. p.mu must be held.
 func (p *Producer) newBatchLocked(headers bool) *pbatch {
 	b := &pbatch{done: make(chan struct{}), headers: headers, futures: make([]*Future, 0, p.lastCount),
-		hdr: protocol.BatchMeta{ProducerID: p.pid, Headers: headers}.HeaderSize()}
+		hdr: p.batchMeta(headers, 0).HeaderSize()}
 	select {
 	case b.raw = <-p.spare:
 	default:
