@@ -244,9 +244,15 @@
 //     where they are, new ones spread over the larger set.
 //
 // Readers, Producers and Messages loops run on the topic's server; a
-// Messages loop follows its topic to another server, a Reader or Producer
-// fails with the server's error. An operation added to the package that
-// this routing does not know fails with ErrSeveralServers.
+// Messages loop follows its topic to another server. A Reader of a
+// replicated topic (docs/replication.md) reads on at its offset on
+// another in-sync replica when its server goes down, shuts down or stops
+// serving the topic, and waits, until its context ends, while none serves
+// it. A Producer follows a replicated topic's leader (with idempotence,
+// across a broken connection too). Of a topic on one server alone, a
+// Reader or Producer fails with that server's error. An operation added
+// to the package that this routing does not know fails with
+// ErrSeveralServers.
 //
 // # Tokens
 //

@@ -60,13 +60,20 @@ func (c *Client) NewReader(topic string, offset int64) (*Reader, error) {
 // (before the first Next, the offset NewReader was given).
 func (r *Reader) Offset() int64 { return r.offset }
 
+// Server is the address of the server the Reader reads from, over
+// several servers (it changes when the Reader moves to another replica);
+// empty on a Client of one server.
+func (r *Reader) Server() string { return r.server }
+
 // Next returns the next messages of the topic, at least one. At the end of
 // the topic it waits for new ones (long polls, no busy loop) until ctx
 // ends. Broken connections are dialed again, up to WithRetries times in a
 // row (once more, at once, after the server closed one as idle without
 // reading the request, as for the Client's requests); a server's error
 // returns an *Error. Over several servers an error is a *ServerError
-// naming the topic's server (wrapping the error).
+// naming the topic's server (wrapping the error), and a replicated topic
+// is read on another replica when its server fails or stops serving it,
+// or waited for while none serves it (see the package doc).
 func (r *Reader) Next(ctx context.Context) ([]Message, error) {
 	msgs, err := r.next(ctx)
 	if err != nil && r.server != "" && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
@@ -177,24 +184,36 @@ func (r *Reader) start(ctx context.Context, offset int64, buf int, wait time.Dur
 }
 
 // failed decides what follows a request that failed with err: on a
-// broken connection over several servers, reading on another replica;
-// else a retry here, as rt allows (nil: go on).
+// broken connection over several servers, reading on another replica, or,
+// while the topic's other replicas serve nobody (an election, a server
+// back before its cluster), waiting to ask again (wait); else a retry
+// here, as rt allows (nil: go on).
 func (r *Reader) failed(ctx context.Context, rt *retrier, err error) error {
-	if errors.Is(err, ErrConnection) && r.move(ctx, err) {
-		return nil
+	if errors.Is(err, ErrConnection) && r.k != nil {
+		moved, elsewhere := r.move(ctx, err)
+		switch {
+		case moved:
+			return nil
+		case elsewhere:
+			return r.wait(ctx, err)
+		}
 	}
 	return rt.retry(ctx, err)
 }
 
 // refused handles a consume the server refused: over several servers,
 // a replicated topic this server no longer serves (it left the in-sync
-// set, or lost touch with its cluster) is read on another (nil: ask
+// set, lost touch with its cluster, or is shutting down) is read on
+// another, or asked for again after a wait while none serves it (nil: ask
 // again); any other refusal is returned.
 func (r *Reader) refused(ctx context.Context, resp response) error {
 	r.c.stats.errors.Add(1)
 	err := serverError(protocol.OpConsume, resp)
-	if resp.hdr.Code == protocol.CodeNotLeader && r.k != nil {
-		return r.moveOrWait(ctx, err)
+	if r.k != nil && (resp.hdr.Code == protocol.CodeNotLeader || resp.hdr.Code == protocol.CodeShuttingDown) {
+		if moved, _ := r.move(ctx, err); moved {
+			return nil
+		}
+		return r.wait(ctx, err)
 	}
 	return err
 }
@@ -202,10 +221,13 @@ func (r *Reader) refused(ctx context.Context, resp response) error {
 // move goes on reading on another server of a replicated topic, after
 // the Reader's server failed with err (over several servers only): the
 // leader err names, else whichever other server has the topic. It
-// reports false when there is none (a topic of that server alone).
-func (r *Reader) move(ctx context.Context, err error) bool {
+// reports whether it moved and, if not, whether the topic is known to be
+// elsewhere all the same: a server that has it refused to serve it (not
+// its leader, shutting down), or the failed server answers for it again.
+// Neither holds for a topic of the failed server alone.
+func (r *Reader) move(ctx context.Context, err error) (moved, elsewhere bool) {
 	if r.k == nil {
-		return false
+		return false, false
 	}
 	from := r.k.server(r.server)
 	r.k.forget(r.topic, from)
@@ -215,30 +237,31 @@ func (r *Reader) move(ctx context.Context, err error) bool {
 	}
 	if to == nil || to == from {
 		s, _, rerr := r.k.route(ctx, r.topic, false)
-		if rerr != nil || s == from {
-			return false
+		switch {
+		case rerr != nil:
+			return false, errors.Is(rerr, ErrNotLeader) || errors.Is(rerr, ErrShuttingDown)
+		case s == from:
+			return false, true
 		}
 		to = s
 	}
 	slot, release, serr := to.pollSlot()
 	if serr != nil {
-		return false
+		return false, false
 	}
 	r.release()
 	r.pending = nil
 	r.c, r.slot, r.release, r.server = to, slot, release, to.addr
 	r.k.remember(r.topic, to)
-	return true
+	r.moveGap = 0
+	return true, true
 }
 
-// moveOrWait is move after a not leader answer; while no other server
-// serves the topic (an election), it waits, longer each time up to
-// maxNotLeaderWait, for Next to ask again.
-func (r *Reader) moveOrWait(ctx context.Context, err error) error {
-	if r.move(ctx, err) {
-		r.moveGap = 0
-		return nil
-	}
+// wait waits before Next asks again for a replicated topic that no server
+// serves at the moment (an election, servers down): longer each time, up
+// to maxNotLeaderWait, until ctx ends, when it returns ctx's error
+// wrapping err.
+func (r *Reader) wait(ctx context.Context, err error) error {
 	r.moveGap = min(max(2*r.moveGap, notLeaderWait), maxNotLeaderWait)
 	t := time.NewTimer(r.moveGap)
 	defer t.Stop()
