@@ -344,6 +344,14 @@ func (k *cluster) route(ctx context.Context, topic string, create bool) (*Client
 // moved), or cannot be reached, the topic is looked for again and op
 // runs once more where it is found. Errors name the server.
 func (k *cluster) onTopic(ctx context.Context, topic string, create bool, op func(s *Client) error) error {
+	return k.onTopicRepeat(ctx, topic, create, true, op)
+}
+
+// onTopicRepeat is onTopic; without repeat, op is not run again on
+// another server after a connection error: a produce, which may have been
+// stored, and which goes on to another server by itself when that is
+// harmless (Client.mayReroute).
+func (k *cluster) onTopicRepeat(ctx context.Context, topic string, create, repeat bool, op func(s *Client) error) error {
 	s, cached, err := k.route(ctx, topic, create)
 	if err != nil {
 		return err
@@ -361,6 +369,9 @@ func (k *cluster) onTopic(ctx context.Context, topic string, create bool, op fun
 		// (which name its leader), a topic of that server alone fails
 		// as it did.
 		k.forget(topic, s)
+		if !repeat {
+			return wrapAddr(s, err)
+		}
 		if s2, _, rerr := k.route(ctx, topic, create); rerr == nil && s2 != s {
 			s = s2
 			err = op(s)

@@ -34,7 +34,7 @@ func (c *Client) Produce(ctx context.Context, topic string, msgs ...[]byte) (int
 func (c *Client) produceMsgs(ctx context.Context, topic string, expect int64, msgs [][]byte) (int64, error) {
 	if c.cl != nil {
 		var base int64
-		err := c.cl.onTopic(ctx, topic, c.opts.autoCreate, func(s *Client) (err error) { base, err = s.produceMsgs(ctx, topic, expect, msgs); return err })
+		err := c.cl.onTopicRepeat(ctx, topic, c.opts.autoCreate, false, func(s *Client) (err error) { base, err = s.produceMsgs(ctx, topic, expect, msgs); return err })
 		return base, err
 	}
 	if len(msgs) == 0 {
@@ -91,7 +91,7 @@ func (c *Client) ProduceExpect(ctx context.Context, topic string, next int64, ms
 func (c *Client) ProduceMessages(ctx context.Context, topic string, msgs ...Message) (int64, error) {
 	if c.cl != nil {
 		var base int64
-		err := c.cl.onTopic(ctx, topic, c.opts.autoCreate, func(s *Client) (err error) { base, err = s.ProduceMessages(ctx, topic, msgs...); return err })
+		err := c.cl.onTopicRepeat(ctx, topic, c.opts.autoCreate, false, func(s *Client) (err error) { base, err = s.ProduceMessages(ctx, topic, msgs...); return err })
 		return base, err
 	}
 	if len(msgs) == 0 {
@@ -424,8 +424,8 @@ func (p *producerSeq) renew(old uint64) {
 // mayReroute reports whether a produce that failed with err, its frame
 // built builds times, may be sent to another server: a server that is not
 // the leader stored nothing; a server that could not be reached may have
-// stored it only if it was sent, which an idempotent producer's id and
-// sequence make harmless.
+// stored it only if it was sent (errNotSent says it was not), which an
+// idempotent producer's id and sequence make harmless.
 func (c *Client) mayReroute(err error, builds int32) bool {
 	switch {
 	case err == nil:
@@ -433,7 +433,7 @@ func (c *Client) mayReroute(err error, builds int32) bool {
 	case errors.Is(err, ErrNotLeader):
 		return true
 	case errors.Is(err, ErrConnection):
-		return c.producer != nil || builds == 0
+		return c.producer != nil || builds == 0 || errors.Is(err, errNotSent)
 	case errors.Is(err, ErrShuttingDown):
 		return c.producer != nil // a stopping server may have stored it, waiting for its followers
 	}
