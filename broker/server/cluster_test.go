@@ -351,7 +351,7 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 }
 
 // checkTopic reads topic from one server until it holds want, in order
-// and once each.
+// and once each, and nothing more.
 func checkTopic(t *testing.T, c *client.Client, topic string, want []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -382,6 +382,10 @@ func checkTopic(t *testing.T, c *client.Client, topic string, want []string) {
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d messages, want %d", c.Servers()[0], len(got), len(want))
+	}
+	// Nothing past them: a message stored twice at the end shows here.
+	if msgs, err := c.Consume(ctx, topic, int64(len(want)), 1); err != nil || len(msgs) > 0 {
+		t.Fatalf("%s: past the %d messages wanted: %d more (%v)", c.Servers()[0], len(want), len(msgs), err)
 	}
 }
 
