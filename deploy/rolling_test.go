@@ -56,6 +56,49 @@ func produceUntil(ctx context.Context, c *client.Client, topic string, a *ackLog
 	}
 }
 
+// readLog is what a Reader following a topic read: each message's value
+// and offset in order, and the error that stopped it, if any.
+type readLog struct {
+	mu     sync.Mutex
+	values []string
+	offs   []int64
+	err    error
+}
+
+func (l *readLog) read() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.values)
+}
+
+// readUntil follows topic from offset 0 through a Reader of c until ctx
+// ends; any other error stops it and is kept.
+func readUntil(ctx context.Context, c *client.Client, topic string, l *readLog) {
+	r, err := c.NewReader(topic, 0)
+	if err != nil {
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+		return
+	}
+	defer r.Close()
+	for {
+		msgs, err := r.Next(ctx)
+		l.mu.Lock()
+		for _, m := range msgs {
+			l.values = append(l.values, string(m.Value))
+			l.offs = append(l.offs, m.Offset)
+		}
+		if err != nil && ctx.Err() == nil {
+			l.err = err
+		}
+		l.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
 // TestClusterRollingRestart does to the cluster of deploy/kubernetes what
 // the StatefulSet's RollingUpdate and docs/deploy.md ("Rolling upgrades")
 // do: restart one pod at a time, from the highest ordinal down, each with
@@ -63,7 +106,9 @@ func produceUntil(ctx context.Context, c *client.Client, topic string, a *ackLog
 // restarted pod is ready and every pod is in step with the Raft group
 // with every topic's in-sync set full (hrqa cluster status). Meanwhile a
 // client given every pod produces with acks=all: no produce may fail, and
-// every acknowledged message is read back once, in order. It also logs
+// every acknowledged message is read back once, in order; and a Reader of
+// that client follows the topic throughout: it never fails, and reads
+// every acknowledged message once, in order. It also logs
 // what the restarted pod's cluster status said when /readyz first
 // answered 200, which is all a readiness probe waits for.
 func TestClusterRollingRestart(t *testing.T) {
@@ -80,6 +125,11 @@ func TestClusterRollingRestart(t *testing.T) {
 	var a ackLog
 	done := make(chan struct{})
 	go func() { defer close(done); produceUntil(ctx, c, "rolling", &a) }()
+	var rl readLog
+	rctx, stopReading := context.WithCancel(t.Context())
+	defer stopReading()
+	readDone := make(chan struct{})
+	go func() { defer close(readDone); readUntil(rctx, c, "rolling", &rl) }()
 	// Each step waits for a few more acknowledgements, so that they fit
 	// the deadline also when every produce with acks=all takes 0.5 or 1 s:
 	// as it does on a healthy cluster when the topic's leader leads
@@ -135,5 +185,25 @@ func TestClusterRollingRestart(t *testing.T) {
 			t.Fatalf("message %d acknowledged at offset %d, read at %d as %q", i, off, m.Offset, m.Value)
 		}
 	}
+	for deadline := time.Now().Add(ioTimeout); rl.read() < len(a.offsets); {
+		rl.mu.Lock()
+		err := rl.err
+		rl.mu.Unlock()
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("the Reader following the topic read %d of %d acknowledged messages, then: %v\n%s", rl.read(), len(a.offsets), err, ps.log())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopReading()
+	<-readDone
+	if rl.err != nil {
+		t.Fatalf("the Reader following the topic: %v", rl.err)
+	}
+	for i := range a.offsets {
+		if rl.offs[i] != int64(i) || rl.values[i] != strconv.Itoa(i) {
+			t.Fatalf("the Reader's message %d: offset %d, %q", i, rl.offs[i], rl.values[i])
+		}
+	}
+	t.Logf("a Reader followed the topic through the restarts: %d messages, in order, no error", len(rl.values))
 	ps.stop(t)
 }
