@@ -341,16 +341,16 @@ func (k *cluster) route(ctx context.Context, topic string, create bool) (*Client
 
 // onTopic runs op on the server topic lives on (create: see route). If a
 // server found in the cache says it does not have the topic (deleted,
-// moved), or cannot be reached, the topic is looked for again and op
-// runs once more where it is found. Errors name the server.
+// moved), cannot be reached or is shutting down, the topic is looked for
+// again and op runs once more where it is found. Errors name the server.
 func (k *cluster) onTopic(ctx context.Context, topic string, create bool, op func(s *Client) error) error {
 	return k.onTopicRepeat(ctx, topic, create, true, op)
 }
 
 // onTopicRepeat is onTopic; without repeat, op is not run again on
-// another server after a connection error: a produce, which may have been
-// stored, and which goes on to another server by itself when that is
-// harmless (Client.mayReroute).
+// another server after a connection error or a shutting-down answer: a
+// produce, which may have been stored, and which goes on to another
+// server by itself when that is harmless (Client.mayReroute).
 func (k *cluster) onTopicRepeat(ctx context.Context, topic string, create, repeat bool, op func(s *Client) error) error {
 	s, cached, err := k.route(ctx, topic, create)
 	if err != nil {
@@ -364,10 +364,10 @@ func (k *cluster) onTopicRepeat(ctx context.Context, topic string, create, repea
 		}
 		err = op(s)
 	}
-	if cached && errors.Is(err, ErrConnection) {
-		// The server went away: a replicated topic lives on others too
-		// (which name its leader), a topic of that server alone fails
-		// as it did.
+	if cached && (errors.Is(err, ErrConnection) || errors.Is(err, ErrShuttingDown)) {
+		// The server went away, or is going: a replicated topic lives on
+		// others too (which name its leader), a topic of that server
+		// alone fails as it did.
 		k.forget(topic, s)
 		if !repeat {
 			return wrapAddr(s, err)

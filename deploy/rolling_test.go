@@ -99,6 +99,31 @@ func readUntil(ctx context.Context, c *client.Client, topic string, l *readLog) 
 	}
 }
 
+// consumeUntil reads topic from offset 0 with the client's Consume, a
+// request at a time, until ctx ends; the first other error stops it and
+// is kept. It counts the messages in l.
+func consumeUntil(ctx context.Context, c *client.Client, topic string, l *readLog) {
+	for off := int64(0); ; {
+		msgs, err := c.Consume(ctx, topic, off, 100)
+		l.mu.Lock()
+		for _, m := range msgs {
+			l.values = append(l.values, string(m.Value))
+			l.offs = append(l.offs, m.Offset)
+		}
+		if err != nil && ctx.Err() == nil {
+			l.err = err
+		}
+		l.mu.Unlock()
+		if err != nil || ctx.Err() != nil {
+			return
+		}
+		if len(msgs) == 0 {
+			time.Sleep(10 * time.Millisecond) // at the end
+		}
+		off += int64(len(msgs))
+	}
+}
+
 // TestClusterRollingRestart does to the cluster of deploy/kubernetes what
 // the StatefulSet's RollingUpdate and docs/deploy.md ("Rolling upgrades")
 // do: restart one pod at a time, from the highest ordinal down, each with
@@ -130,6 +155,9 @@ func TestClusterRollingRestart(t *testing.T) {
 	defer stopReading()
 	readDone := make(chan struct{})
 	go func() { defer close(readDone); readUntil(rctx, c, "rolling", &rl) }()
+	var cl readLog
+	consumeDone := make(chan struct{})
+	go func() { defer close(consumeDone); consumeUntil(rctx, c, "rolling", &cl) }()
 	// Each step waits for a few more acknowledgements, so that they fit
 	// the deadline also when every produce with acks=all takes 0.5 or 1 s:
 	// as it does on a healthy cluster when the topic's leader leads
@@ -196,14 +224,23 @@ func TestClusterRollingRestart(t *testing.T) {
 	}
 	stopReading()
 	<-readDone
+	<-consumeDone
 	if rl.err != nil {
 		t.Fatalf("the Reader following the topic: %v", rl.err)
+	}
+	if cl.err != nil {
+		t.Fatalf("Consume after %d messages: %v", len(cl.values), cl.err)
+	}
+	for i := range cl.values {
+		if cl.offs[i] != int64(i) || cl.values[i] != strconv.Itoa(i) {
+			t.Fatalf("Consume's message %d: offset %d, %q", i, cl.offs[i], cl.values[i])
+		}
 	}
 	for i := range a.offsets {
 		if rl.offs[i] != int64(i) || rl.values[i] != strconv.Itoa(i) {
 			t.Fatalf("the Reader's message %d: offset %d, %q", i, rl.offs[i], rl.values[i])
 		}
 	}
-	t.Logf("a Reader followed the topic through the restarts: %d messages, in order, no error", len(rl.values))
+	t.Logf("a Reader followed the topic through the restarts: %d messages, in order, no error; Consume calls read %d", len(rl.values), len(cl.values))
 	ps.stop(t)
 }
