@@ -71,6 +71,19 @@ func (l *readLog) read() int {
 	return len(l.values)
 }
 
+// add records msgs, and err unless ctx ended.
+func (l *readLog) add(ctx context.Context, msgs []client.Message, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range msgs {
+		l.values = append(l.values, string(m.Value))
+		l.offs = append(l.offs, m.Offset)
+	}
+	if err != nil && ctx.Err() == nil {
+		l.err = err
+	}
+}
+
 // readUntil follows topic from offset 0 through a Reader of c until ctx
 // ends; any other error stops it and is kept.
 func readUntil(ctx context.Context, c *client.Client, topic string, l *readLog) {
@@ -84,15 +97,7 @@ func readUntil(ctx context.Context, c *client.Client, topic string, l *readLog) 
 	defer r.Close()
 	for {
 		msgs, err := r.Next(ctx)
-		l.mu.Lock()
-		for _, m := range msgs {
-			l.values = append(l.values, string(m.Value))
-			l.offs = append(l.offs, m.Offset)
-		}
-		if err != nil && ctx.Err() == nil {
-			l.err = err
-		}
-		l.mu.Unlock()
+		l.add(ctx, msgs, err)
 		if err != nil {
 			return
 		}
@@ -105,15 +110,7 @@ func readUntil(ctx context.Context, c *client.Client, topic string, l *readLog) 
 func consumeUntil(ctx context.Context, c *client.Client, topic string, l *readLog) {
 	for off := int64(0); ; {
 		msgs, err := c.Consume(ctx, topic, off, 100)
-		l.mu.Lock()
-		for _, m := range msgs {
-			l.values = append(l.values, string(m.Value))
-			l.offs = append(l.offs, m.Offset)
-		}
-		if err != nil && ctx.Err() == nil {
-			l.err = err
-		}
-		l.mu.Unlock()
+		l.add(ctx, msgs, err)
 		if err != nil || ctx.Err() != nil {
 			return
 		}
