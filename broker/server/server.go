@@ -617,6 +617,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return nil
 }
 
+// handOffTimeout bounds the hand-off of a cluster member's leads and
+// in-sync places as it stops (cluster.Node.HandOff).
+const handOffTimeout = 5 * time.Second
+
 // closeLocked stops whatever runs, in order. mu must be held.
 func (s *Server) closeLocked(ctx context.Context) error {
 	var errs []error
@@ -624,9 +628,17 @@ func (s *Server) closeLocked(ctx context.Context) error {
 		s.httpStop() // long polls answer now instead of holding the shutdown
 	}
 	if s.repl != nil {
-		s.repl.Close() // produces waiting for replicas are answered
+		s.repl.Close() // produces waiting for replicas are answered; no more fetches from the leaders
 	}
 	if s.node != nil {
+		// The others take over this member's leads and drop it from the
+		// in-sync sets now, not once its heartbeats have failed for
+		// -member-timeout.
+		hctx, cancel := context.WithTimeout(ctx, handOffTimeout)
+		if err := s.node.HandOff(hctx); err != nil {
+			s.log.Warn("handing off before stopping", "err", err)
+		}
+		cancel()
 		errs = append(errs, s.node.Close())
 	}
 	if s.broker != nil {

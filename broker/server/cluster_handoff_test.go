@@ -1,0 +1,81 @@
+package server_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/haraqa/haraqa/broker/server"
+	"github.com/haraqa/haraqa/client"
+)
+
+// TestClusterHandOffOnShutdown: a member that stops gracefully hands its
+// leads to in-sync replicas and leaves the in-sync sets it was in before
+// it goes, so that producers go on at once; with a member timeout and a
+// lag time longer than the test's waits, only the hand-off can have made
+// the changes. A follower that stops leaves the in-sync set too, and
+// acks=all goes on with the two left.
+func TestClusterHandOffOnShutdown(t *testing.T) {
+	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
+		cfg.Cluster.MemberTimeout = time.Minute
+		cfg.Cluster.LagTime = time.Minute
+	})
+	c := dialAll(t, tc.addrs, client.WithIdempotence(true))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const topic = "handed"
+	if err := c.CreateTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	produce := producing(t, ctx, c, topic, &acked)
+	produce(100)
+	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, "100 messages, three in sync", func(st topicStatus) bool {
+		return len(st.ISR) == 3 && st.HighWater == 100
+	})
+	old := st.Leader
+	tc.stop(tc.index(old))
+	var live []string
+	for _, a := range tc.addrs {
+		if a != old {
+			live = append(live, a)
+		}
+	}
+	st = waitTopic(t, dialOne(t, live[0]), topic, "the lead handed off", func(s topicStatus) bool {
+		return s.Leader != "" && s.Leader != old && s.Epoch == st.Epoch+1 && !slices.Contains(s.ISR, old) && len(s.ISR) == 2
+	})
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	produce = producing(t, pctx, c, topic, &acked)
+	produce(50) // no wait for the stopped leader: it is out of the in-sync set
+	pcancel()
+	// The old leader back and in sync; then a follower stops, and leaves
+	// the in-sync set as it goes.
+	tc.start(tc.index(old))
+	waitTopic(t, dialOne(t, st.Leader), topic, "three in sync again", func(s topicStatus) bool {
+		return len(s.ISR) == 3
+	})
+	var follower string
+	for _, a := range tc.addrs {
+		if a != st.Leader {
+			follower = a
+		}
+	}
+	tc.stop(tc.index(follower))
+	waitTopic(t, dialOne(t, st.Leader), topic, "the follower out of the in-sync set", func(s topicStatus) bool {
+		return s.Leader == st.Leader && len(s.ISR) == 2 && !slices.Contains(s.ISR, follower)
+	})
+	pctx, pcancel = context.WithTimeout(ctx, 10*time.Second)
+	produce = producing(t, pctx, c, topic, &acked)
+	produce(50) // no wait for the stopped follower
+	pcancel()
+	tc.start(tc.index(follower))
+	waitTopic(t, dialOne(t, st.Leader), topic, "three in sync again", func(s topicStatus) bool {
+		return len(s.ISR) == 3
+	})
+	produce = producing(t, ctx, c, topic, &acked)
+	produce(10)
+	for _, a := range tc.addrs {
+		checkTopic(t, dialOne(t, a), topic, acked)
+	}
+}
