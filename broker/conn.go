@@ -52,8 +52,12 @@ type conn struct {
 	lastRecv    atomic.Int64 // Unix nanoseconds of the last bytes received (idle.go)
 
 	caller service.Caller // the rights of its last successful hello (Config.Auth); loop-owned
-	remote net.Addr       // a TLS client's TCP address (tls.go); nil: c.RemoteAddr()
-	tls    *tlsOut        // a TLS connection's consumes, sent by its pump (tlsout.go); nil: plaintext
+	// fetchTopic and fetchFollower: the topic and follower of the last
+	// replica fetch it carried (a follower fetches each topic on a
+	// connection of its own), told to the replication when it closes.
+	fetchTopic, fetchFollower string
+	remote                    net.Addr // a TLS client's TCP address (tls.go); nil: c.RemoteAddr()
+	tls                       *tlsOut  // a TLS connection's consumes, sent by its pump (tlsout.go); nil: plaintext
 
 	helloDue bool      // no hello succeeded yet, with a deadline (hello.go); loop-owned
 	opened   time.Time // when it opened, with helloDue
@@ -106,6 +110,9 @@ func (e *events) OnClose(c gnet.Conn, err error) gnet.Action {
 	cs, _ := c.Context().(*conn)
 	if cs == nil {
 		return gnet.None
+	}
+	if cs.fetchFollower != "" {
+		b.svc.ReplicaGone(cs.caller, cs.fetchTopic, cs.fetchFollower)
 	}
 	for _, s := range cs.slots {
 		if s.consume != nil {

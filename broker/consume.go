@@ -65,6 +65,7 @@ func (cs *conn) handleReplicaFetch(h protocol.RequestHeader, payload []byte, sta
 	}
 	cr := &consume{corrID: h.CorrID, topic: string(req.Topic), caller: cs.caller, offset: req.Offset, resolved: true, start: start,
 		replica: &replicaFetch{follower: string(req.Follower), epoch: req.Epoch, parkedHW: -1}}
+	cs.fetchTopic, cs.fetchFollower = cr.topic, cr.replica.follower
 	cs.queueConsume(cr, req.MaxBytes, req.MaxWaitMs)
 }
 

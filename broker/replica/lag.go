@@ -73,6 +73,47 @@ func (m *Manager) checkLag() {
 	}
 }
 
+// FetchGone implements service.Replication: a follower whose fetch
+// connection closed fetches no more until it connects again, killed, cut
+// off or no longer following this member. It leaves the in-sync set now,
+// as long as the set keeps -min-insync members, rather than hold acks=all
+// until the controller finds it down (-member-timeout) or it lags for
+// -replica-lag-time. Back, it is taken in again once caught up, as any
+// follower is.
+func (m *Manager) FetchGone(topic, follower string) {
+	m.mu.Lock()
+	rt := m.topics[topic]
+	m.mu.Unlock()
+	if rt == nil {
+		return
+	}
+	rt.mu.Lock()
+	shrink := rt.goneShrink(m.cfg.Self, follower, m.cfg.MinInsync)
+	if shrink != nil {
+		rt.altering = true
+	}
+	epoch, version := rt.meta.Epoch, rt.meta.Version
+	rt.mu.Unlock()
+	if shrink != nil {
+		m.alterISR(rt, epoch, version, shrink, "fetch connection closed", follower)
+	}
+}
+
+// goneShrink returns the in-sync set without follower, whose fetch
+// connection closed, when this member (self) leads the topic,
+// follower is in the set, no other change of it is under way and at
+// least minInsync members stay; nil otherwise. rt.mu is held.
+func (rt *rtopic) goneShrink(self, follower string, minInsync int) []string {
+	if !rt.leading(self) || rt.altering || follower == self || !rt.meta.InSync(follower) {
+		return nil
+	}
+	rest := slices.DeleteFunc(slices.Clone(rt.meta.ISR), func(id string) bool { return id == follower })
+	if len(rest) < max(minInsync, 1) {
+		return nil
+	}
+	return rest
+}
+
 // lagBytes returns a follower of behind (ID to its next offset) more than
 // LagBytes of batches behind topic's end, "" for none. It reads the
 // batches' spans from the index, at most LagBytes+1 bytes' worth each.

@@ -2,8 +2,10 @@ package replica
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
+	"github.com/haraqa/haraqa/broker/cluster"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
@@ -46,5 +48,44 @@ func TestLagBytes(t *testing.T) {
 		if got := m.lagBytes("t", c.behind); got != c.want {
 			t.Errorf("LagBytes %d, behind %v: %q, want %q", c.lagBytes, c.behind, got, c.want)
 		}
+	}
+}
+
+// TestGoneShrink: a follower whose waiting fetch's connection closed
+// leaves the in-sync set on its leader at once, but only there, only
+// if it is in the set, and never below -min-insync or while another
+// change of the set is under way.
+func TestGoneShrink(t *testing.T) {
+	topic := func(leader string, isr ...string) *rtopic {
+		return &rtopic{name: "t", ready: true, meta: cluster.Topic{Name: "t", Leader: leader, Epoch: 3, Version: 7,
+			Replicas: []string{"a", "b", "c"}, ISR: isr}}
+	}
+	for _, tc := range []struct {
+		what      string
+		rt        *rtopic
+		follower  string
+		minInsync int
+		want      []string
+	}{
+		{"in sync, two left", topic("a", "a", "b", "c"), "b", 2, []string{"a", "c"}},
+		{"in sync, one left, -min-insync 1", topic("a", "a", "b"), "b", 1, []string{"a"}},
+		{"one left under -min-insync 2", topic("a", "a", "b"), "b", 2, nil},
+		{"not in the set", topic("a", "a", "c"), "b", 1, nil},
+		{"not the leader here", topic("c", "c", "a", "b"), "b", 1, nil},
+		{"the leader itself", topic("a", "a", "b", "c"), "a", 1, nil},
+	} {
+		if got := tc.rt.goneShrink("a", tc.follower, tc.minInsync); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.what, got, tc.want)
+		}
+	}
+	rt := topic("a", "a", "b", "c")
+	rt.altering = true
+	if got := rt.goneShrink("a", "b", 1); got != nil {
+		t.Errorf("while another change is under way: %v, want none", got)
+	}
+	rt = topic("a", "a", "b", "c")
+	rt.ready = false
+	if got := rt.goneShrink("a", "b", 1); got != nil {
+		t.Errorf("before the topic is ready here: %v, want none", got)
 	}
 }

@@ -79,3 +79,53 @@ func TestClusterHandOffOnShutdown(t *testing.T) {
 		checkTopic(t, dialOne(t, a), topic, acked)
 	}
 }
+
+// TestClusterFollowerGoneLeavesInSyncSet: a follower that goes without a
+// hand-off (as a killed one does) leaves the in-sync set as soon as its
+// fetch connection closes: with a member timeout and a lag time of a
+// minute, nothing else can take it out within the test's waits, and
+// acks=all goes on with the two left. Back, it is taken in again once it
+// has caught up.
+func TestClusterFollowerGoneLeavesInSyncSet(t *testing.T) {
+	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
+		cfg.Cluster.MemberTimeout = time.Minute
+		cfg.Cluster.LagTime = time.Minute
+	})
+	c := dialAll(t, tc.addrs, client.WithIdempotence(true))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const topic = "gone"
+	if err := c.CreateTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	produce := producing(t, ctx, c, topic, &acked)
+	produce(50)
+	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, "50 messages, three in sync", func(st topicStatus) bool {
+		return len(st.ISR) == 3 && st.HighWater == 50
+	})
+	follower := st.ISR[1]
+	i := tc.index(follower)
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := tc.servers[i].ShutdownWithoutHandOff(sctx); err != nil {
+		t.Fatal(err)
+	}
+	scancel()
+	tc.servers[i] = nil
+	waitTopic(t, dialOne(t, st.Leader), topic, "the gone follower out of the in-sync set", func(s topicStatus) bool {
+		return s.Leader == st.Leader && len(s.ISR) == 2 && !slices.Contains(s.ISR, follower)
+	})
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	produce = producing(t, pctx, c, topic, &acked)
+	produce(20)
+	pcancel()
+	tc.start(i)
+	waitTopic(t, dialOne(t, st.Leader), topic, "three in sync again", func(s topicStatus) bool {
+		return len(s.ISR) == 3
+	})
+	produce = producing(t, ctx, c, topic, &acked)
+	produce(10)
+	for _, a := range tc.addrs {
+		checkTopic(t, dialOne(t, a), topic, acked)
+	}
+}

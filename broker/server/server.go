@@ -235,25 +235,28 @@ type Server struct {
 	log *slog.Logger
 	api *httpapi.API // nil without an HTTP port
 
-	mu       sync.Mutex // guards the fields below and the order of Start and Shutdown
-	started  bool
-	stopped  bool
-	hl       net.Listener
-	hs       *http.Server
-	httpDone chan error         // the HTTP server's Serve result
-	httpStop context.CancelFunc // ends every HTTP request's context (long polls) at shutdown
-	store    *storage.Store
-	broker   *broker.Broker
-	ballast  []byte
-	oldLimit int64            // the runtime's memory limit before Start set one; -1: not set
-	auth     *auth.Authorizer // nil without Config.AuthFile
-	peers    *peerLocator     // nil without Config.Peers or an HTTP port
-	repl     *replica.Manager // nil without Config.Cluster
-	node     *cluster.Node    // nil without Config.Cluster
-	certs    *certs           // nil unless TLSCertFile is set
-	tls      *tls.Config      // both ports' TLS configuration; nil: plaintext
-	tlsStop  chan struct{}    // ends certs.watch
-	tlsDone  chan struct{}    // closed when it has
+	mu      sync.Mutex // guards the fields below and the order of Start and Shutdown
+	started bool
+	stopped bool
+	// noHandOff: Shutdown leaves the cluster to find this member gone,
+	// as after a crash (tests: a member that did not hand off).
+	noHandOff bool
+	hl        net.Listener
+	hs        *http.Server
+	httpDone  chan error         // the HTTP server's Serve result
+	httpStop  context.CancelFunc // ends every HTTP request's context (long polls) at shutdown
+	store     *storage.Store
+	broker    *broker.Broker
+	ballast   []byte
+	oldLimit  int64            // the runtime's memory limit before Start set one; -1: not set
+	auth      *auth.Authorizer // nil without Config.AuthFile
+	peers     *peerLocator     // nil without Config.Peers or an HTTP port
+	repl      *replica.Manager // nil without Config.Cluster
+	node      *cluster.Node    // nil without Config.Cluster
+	certs     *certs           // nil unless TLSCertFile is set
+	tls       *tls.Config      // both ports' TLS configuration; nil: plaintext
+	tlsStop   chan struct{}    // ends certs.watch
+	tlsDone   chan struct{}    // closed when it has
 }
 
 // DefaultMemoryLimit is the memory limit derived from a broker's
@@ -634,11 +637,13 @@ func (s *Server) closeLocked(ctx context.Context) error {
 		// The others take over this member's leads and drop it from the
 		// in-sync sets now, not once its heartbeats have failed for
 		// -member-timeout.
-		hctx, cancel := context.WithTimeout(ctx, handOffTimeout)
-		if err := s.node.HandOff(hctx); err != nil {
-			s.log.Warn("handing off before stopping", "err", err)
+		if !s.noHandOff {
+			hctx, cancel := context.WithTimeout(ctx, handOffTimeout)
+			if err := s.node.HandOff(hctx); err != nil {
+				s.log.Warn("handing off before stopping", "err", err)
+			}
+			cancel()
 		}
-		cancel()
 		errs = append(errs, s.node.Close())
 	}
 	if s.broker != nil {

@@ -124,6 +124,15 @@ func (s *Service) ReplicaRead(c Caller, topic, follower string, epoch, offset, m
 	return r, ans, nil
 }
 
+// ReplicaGone tells the replication that the connection a follower
+// fetched topic on closed (the replication right).
+func (s *Service) ReplicaGone(c Caller, topic, follower string) {
+	if s.repl == nil || s.Allow(c, protocol.OpReplicaFetch, topic) != nil {
+		return
+	}
+	s.repl.FetchGone(topic, follower)
+}
+
 // ReplicaWatch calls fn once topic's log (not its high-water mark) grows
 // past offset: a follower's fetch parks on it (the replication right).
 func (s *Service) ReplicaWatch(c Caller, topic string, offset int64, fn func()) (cancel func() bool, err error) {

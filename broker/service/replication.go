@@ -40,6 +40,9 @@ type Replication interface {
 	// follower holds topic's offsets before offset, and returns how to
 	// answer it.
 	Fetch(topic, follower string, epoch, offset int64) (FetchAnswer, error)
+	// FetchGone tells the leader that the connection follower fetched
+	// topic on closed.
+	FetchGone(topic, follower string)
 	// EpochEnd answers a follower's epoch end request (KIP-279).
 	EpochEnd(topic string, epoch int64) (found, end int64, err error)
 	// ProducerOwners answers a follower's producer owners request on
