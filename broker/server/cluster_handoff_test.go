@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,31 @@ import (
 	"github.com/haraqa/haraqa/client"
 )
 
+// slowDetection starts three servers whose controller finds a member down
+// only after a minute, and whose leaders drop a lagging follower only
+// after a minute, so that what changes sooner is the work of something
+// else; it creates topic (R=3, -min-insync 2) and produces n messages
+// (producing's m00000...) through an idempotent client of all three, once
+// all three are in sync. It returns the topic's status then, and the
+// messages acknowledged.
+func slowDetection(t *testing.T, ctx context.Context, topic string, n int) (*testCluster, *client.Client, topicStatus, []string) {
+	t.Helper()
+	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
+		cfg.Cluster.MemberTimeout = time.Minute
+		cfg.Cluster.LagTime = time.Minute
+	})
+	c := dialAll(t, tc.addrs, client.WithIdempotence(true))
+	if err := c.CreateTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	producing(t, ctx, c, topic, &acked)(n)
+	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, fmt.Sprintf("%d messages, three in sync", n), func(st topicStatus) bool {
+		return len(st.ISR) == 3 && st.HighWater == int64(n)
+	})
+	return tc, c, st, acked
+}
+
 // TestClusterHandOffOnShutdown: a member that stops gracefully hands its
 // leads to in-sync replicas and leaves the in-sync sets it was in before
 // it goes, so that producers go on at once; with a member timeout and a
@@ -17,23 +43,10 @@ import (
 // the changes. A follower that stops leaves the in-sync set too, and
 // acks=all goes on with the two left.
 func TestClusterHandOffOnShutdown(t *testing.T) {
-	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
-		cfg.Cluster.MemberTimeout = time.Minute
-		cfg.Cluster.LagTime = time.Minute
-	})
-	c := dialAll(t, tc.addrs, client.WithIdempotence(true))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const topic = "handed"
-	if err := c.CreateTopic(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
-	var acked []string
-	produce := producing(t, ctx, c, topic, &acked)
-	produce(100)
-	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, "100 messages, three in sync", func(st topicStatus) bool {
-		return len(st.ISR) == 3 && st.HighWater == 100
-	})
+	tc, c, st, acked := slowDetection(t, ctx, topic, 100)
 	old := st.Leader
 	tc.stop(tc.index(old))
 	var live []string
@@ -46,7 +59,7 @@ func TestClusterHandOffOnShutdown(t *testing.T) {
 		return s.Leader != "" && s.Leader != old && s.Epoch == st.Epoch+1 && !slices.Contains(s.ISR, old) && len(s.ISR) == 2
 	})
 	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
-	produce = producing(t, pctx, c, topic, &acked)
+	produce := producing(t, pctx, c, topic, &acked)
 	produce(50) // no wait for the stopped leader: it is out of the in-sync set
 	pcancel()
 	// The old leader back and in sync; then a follower stops, and leaves
@@ -87,23 +100,10 @@ func TestClusterHandOffOnShutdown(t *testing.T) {
 // acks=all goes on with the two left. Back, it is taken in again once it
 // has caught up.
 func TestClusterFollowerGoneLeavesInSyncSet(t *testing.T) {
-	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
-		cfg.Cluster.MemberTimeout = time.Minute
-		cfg.Cluster.LagTime = time.Minute
-	})
-	c := dialAll(t, tc.addrs, client.WithIdempotence(true))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const topic = "gone"
-	if err := c.CreateTopic(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
-	var acked []string
-	produce := producing(t, ctx, c, topic, &acked)
-	produce(50)
-	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, "50 messages, three in sync", func(st topicStatus) bool {
-		return len(st.ISR) == 3 && st.HighWater == 50
-	})
+	tc, c, st, acked := slowDetection(t, ctx, topic, 50)
 	follower := st.ISR[1]
 	i := tc.index(follower)
 	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
@@ -116,7 +116,7 @@ func TestClusterFollowerGoneLeavesInSyncSet(t *testing.T) {
 		return s.Leader == st.Leader && len(s.ISR) == 2 && !slices.Contains(s.ISR, follower)
 	})
 	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
-	produce = producing(t, pctx, c, topic, &acked)
+	produce := producing(t, pctx, c, topic, &acked)
 	produce(20)
 	pcancel()
 	tc.start(i)
