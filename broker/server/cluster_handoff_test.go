@@ -36,6 +36,21 @@ func slowDetection(t *testing.T, ctx context.Context, topic string, n int) (*tes
 	return tc, c, st, acked
 }
 
+// backInSync starts server i again, waits until the topic's leader has
+// all three in sync, produces 10 more messages and checks that every
+// server holds every acknowledged message once, in order.
+func backInSync(t *testing.T, ctx context.Context, tc *testCluster, c *client.Client, i int, leader, topic string, acked []string) {
+	t.Helper()
+	tc.start(i)
+	waitTopic(t, dialOne(t, leader), topic, "three in sync again", func(s topicStatus) bool {
+		return len(s.ISR) == 3
+	})
+	producing(t, ctx, c, topic, &acked)(10)
+	for _, a := range tc.addrs {
+		checkTopic(t, dialOne(t, a), topic, acked)
+	}
+}
+
 // TestClusterHandOffOnShutdown: a member that stops gracefully hands its
 // leads to in-sync replicas and leaves the in-sync sets it was in before
 // it goes, so that producers go on at once; with a member timeout and a
@@ -82,15 +97,7 @@ func TestClusterHandOffOnShutdown(t *testing.T) {
 	produce = producing(t, pctx, c, topic, &acked)
 	produce(50) // no wait for the stopped follower
 	pcancel()
-	tc.start(tc.index(follower))
-	waitTopic(t, dialOne(t, st.Leader), topic, "three in sync again", func(s topicStatus) bool {
-		return len(s.ISR) == 3
-	})
-	produce = producing(t, ctx, c, topic, &acked)
-	produce(10)
-	for _, a := range tc.addrs {
-		checkTopic(t, dialOne(t, a), topic, acked)
-	}
+	backInSync(t, ctx, tc, c, tc.index(follower), st.Leader, topic, acked)
 }
 
 // TestClusterFollowerGoneLeavesInSyncSet: a follower that goes without a
@@ -119,13 +126,5 @@ func TestClusterFollowerGoneLeavesInSyncSet(t *testing.T) {
 	produce := producing(t, pctx, c, topic, &acked)
 	produce(20)
 	pcancel()
-	tc.start(i)
-	waitTopic(t, dialOne(t, st.Leader), topic, "three in sync again", func(s topicStatus) bool {
-		return len(s.ISR) == 3
-	})
-	produce = producing(t, ctx, c, topic, &acked)
-	produce(10)
-	for _, a := range tc.addrs {
-		checkTopic(t, dialOne(t, a), topic, acked)
-	}
+	backInSync(t, ctx, tc, c, i, st.Leader, topic, acked)
 }
