@@ -51,10 +51,10 @@ func TestLagBytes(t *testing.T) {
 	}
 }
 
-// TestGoneShrink: a follower whose waiting fetch's connection closed
-// leaves the in-sync set on its leader at once, but only there, only
-// if it is in the set, and never below -min-insync or while another
-// change of the set is under way.
+// TestGoneShrink: a follower whose fetch connection closed leaves the
+// in-sync set on its leader at once, but only there, only if it is in
+// the set, and never below -min-insync or while another change of the
+// set is under way.
 func TestGoneShrink(t *testing.T) {
 	topic := func(leader string, isr ...string) *rtopic {
 		return &rtopic{name: "t", ready: true, meta: cluster.Topic{Name: "t", Leader: leader, Epoch: 3, Version: 7,
