@@ -82,10 +82,10 @@ func (m *Manager) checkLag() {
 // follower is.
 func (m *Manager) FetchGone(topic, follower string) {
 	m.mu.Lock()
-	rt := m.topics[topic]
+	rt, closed := m.topics[topic], m.closed
 	m.mu.Unlock()
-	if rt == nil {
-		return
+	if rt == nil || closed {
+		return // closed: this server stops, and its own connections close
 	}
 	rt.mu.Lock()
 	shrink := rt.goneShrink(m.cfg.Self, follower, m.cfg.MinInsync)
