@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,17 +21,6 @@ import (
 
 const ioTimeout = 10 * time.Second
 
-// freePort returns a loopback port free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // peerServer is one server of a -peers list, on loopback.
 type peerServer struct {
 	*brokertest.Server
@@ -42,12 +32,19 @@ type peerServer struct {
 // Config.Peers, and returns them with the list's binary addresses.
 func startPeers(t *testing.T, n int) ([]*peerServer, []string) {
 	t.Helper()
-	tcp, httpPorts := make([]int, n), make([]int, n)
+	// Ports outside the ephemeral range (fixedPort): one free a moment
+	// ago from 127.0.0.1:0 could be taken meanwhile by another test's
+	// outgoing connection.
+	var ports []int
+	for len(ports) < 2*n {
+		if p := fixedPort(t); !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
+	}
 	var entries, addrs []string
 	for i := range n {
-		tcp[i], httpPorts[i] = freePort(t), freePort(t)
-		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", tcp[i]))
-		entries = append(entries, fmt.Sprintf("%s/%d", addrs[i], httpPorts[i]))
+		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", ports[2*i]))
+		entries = append(entries, fmt.Sprintf("%s/%d", addrs[i], ports[2*i+1]))
 	}
 	peers, err := server.ParsePeers(strings.Join(entries, ","), 0)
 	if err != nil {
@@ -57,7 +54,7 @@ func startPeers(t *testing.T, n int) ([]*peerServer, []string) {
 	for i := range n {
 		cfg := brokertest.Config(t.TempDir())
 		cfg.Broker.Addr = addrs[i]
-		cfg.HTTPAddr = fmt.Sprintf("127.0.0.1:%d", httpPorts[i])
+		cfg.HTTPAddr = fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])
 		cfg.Peers = peers
 		s, err := brokertest.StartConfig(cfg)
 		if err != nil {
