@@ -39,8 +39,8 @@ func (m *Manager) Writable(topic string) error {
 	rt.mu.Lock()
 	ready := rt.ready
 	rt.mu.Unlock()
-	if !ready {
-		return m.notLeader(topic, "") // taking the lead: retry shortly
+	if !ready || m.draining.Load() {
+		return m.notLeader(topic, "") // taking the lead, or handing it off: retry shortly
 	}
 	return nil
 }
@@ -80,7 +80,7 @@ func (m *Manager) Appended(topic string, end int64, acksAll bool, fn func(error)
 	rt.mu.Lock()
 	calls := rt.advance(m)
 	switch {
-	case !acksAll:
+	case !acksAll && !m.draining.Load():
 		rt.mu.Unlock()
 		calls.run()
 		fn(nil)

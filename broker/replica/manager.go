@@ -83,6 +83,10 @@ type Manager struct {
 	clients map[string]*client.Client // by leader and topic followed (follow.go)
 	closed  bool
 
+	// draining: the member is stopping (Drain): produces are refused, and
+	// those appended meanwhile wait for the followers whatever their acks.
+	draining atomic.Bool
+
 	poke chan struct{}
 	done chan struct{}
 	wg   sync.WaitGroup

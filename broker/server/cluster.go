@@ -58,6 +58,9 @@ type ClusterConfig struct {
 	// with -peers (-cluster-join): it waits until a member adds it
 	// (hrqa cluster add). Its -peers name the members and itself.
 	Join bool
+	// FetchBytes is the most batch bytes a follower asks its leader for
+	// in one fetch (default replica.DefaultFetchBytes, 4 MiB; no flag).
+	FetchBytes int32
 	// Listener, if set, is the cluster port's listener (tests).
 	Listener net.Listener
 }
@@ -154,7 +157,7 @@ func (s *Server) newReplicas() *replica.Manager {
 	}
 	return replica.New(s.store, replica.Config{
 		Self: s.selfAddr(), Replicas: cc.Replicas, MinInsync: cc.MinInsync,
-		LagTime: cc.LagTime, LagBytes: cc.LagBytes, AckTimeout: cc.AckTimeout,
+		LagTime: cc.LagTime, LagBytes: cc.LagBytes, AckTimeout: cc.AckTimeout, FetchBytes: cc.FetchBytes,
 		Lease:       min(cc.memberTimeout()/2, cluster.DefaultMemberTimeout/2),
 		Dial:        s.dialMember(opts),
 		ParseMember: s.parseMember,

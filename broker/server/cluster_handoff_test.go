@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,4 +128,53 @@ func TestClusterFollowerGoneLeavesInSyncSet(t *testing.T) {
 	produce(20)
 	pcancel()
 	backInSync(t, ctx, tc, c, i, st.Leader, topic, acked)
+}
+
+// TestClusterHandOffKeepsAcksLeaderTail: a leader that stops gracefully
+// first lets its in-sync followers copy what it appended, so that the
+// replica it hands the lead to holds every batch it acknowledged with
+// acks=leader. The followers fetch one small batch at a time, so that
+// they are far behind when the leader stops: without the drain, the
+// batches they had not fetched were gone with the lead.
+func TestClusterHandOffKeepsAcksLeaderTail(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const topic = "tail"
+	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
+		cfg.Cluster.FetchBytes = 1 // one batch a fetch
+	})
+	c := dialAll(t, tc.addrs, client.WithIdempotence(true), client.WithAcks(client.AcksLeader))
+	if err := c.CreateTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, "three in sync", func(s topicStatus) bool {
+		return len(s.ISR) == 3
+	})
+	// A Producer keeps several batches in flight, so that the leader
+	// runs ahead of followers that take one batch a fetch.
+	p := c.NewProducer(topic, client.WithBatchSize(8), client.WithMaxInFlight(8), client.WithLinger(0))
+	defer p.Close()
+	pad := strings.Repeat("x", 2000)
+	acked := make([]string, 2000)
+	futures := make([]*client.Future, len(acked))
+	for i := range acked {
+		acked[i] = fmt.Sprintf("m%04d-%s", i, pad)
+		f, err := p.Send(ctx, []byte(acked[i]))
+		if err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		futures[i] = f
+	}
+	for i, f := range futures {
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	old := st.Leader
+	tc.stop(tc.index(old))
+	for _, a := range tc.addrs {
+		if a != old {
+			checkTopic(t, dialOne(t, a), topic, acked)
+		}
+	}
 }

@@ -624,6 +624,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // in-sync places as it stops (cluster.Node.HandOff).
 const handOffTimeout = 5 * time.Second
 
+// drainTimeout bounds how long a stopping leader waits for its in-sync
+// followers to copy what it appended (replica.Manager.Drain) before it
+// hands its leads off.
+const drainTimeout = time.Second
+
 // closeLocked stops whatever runs, in order. mu must be held.
 func (s *Server) closeLocked(ctx context.Context) error {
 	var errs []error
@@ -631,6 +636,16 @@ func (s *Server) closeLocked(ctx context.Context) error {
 		s.httpStop() // long polls answer now instead of holding the shutdown
 	}
 	if s.repl != nil {
+		if !s.noHandOff {
+			// No produce is taken from here on, and the followers copy
+			// the leads' last batches, so that the replica the lead goes
+			// to holds every batch acknowledged here, acks=leader ones too.
+			dctx, cancel := context.WithTimeout(ctx, drainTimeout)
+			if err := s.repl.Drain(dctx); err != nil {
+				s.log.Warn("draining before handing off", "err", err)
+			}
+			cancel()
+		}
 		s.repl.Close() // produces waiting for replicas are answered; no more fetches from the leaders
 	}
 	if s.node != nil {

@@ -1,0 +1,80 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// drainPoll is how often Drain looks at the followers' positions.
+const drainPoll = 2 * time.Millisecond
+
+// Drain is the first step of a graceful stop on a leader: it refuses new
+// produces to the replicated topics this member leads (not leader, so
+// that clients look for the next one) and waits, until ctx ends, for the
+// in-sync followers of each to hold everything appended there. A lead
+// handed off after it goes to a replica that holds every batch this one
+// acknowledged, those answered with acks=leader included; without it the
+// batches the followers had not fetched yet when the leader stopped
+// serving them were lost with the change. A produce appended while it
+// runs (it passed the leader check just before) waits for the followers
+// whatever its acks, and every produce waiting for them is answered as
+// they catch up (or fails with the stop, never acknowledged uncopied).
+// It returns
+// ctx's error, naming a topic not yet copied, if ctx ends first; the
+// caller stops either way.
+func (m *Manager) Drain(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.draining.Store(true)
+	topics := make([]*rtopic, 0, len(m.topics))
+	for _, rt := range m.topics {
+		topics = append(topics, rt)
+	}
+	m.mu.Unlock()
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for {
+		behind := ""
+		for _, rt := range topics {
+			if !m.copied(rt) {
+				behind = rt.name
+				break
+			}
+		}
+		if behind == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replica: draining: topic %q not yet held by every in-sync follower: %w", behind, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// copied reports whether every in-sync follower of rt holds what this
+// member appended, or this member does not lead rt.
+func (m *Manager) copied(rt *rtopic) bool {
+	info, err := m.store.Info(rt.name)
+	if err != nil {
+		return true // deleted meanwhile, or the store is failing: nothing to wait for
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if !rt.leading(m.cfg.Self) {
+		return true
+	}
+	for _, id := range rt.meta.ISR {
+		if id == m.cfg.Self {
+			continue
+		}
+		if f := rt.fol[id]; f == nil || f.leo < info.Next {
+			return false
+		}
+	}
+	return true
+}
