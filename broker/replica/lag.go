@@ -162,7 +162,10 @@ func (m *Manager) alterISR(rt *rtopic, epoch, version int64, isr []string, why, 
 		rt.altering = false
 		rt.mu.Unlock()
 		if err != nil {
-			if !errors.Is(err, cluster.ErrStaleEpoch) {
+			// A stale change lost to a newer one, and a deleted topic's
+			// followers leaving it (their fetches end with it), are
+			// nothing to warn of.
+			if !errors.Is(err, cluster.ErrStaleEpoch) && !errors.Is(err, cluster.ErrTopicNotFound) {
 				m.log.Warn("replica: changing the in-sync set", "topic", rt.name, "isr", isr, "err", err)
 			}
 			return
