@@ -28,14 +28,11 @@ type controller struct {
 
 	failing map[string]time.Time // member -> when its heartbeats began failing (or its last contact)
 	down    map[string]bool
-	// preferred: topic -> since when its first replica could lead it
-	// back (balance).
-	preferred map[string]time.Time
 }
 
 func newController(n *Node) *controller {
 	return &controller{n: n, obs: make(chan raft.Observation, 256), pokeCh: make(chan struct{}, 1),
-		failing: map[string]time.Time{}, down: map[string]bool{}, preferred: map[string]time.Time{}}
+		failing: map[string]time.Time{}, down: map[string]bool{}}
 }
 
 // observe registers the controller's observer of the node's Raft group,
@@ -89,7 +86,6 @@ func (c *controller) run() {
 				// A new term: start the view of who is down afresh.
 				clear(c.failing)
 				clear(c.down)
-				clear(c.preferred)
 			}
 		case <-tick.C:
 		case <-c.pokeCh:
@@ -99,7 +95,6 @@ func (c *controller) run() {
 			leading = isLeader
 			clear(c.failing)
 			clear(c.down)
-			clear(c.preferred)
 		}
 		if !leading {
 			continue
@@ -122,19 +117,11 @@ func (c *controller) run() {
 func (c *controller) reconcile() {
 	var members int
 	var cmds []Command
-	now := time.Now()
 	c.n.fsm.read(func(s *State) {
 		members = len(s.Members)
 		for _, name := range sortedTopics(s) {
 			if cmd, ok := c.decide(s.Topics[name]); ok {
 				cmds = append(cmds, cmd)
-			} else if cmd, ok := c.balance(s, s.Topics[name], now); ok {
-				cmds = append(cmds, cmd)
-			}
-		}
-		for name := range c.preferred {
-			if _, ok := s.Topics[name]; !ok {
-				delete(c.preferred, name)
 			}
 		}
 		cmds = append(cmds, c.moves(s)...)
@@ -163,38 +150,6 @@ func (c *controller) reconcile() {
 			c.n.log.Warn("cluster: moving a topic", "topic", cmd.Topic, "err", err)
 		}
 	}
-}
-
-// balance returns the leader change that hands t back to its first
-// replica, its preferred leader, once that replica has been live, not
-// leaving and in t's in-sync set for Config.LeaderBalance while another
-// leads t, and t is not moving. The first replica is where placement
-// puts t's lead, so that after failovers and restarts the leaders
-// spread over the members again. The change is an ordinary leader
-// change under the next epoch: the in-sync replica taking the lead holds
-// everything acknowledged with acks=all, and the old leader's producers
-// are sent to it (not leader) and retry there.
-func (c *controller) balance(s *State, t *Topic, now time.Time) (Command, bool) {
-	wait := c.n.cfg.LeaderBalance
-	if wait <= 0 || len(t.Replicas) == 0 {
-		return Command{}, false
-	}
-	first := t.Replicas[0]
-	if t.Leader == "" || t.Leader == first || len(t.Target) > 0 || c.down[first] || s.Members[first].Leaving || !t.InSync(first) {
-		delete(c.preferred, t.Name)
-		return Command{}, false
-	}
-	since, ok := c.preferred[t.Name]
-	if !ok {
-		c.preferred[t.Name] = now
-		return Command{}, false
-	}
-	if now.Sub(since) < wait {
-		return Command{}, false
-	}
-	delete(c.preferred, t.Name)
-	isr := append([]string{first}, slices.DeleteFunc(slices.Clone(t.ISR), func(id string) bool { return id == first })...)
-	return Command{Op: opLeader, Topic: t.Name, Epoch: t.Epoch, Version: t.Version, Leader: first, ISR: isr}, true
 }
 
 // decide returns the change topic t needs, if any.

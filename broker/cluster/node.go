@@ -68,12 +68,6 @@ type Config struct {
 	// HeartbeatTimeout and MemberTimeout: see their defaults.
 	HeartbeatTimeout time.Duration
 	MemberTimeout    time.Duration
-	// LeaderBalance: a topic whose first replica (its preferred leader,
-	// placed first at creation) has been live and in its in-sync set for
-	// this long, while another replica leads it, is handed back to it,
-	// so that leadership spreads again after failovers and restarts
-	// (Kafka's auto leader rebalance). 0: never.
-	LeaderBalance time.Duration
 	// OnChange is called after each command the node applies that
 	// changes the members or topics (not a group's offset or lease), in
 	// log order, on Raft's apply goroutine: it must not block.
@@ -383,6 +377,17 @@ func (n *Node) SetISR(ctx context.Context, name string, epoch, version int64, is
 		return fmt.Errorf("%w: an empty in-sync set", ErrBadCommand)
 	}
 	return n.Propose(ctx, Command{Op: opISR, Topic: name, Epoch: epoch, Version: version, Leader: isr[0], ISR: isr})
+}
+
+// SetLeader proposes that leader lead topic name under the next epoch,
+// with the in-sync set isr, decided under epoch and version (refused as
+// stale if the topic moved on): a planned change, such as a leader
+// handing a topic back to its first replica.
+func (n *Node) SetLeader(ctx context.Context, name string, epoch, version int64, leader string, isr []string) error {
+	if leader == "" || len(isr) == 0 || isr[0] != leader {
+		return fmt.Errorf("%w: leader %q is not first of the in-sync set %v", ErrBadCommand, leader, isr)
+	}
+	return n.Propose(ctx, Command{Op: opLeader, Topic: name, Epoch: epoch, Version: version, Leader: leader, ISR: isr})
 }
 
 // waitMembers waits until the member list is recorded (the first Raft

@@ -17,18 +17,12 @@ type testCluster struct {
 	peers []Member
 	dirs  []string
 	nodes []*Node
-	// balance is every node's Config.LeaderBalance.
-	balance time.Duration
 }
 
-// startCluster starts n nodes; balance, if given, is their
-// LeaderBalance (default 0: off).
-func startCluster(t *testing.T, n int, balance ...time.Duration) *testCluster {
+// startCluster starts n nodes.
+func startCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t}
-	if len(balance) > 0 {
-		tc.balance = balance[0]
-	}
 	ls := make([]net.Listener, n)
 	for i := range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -66,7 +60,7 @@ func (tc *testCluster) open(i int, l net.Listener) {
 		}
 	}
 	nd, err := Open(Config{Self: tc.peers[i], Peers: tc.peers, Dir: tc.dirs[i], Listener: l,
-		HeartbeatTimeout: 200 * time.Millisecond, MemberTimeout: 600 * time.Millisecond, LeaderBalance: tc.balance})
+		HeartbeatTimeout: 200 * time.Millisecond, MemberTimeout: 600 * time.Millisecond})
 	if err != nil {
 		tc.t.Fatal(err)
 	}
@@ -284,53 +278,6 @@ func TestClusterRecordsNewHTTP(t *testing.T) {
 		m, ok := nd.Member(tc.peers[1].ID)
 		return ok && m.HTTP == tc.peers[1].HTTP
 	})
-}
-
-// TestClusterLeaderBalance: a topic whose leader died is led by another
-// replica; once the first replica (the preferred leader) is back and in
-// sync for LeaderBalance, the lead goes back to it under the next epoch,
-// the in-sync set kept. With LeaderBalance 0 it stays where it is.
-func TestClusterLeaderBalance(t *testing.T) {
-	for _, balance := range []time.Duration{300 * time.Millisecond, 0} {
-		t.Run(balance.String(), func(t *testing.T) {
-			tc := startCluster(t, 3, balance)
-			ctx := ctx15(t)
-			top, err := tc.any().CreateTopic(ctx, "orders", 3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if top.Leader != top.Replicas[0] {
-				t.Fatalf("created: %+v, want the first replica leading", top)
-			}
-			dead := tc.index(top.Leader)
-			tc.kill(dead)
-			tc.eventually("orders has a new leader", func(nd *Node) bool {
-				t, _ := nd.Topic("orders")
-				return t.Leader != "" && t.Leader != top.Leader && t.Epoch == 2
-			})
-			tc.open(dead, nil)
-			// The new leader takes the member back in once it caught up
-			// (here: at once), as its replica manager would.
-			tc.eventually("the first replica back in sync", func(nd *Node) bool {
-				t, _ := nd.Topic("orders")
-				if !t.InSync(top.Leader) && t.Leader != "" && nd == tc.nodes[tc.index(t.Leader)] {
-					_ = nd.SetISR(ctx, "orders", t.Epoch, t.Version, append(slices.Clone(t.ISR), top.Leader))
-				}
-				return t.InSync(top.Leader)
-			})
-			if balance == 0 {
-				time.Sleep(time.Second) // what balancing would have taken, thrice
-				if now, _ := tc.any().Topic("orders"); now.Leader == top.Leader || now.Epoch != 2 {
-					t.Fatalf("without balancing: %+v, want the lead kept by the new leader", now)
-				}
-				return
-			}
-			tc.eventually("the lead back on the first replica", func(nd *Node) bool {
-				t, _ := nd.Topic("orders")
-				return t.Leader == top.Leader && t.Epoch == 3 && len(t.ISR) == 3 && t.ISR[0] == top.Leader
-			})
-		})
-	}
 }
 
 // TestClusterSetReplicasBounds: a replication factor change is a move

@@ -30,11 +30,8 @@ func (m *Manager) Drain(ctx context.Context) error {
 		return nil
 	}
 	m.draining.Store(true)
-	topics := make([]*rtopic, 0, len(m.topics))
-	for _, rt := range m.topics {
-		topics = append(topics, rt)
-	}
 	m.mu.Unlock()
+	topics := m.held()
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
 	for {

@@ -20,14 +20,8 @@ import (
 // the followers that have not caught up for LagTime, and answers the
 // produces that waited past AckTimeout.
 func (m *Manager) checkLag() {
-	m.mu.Lock()
-	topics := make([]*rtopic, 0, len(m.topics))
-	for _, rt := range m.topics {
-		topics = append(topics, rt)
-	}
-	m.mu.Unlock()
 	now := time.Now()
-	for _, rt := range topics {
+	for _, rt := range m.held() {
 		rt.mu.Lock()
 		var calls callbacks
 		for i := 0; i < len(rt.waiters); i++ {
@@ -180,12 +174,7 @@ func (m *Manager) alterISR(rt *rtopic, epoch, version int64, isr []string, why, 
 func (m *Manager) Stats() service.ReplicationStats {
 	st := service.ReplicationStats{LeaderChanges: m.stats.leaderChanges.Load(), ISRChanges: m.stats.isrChanges.Load(),
 		Truncations: m.stats.truncations.Load(), FetchedBytes: m.stats.fetchedBytes.Load()}
-	m.mu.Lock()
-	topics := make([]*rtopic, 0, len(m.topics))
-	for _, rt := range m.topics {
-		topics = append(topics, rt)
-	}
-	m.mu.Unlock()
+	topics := m.held()
 	slices.SortFunc(topics, func(a, b *rtopic) int { return strings.Compare(a.name, b.name) })
 	for _, rt := range topics {
 		rt.mu.Lock()

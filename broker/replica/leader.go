@@ -37,9 +37,9 @@ func (m *Manager) Writable(topic string) error {
 		return m.notLeader(topic, t.Leader)
 	}
 	rt.mu.Lock()
-	ready := rt.ready
+	ready, handing := rt.ready, rt.handing
 	rt.mu.Unlock()
-	if !ready || m.draining.Load() {
+	if !ready || handing || m.draining.Load() {
 		return m.notLeader(topic, "") // taking the lead, or handing it off: retry shortly
 	}
 	return nil
@@ -80,7 +80,7 @@ func (m *Manager) Appended(topic string, end int64, acksAll bool, fn func(error)
 	rt.mu.Lock()
 	calls := rt.advance(m)
 	switch {
-	case !acksAll && !m.draining.Load():
+	case !acksAll && !rt.handing && !m.draining.Load():
 		rt.mu.Unlock()
 		calls.run()
 		fn(nil)

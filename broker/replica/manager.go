@@ -55,6 +55,10 @@ type Config struct {
 	// long takes and serves nothing of its replicated topics. Shorter
 	// than cluster's MemberTimeout, after which the others move them.
 	Lease time.Duration
+	// LeaderBalance: a topic's first replica that has been in sync this
+	// long while this member leads takes the lead back (balance;
+	// -leader-balance; 0: never).
+	LeaderBalance time.Duration
 	// FetchWait and FetchBytes shape a follower's fetches.
 	FetchWait  time.Duration
 	FetchBytes int32
@@ -153,11 +157,8 @@ func (m *Manager) Close() {
 	}
 	m.closed = true
 	close(m.done)
-	topics := make([]*rtopic, 0, len(m.topics))
-	for _, rt := range m.topics {
-		topics = append(topics, rt)
-	}
 	m.mu.Unlock()
+	topics := m.held()
 	m.wg.Wait()
 	for _, rt := range topics {
 		rt.stop(m, storage.ErrClosed)
@@ -211,6 +212,7 @@ func (m *Manager) run() {
 		case <-tick.C:
 			m.reconcile()
 			m.checkLag()
+			m.balance(time.Now())
 			if !httpRecorded {
 				httpRecorded = m.recordHTTP()
 			}
@@ -312,6 +314,7 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 		return
 	}
 	rt.started = true
+	rt.handing, rt.preferredSince = false, time.Time{}
 	rt.halt(&service.NotLeaderError{Topic: rt.name, Leader: t.Leader, LeaderHTTP: m.httpOf(t.Leader)})
 	if !m.store.HasTopic(rt.name) {
 		if err := m.store.CreateTopic(rt.name); err != nil && !errors.Is(err, storage.ErrTopicExists) {

@@ -25,6 +25,13 @@ type rtopic struct {
 	altering  bool  // an in-sync set change is being recorded
 	startDone int64 // the topic's start (cluster.Topic.Start) this replica truncated to
 
+	// handing: the lead is being handed back to the first replica
+	// (balance): produces are refused, and those appended meanwhile wait
+	// for the followers whatever their acks. preferredSince: since when
+	// it could be.
+	handing        bool
+	preferredSince time.Time
+
 	cancel  context.CancelFunc // the follower loop's
 	stopped chan struct{}      // closed when it has returned
 }

@@ -35,8 +35,8 @@ type ClusterConfig struct {
 	// cluster (-replica-lag-time, -ack-timeout, -member-timeout).
 	LagTime, AckTimeout, MemberTimeout time.Duration
 	// LeaderBalance: how long a topic's first replica must have been in
-	// sync before it takes the lead back (-leader-balance; 0: never,
-	// package cluster's Config.LeaderBalance).
+	// sync before its leader hands the lead back to it (-leader-balance;
+	// 0: never; package replica's Config.LeaderBalance).
 	LeaderBalance time.Duration
 	// LagBytes: a follower this many bytes behind leaves the in-sync set
 	// too (-replica-lag-bytes; 0, the default: off).
@@ -108,7 +108,7 @@ func (s *Server) startCluster() error {
 	node, err := cluster.Open(cluster.Config{
 		Self: peers[self], Peers: peers, Dir: filepath.Join(s.cfg.Storage.Volumes[0], "cluster"),
 		Listener: cc.Listener, ServerTLS: serverTLS, ClientTLS: clientTLS, Token: cc.Token, Authorize: authorize, Join: cc.Join,
-		MemberTimeout: cc.MemberTimeout, LeaderBalance: cc.LeaderBalance, OnChange: func(cluster.Command) { s.repl.Poke() },
+		MemberTimeout: cc.MemberTimeout, OnChange: func(cluster.Command) { s.repl.Poke() },
 		Logger: s.log.With("part", "cluster"),
 	})
 	if err != nil {
@@ -158,10 +158,11 @@ func (s *Server) newReplicas() *replica.Manager {
 	return replica.New(s.store, replica.Config{
 		Self: s.selfAddr(), Replicas: cc.Replicas, MinInsync: cc.MinInsync,
 		LagTime: cc.LagTime, LagBytes: cc.LagBytes, AckTimeout: cc.AckTimeout, FetchBytes: cc.FetchBytes,
-		Lease:       min(cc.memberTimeout()/2, cluster.DefaultMemberTimeout/2),
-		Dial:        s.dialMember(opts),
-		ParseMember: s.parseMember,
-		Logger:      s.log.With("part", "replica"),
+		LeaderBalance: cc.LeaderBalance,
+		Lease:         min(cc.memberTimeout()/2, cluster.DefaultMemberTimeout/2),
+		Dial:          s.dialMember(opts),
+		ParseMember:   s.parseMember,
+		Logger:        s.log.With("part", "replica"),
 	})
 }
 

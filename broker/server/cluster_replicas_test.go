@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -152,5 +153,66 @@ func TestClusterLeaderGoesBack(t *testing.T) {
 	waitTopic(t, dialOne(t, other), "back", "in sync again", func(st topicStatus) bool { return len(st.ISR) == 3 && st.Epoch >= 3 })
 	for _, a := range tc.addrs {
 		checkTopic(t, dialOne(t, a), "back", acked)
+	}
+}
+
+// TestClusterLeaderGoesBackKeepsAcksLeaderTail: the leader that hands a
+// topic back to its first replica drains it first, so that the first
+// replica holds every batch acknowledged with acks=leader when it takes
+// the lead. The followers fetch one small batch at a time and bursts of
+// batches keep them behind for much of the run; the lag time is a minute,
+// so that a follower behind stays in the in-sync set.
+func TestClusterLeaderGoesBackKeepsAcksLeaderTail(t *testing.T) {
+	tc := startTestCluster(t, 3, 3, 2, func(_ int, cfg *server.Config) {
+		cfg.Cluster.LeaderBalance = 500 * time.Millisecond
+		cfg.Cluster.LagTime = time.Minute
+		cfg.Cluster.FetchBytes = 1 // one batch a fetch
+	})
+	c := dialAll(t, tc.addrs, client.WithIdempotence(true), client.WithAcks(client.AcksLeader))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := c.CreateTopic(ctx, "tailback"); err != nil {
+		t.Fatal(err)
+	}
+	st := waitTopic(t, dialOne(t, tc.addrs[0]), "tailback", "in sync", func(st topicStatus) bool { return len(st.ISR) == 3 })
+	first := st.Replicas[0]
+	p := c.NewProducer("tailback", client.WithBatchSize(8), client.WithMaxInFlight(8), client.WithLinger(0))
+	defer p.Close()
+	var acked []string
+	burst := func(n int) {
+		t.Helper()
+		futures := make([]*client.Future, n)
+		for i := range futures {
+			msg := fmt.Sprintf("m%05d-%0500d", len(acked)+i, 0)
+			f, err := p.Send(ctx, []byte(msg))
+			if err != nil {
+				t.Fatalf("send %d: %v", len(acked)+i, err)
+			}
+			futures[i] = f
+		}
+		for i, f := range futures {
+			if _, err := f.Wait(ctx); err != nil {
+				t.Fatalf("message %d: %v", len(acked)+i, err)
+			}
+			acked = append(acked, fmt.Sprintf("m%05d-%0500d", len(acked), 0))
+		}
+	}
+	burst(200)
+	tc.stop(tc.index(first))
+	other := tc.addrs[(tc.index(first)+1)%3]
+	waitTopic(t, dialOne(t, other), "tailback", "another leader", func(st topicStatus) bool { return st.Leader != "" && st.Leader != first })
+	burst(200)
+	tc.start(tc.index(first))
+	watch := dialOne(t, other)
+	for topicOf(t, watch, "tailback").Leader != first {
+		if ctx.Err() != nil {
+			t.Fatalf("the lead never went back to %s: %+v", first, topicOf(t, watch, "tailback"))
+		}
+		burst(800)
+		time.Sleep(100 * time.Millisecond) // the followers catch up between bursts
+	}
+	burst(200)
+	for _, a := range tc.addrs {
+		checkTopic(t, dialOne(t, a), "tailback", acked)
 	}
 }

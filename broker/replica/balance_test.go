@@ -1,0 +1,117 @@
+package replica
+
+import (
+	"testing"
+	"time"
+
+	"github.com/haraqa/haraqa/broker/cluster"
+)
+
+// TestPreferredLeader: a leader hands a topic back only to the topic's
+// first replica, another member in sync, while the topic does not move
+// and no other change of it is under way.
+func TestPreferredLeader(t *testing.T) {
+	topic := func(leader string, isr ...string) *rtopic {
+		return &rtopic{name: "t", ready: true, meta: cluster.Topic{Name: "t", Leader: leader, Epoch: 2, Version: 5,
+			Replicas: []string{"a", "b", "c"}, ISR: isr}}
+	}
+	for _, tc := range []struct {
+		what string
+		rt   *rtopic
+		want string
+	}{
+		{"led by b, a in sync", topic("b", "b", "c", "a"), "a"},
+		{"led by b, a out of sync", topic("b", "b", "c"), ""},
+		{"led by a itself", topic("a", "a", "b", "c"), ""},
+		{"led by c, not here", topic("c", "c", "a", "b"), ""},
+	} {
+		if got := tc.rt.preferredLeader("b"); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.what, got, tc.want)
+		}
+	}
+	for what, change := range map[string]func(rt *rtopic){
+		"moving":            func(rt *rtopic) { rt.meta.Target = []string{"a", "b"} },
+		"handing already":   func(rt *rtopic) { rt.handing = true },
+		"altering its set":  func(rt *rtopic) { rt.altering = true },
+		"not ready to lead": func(rt *rtopic) { rt.ready = false },
+		"with no replicas":  func(rt *rtopic) { rt.meta.Replicas = nil },
+	} {
+		rt := topic("b", "b", "c", "a")
+		change(rt)
+		if got := rt.preferredLeader("b"); got != "" {
+			t.Errorf("%s: %q, want none", what, got)
+		}
+	}
+}
+
+// TestHandingHoldsAcksLeader: while a leader hands a topic back (or
+// stops), a batch appended with acks=leader is answered only once the
+// in-sync followers hold it, as acks=all is, so that the replica taking
+// the lead holds every batch acknowledged; otherwise at once.
+func TestHandingHoldsAcksLeader(t *testing.T) {
+	s := openReplica(t)
+	lead(t, s, 1, names("m", 0, 4)...)
+	m := New(s, Config{Self: "b", MinInsync: 2})
+	meta := cluster.Topic{Name: "t", Leader: "b", Epoch: 1, Replicas: []string{"a", "b", "c"}, ISR: []string{"b", "a", "c"}}
+	rt := &rtopic{name: "t", ready: true, meta: meta, watches: map[*watch]struct{}{},
+		fol: map[string]*fstate{"a": {leo: 2}, "c": {leo: 4}}}
+	m.meta["t"], m.topics["t"] = meta, rt
+	answered := func(what string) func() bool {
+		done := false
+		m.Appended("t", 4, false, func(err error) {
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+			done = true
+		})
+		return func() bool { return done }
+	}
+	if !answered("leading")() {
+		t.Fatal("acks=leader while leading: not answered at once")
+	}
+	rt.handing = true
+	handing := answered("handing back")
+	m.draining.Store(true)
+	rt.handing = false
+	draining := answered("stopping")
+	if handing() || draining() {
+		t.Fatalf("answered before a follower holds the batch: handing %v, stopping %v", handing(), draining())
+	}
+	if m.copied(rt) {
+		t.Fatal("copied with a at 2 of 4")
+	}
+	rt.mu.Lock()
+	rt.fol["a"].leo = 4
+	calls := rt.advance(m)
+	rt.mu.Unlock()
+	calls.run()
+	if !handing() || !draining() {
+		t.Fatalf("once every in-sync follower holds it: handing %v, stopping %v, want both answered", handing(), draining())
+	}
+	if !m.copied(rt) || !m.holds(rt, "a") {
+		t.Fatal("not copied with every follower at the end")
+	}
+}
+
+// TestHandBackGivesUp: a leader whose first replica does not catch up
+// within the drain keeps the lead, takes produces again and waits another
+// LeaderBalance before it tries again.
+func TestHandBackGivesUp(t *testing.T) {
+	s := openReplica(t)
+	lead(t, s, 1, names("m", 0, 4)...)
+	m := New(s, Config{Self: "b", MinInsync: 2, LeaderBalance: time.Minute})
+	meta := cluster.Topic{Name: "t", Leader: "b", Epoch: 1, Version: 3, Replicas: []string{"a", "b", "c"}, ISR: []string{"b", "a", "c"}}
+	rt := &rtopic{name: "t", ready: true, meta: meta, watches: map[*watch]struct{}{}, handing: true,
+		preferredSince: time.Now().Add(-time.Hour), fol: map[string]*fstate{"a": {leo: 1}, "c": {leo: 4}}}
+	m.meta["t"], m.topics["t"] = meta, rt
+	start := time.Now()
+	m.handBack(rt, "a", 1, 3, []string{"a", "b", "c"})
+	if took := time.Since(start); took < handBackDrain {
+		t.Fatalf("gave up after %v, before the drain's %v", took, handBackDrain)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.handing || !rt.preferredSince.IsZero() {
+		t.Fatalf("after giving up: handing %v, preferred since %v; want produces taken and the wait started over", rt.handing, rt.preferredSince)
+	}
+}
