@@ -28,6 +28,9 @@ type controller struct {
 
 	failing map[string]time.Time // member -> when its heartbeats began failing (or its last contact)
 	down    map[string]bool
+	// ready: topic -> since when its move could end with a new leader
+	// (finish).
+	ready map[string]time.Time
 }
 
 func newController(n *Node) *controller {
@@ -86,6 +89,7 @@ func (c *controller) run() {
 				// A new term: start the view of who is down afresh.
 				clear(c.failing)
 				clear(c.down)
+				clear(c.ready)
 			}
 		case <-tick.C:
 		case <-c.pokeCh:
@@ -95,6 +99,7 @@ func (c *controller) run() {
 			leading = isLeader
 			clear(c.failing)
 			clear(c.down)
+			clear(c.ready)
 		}
 		if !leading {
 			continue

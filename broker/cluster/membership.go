@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -308,21 +310,48 @@ func (c *controller) moves(s *State) []Command {
 		moving++
 		cmds = append(cmds, Command{Op: opMove, Topic: name, Epoch: t.Epoch, Version: t.Version, Replicas: want})
 	}
+	for name := range c.ready {
+		if t, ok := s.Topics[name]; !ok || len(t.Target) == 0 {
+			delete(c.ready, name)
+		}
+	}
 	return cmds
 }
 
+// moveWait is how long the controller leaves the end of a move whose
+// live leader is not in the target to that leader, which drains the
+// topic first (package replica) so that the new leader holds every batch
+// it acknowledged; then the controller ends the move itself.
+const moveWait = 10 * time.Second
+
 // finish returns the command that ends t's move, once every replica of
 // its target is in its in-sync set: the leader stays if it is in the
-// target, else the first live in-sync member of it leads.
+// target, else the first live in-sync member of it leads (after
+// moveWait, if the leader is live: it ends the move itself before).
 func (c *controller) finish(t *Topic) (Command, bool) {
 	for _, r := range t.Target {
 		if !t.InSync(r) {
+			delete(c.ready, t.Name)
 			return Command{}, false
 		}
 	}
 	isr := slices.DeleteFunc(slices.Clone(t.ISR), func(r string) bool { return !slices.Contains(t.Target, r) })
 	leader := t.Leader
 	if !slices.Contains(t.Target, leader) || c.down[leader] {
+		if leader != "" && !c.down[leader] {
+			if c.ready == nil {
+				c.ready = map[string]time.Time{}
+			}
+			since, ok := c.ready[t.Name]
+			if !ok {
+				c.ready[t.Name] = time.Now()
+				return Command{}, false
+			}
+			if time.Since(since) < moveWait {
+				return Command{}, false
+			}
+		}
+		delete(c.ready, t.Name)
 		leader = ""
 		for _, r := range isr {
 			if !c.down[r] {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestMembershipRules(t *testing.T) {
@@ -95,11 +96,22 @@ func TestMovesPlaced(t *testing.T) {
 	if cmds := c.moves(s); len(cmds) != 0 {
 		t.Fatalf("moves past the bound: %+v", cmds)
 	}
-	// c catches up on one: that move ends, led by b if a led it.
+	// c catches up on one: that move ends, led by b, a leading it. While
+	// a is live the controller leaves the end to it (it drains the topic
+	// first) for moveWait; then it ends the move itself.
 	tp := s.Topics[cmds0(t, s)]
 	if err := s.apply(Command{Op: opISR, Topic: tp.Name, Epoch: tp.Epoch, Version: tp.Version, Leader: tp.Leader, ISR: append(slices.Clone(tp.ISR), "c")}); err != nil {
 		t.Fatal(err)
 	}
+	if tp.Leader != "a" {
+		t.Fatalf("%s led by %q, want a", tp.Name, tp.Leader)
+	}
+	for range 2 {
+		if done := c.moves(s); len(done) != 0 {
+			t.Fatalf("the move's end while its live leader may end it: %+v", done)
+		}
+	}
+	c.ready[tp.Name] = time.Now().Add(-moveWait)
 	done := c.moves(s)
 	if len(done) == 0 || done[0].Op != opMoved || done[0].Topic != tp.Name || done[0].Leader != "b" {
 		t.Fatalf("the move's end: %+v", done)
@@ -109,6 +121,16 @@ func TestMovesPlaced(t *testing.T) {
 	}
 	if !sameSet(tp.Replicas, []string{"b", "c"}) || tp.Leader != "b" || tp.Epoch != 2 {
 		t.Fatalf("after the move: %+v", tp)
+	}
+	// A leader found down cannot end its topic's move: the controller
+	// ends it at once.
+	tp = s.Topics[cmds0(t, s)]
+	if err := s.apply(Command{Op: opISR, Topic: tp.Name, Epoch: tp.Epoch, Version: tp.Version, Leader: tp.Leader, ISR: append(slices.Clone(tp.ISR), "c")}); err != nil {
+		t.Fatal(err)
+	}
+	c.down["a"] = true
+	if done := c.moves(s); len(done) == 0 || done[0].Op != opMoved || done[0].Topic != tp.Name || done[0].Leader != "b" {
+		t.Fatalf("the move's end, its leader down: %+v", done)
 	}
 }
 

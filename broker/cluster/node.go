@@ -390,6 +390,15 @@ func (n *Node) SetLeader(ctx context.Context, name string, epoch, version int64,
 	return n.Propose(ctx, Command{Op: opLeader, Topic: name, Epoch: epoch, Version: version, Leader: leader, ISR: isr})
 }
 
+// FinishMove proposes the end of topic name's move, decided under epoch
+// and version: its target becomes its replicas, led by leader heading the
+// in-sync set isr (members of the target, in sync). The controller ends a
+// move whose leader stays a replica; a leader that does not ends its
+// topic's move itself, drained first.
+func (n *Node) FinishMove(ctx context.Context, name string, epoch, version int64, leader string, isr []string) error {
+	return n.Propose(ctx, Command{Op: opMoved, Topic: name, Epoch: epoch, Version: version, Leader: leader, ISR: isr})
+}
+
 // waitMembers waits until the member list is recorded (the first Raft
 // leader records it).
 func (n *Node) waitMembers(ctx context.Context) error {

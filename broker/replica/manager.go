@@ -56,7 +56,7 @@ type Config struct {
 	// than cluster's MemberTimeout, after which the others move them.
 	Lease time.Duration
 	// LeaderBalance: a topic's first replica that has been in sync this
-	// long while this member leads takes the lead back (balance;
+	// long while this member leads takes the lead back (handOver;
 	// -leader-balance; 0: never).
 	LeaderBalance time.Duration
 	// FetchWait and FetchBytes shape a follower's fetches.
@@ -212,7 +212,7 @@ func (m *Manager) run() {
 		case <-tick.C:
 			m.reconcile()
 			m.checkLag()
-			m.balance(time.Now())
+			m.handOver(time.Now())
 			if !httpRecorded {
 				httpRecorded = m.recordHTTP()
 			}

@@ -25,10 +25,10 @@ type rtopic struct {
 	altering  bool  // an in-sync set change is being recorded
 	startDone int64 // the topic's start (cluster.Topic.Start) this replica truncated to
 
-	// handing: the lead is being handed back to the first replica
-	// (balance): produces are refused, and those appended meanwhile wait
-	// for the followers whatever their acks. preferredSince: since when
-	// it could be.
+	// handing: the lead is being handed over (handOver): produces are
+	// refused, and those appended meanwhile wait for the followers
+	// whatever their acks. preferredSince: since when the lead could go
+	// back to the first replica.
 	handing        bool
 	preferredSince time.Time
 

@@ -216,3 +216,62 @@ func TestClusterLeaderGoesBackKeepsAcksLeaderTail(t *testing.T) {
 		checkTopic(t, dialOne(t, a), "tailback", acked)
 	}
 }
+
+// TestClusterMoveOffLeaderKeepsAcksLeaderTail: a topic moved off its
+// leader (the member removed) is handed to the new leader by the old one,
+// drained first, so that the new leader holds every batch acknowledged
+// with acks=leader. The followers fetch one small batch at a time and
+// bursts of batches keep them behind.
+func TestClusterMoveOffLeaderKeepsAcksLeaderTail(t *testing.T) {
+	tc := startTestCluster(t, 3, 2, 1, func(_ int, cfg *server.Config) {
+		cfg.Cluster.LagTime = time.Minute
+		cfg.Cluster.FetchBytes = 1 // one batch a fetch
+	})
+	c := dialAll(t, tc.addrs, client.WithIdempotence(true), client.WithAcks(client.AcksLeader))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := c.CreateTopic(ctx, "moved"); err != nil {
+		t.Fatal(err)
+	}
+	st := waitTopic(t, dialOne(t, tc.addrs[0]), "moved", "in sync", func(st topicStatus) bool { return len(st.ISR) == 2 })
+	leader := st.Leader
+	p := c.NewProducer("moved", client.WithBatchSize(8), client.WithMaxInFlight(8), client.WithLinger(0))
+	defer p.Close()
+	var acked []string
+	burst := func(n int) {
+		t.Helper()
+		futures := make([]*client.Future, n)
+		for i := range futures {
+			f, err := p.Send(ctx, fmt.Appendf(nil, "m%05d-%0500d", len(acked)+i, 0))
+			if err != nil {
+				t.Fatalf("send %d: %v", len(acked)+i, err)
+			}
+			futures[i] = f
+		}
+		for i, f := range futures {
+			if _, err := f.Wait(ctx); err != nil {
+				t.Fatalf("message %d: %v", len(acked)+i, err)
+			}
+			acked = append(acked, fmt.Sprintf("m%05d-%0500d", len(acked), 0))
+		}
+	}
+	burst(200)
+	other := tc.addrs[(tc.index(leader)+1)%3]
+	waitInStep(t, dialOne(t, other))
+	if err := dialOne(t, other).RemoveMember(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	watch := dialOne(t, other)
+	for st := topicOf(t, watch, "moved"); st.Leader == leader || slices.Contains(st.Replicas, leader); st = topicOf(t, watch, "moved") {
+		if ctx.Err() != nil {
+			t.Fatalf("the topic never moved off %s: %+v", leader, st)
+		}
+		burst(2000)
+		time.Sleep(300 * time.Millisecond) // the followers catch up between bursts
+	}
+	burst(200)
+	st = topicOf(t, watch, "moved")
+	for _, a := range st.Replicas {
+		checkTopic(t, dialOne(t, a), "moved", acked)
+	}
+}

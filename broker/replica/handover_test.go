@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -105,13 +106,40 @@ func TestHandBackGivesUp(t *testing.T) {
 		preferredSince: time.Now().Add(-time.Hour), fol: map[string]*fstate{"a": {leo: 1}, "c": {leo: 4}}}
 	m.meta["t"], m.topics["t"] = meta, rt
 	start := time.Now()
-	m.handBack(rt, "a", 1, 3, []string{"a", "b", "c"})
-	if took := time.Since(start); took < handBackDrain {
-		t.Fatalf("gave up after %v, before the drain's %v", took, handBackDrain)
+	m.handTo(rt, handover{to: "a", epoch: 1, version: 3, isr: []string{"a", "b", "c"}})
+	if took := time.Since(start); took < handDrain {
+		t.Fatalf("gave up after %v, before the drain's %v", took, handDrain)
 	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if rt.handing || !rt.preferredSince.IsZero() {
 		t.Fatalf("after giving up: handing %v, preferred since %v; want produces taken and the wait started over", rt.handing, rt.preferredSince)
+	}
+}
+
+// TestPlannedMove: a leader that is not in its topic's move target ends
+// the move itself (drained first), once every member of the target is in
+// sync, the lead going to the first of them in the in-sync set; a leader
+// in the target leaves the end to the controller, its lead kept.
+func TestPlannedMove(t *testing.T) {
+	m := New(openReplica(t), Config{Self: "b", MinInsync: 1})
+	topic := func(target []string, isr ...string) *rtopic {
+		return &rtopic{name: "t", ready: true, meta: cluster.Topic{Name: "t", Leader: "b", Epoch: 4, Version: 9,
+			Replicas: []string{"b", "c", "a", "d"}, Target: target, ISR: isr}}
+	}
+	h, ok := m.planned(topic([]string{"a", "c"}, "b", "c", "d", "a"), nil, time.Now())
+	if !ok || !h.move || h.to != "c" || !slices.Equal(h.isr, []string{"c", "a"}) || h.epoch != 4 || h.version != 9 {
+		t.Fatalf("the target in sync: %+v %v, want the move ended, c leading [c a]", h, ok)
+	}
+	if h, ok := m.planned(topic([]string{"a", "c"}, "b", "c", "d"), nil, time.Now()); ok {
+		t.Fatalf("a not in sync yet: %+v, want nothing", h)
+	}
+	if h, ok := m.planned(topic([]string{"b", "a"}, "b", "c", "a"), nil, time.Now()); ok {
+		t.Fatalf("the leader in the target: %+v, want nothing (the controller ends it)", h)
+	}
+	rt := topic([]string{"a", "c"}, "b", "c", "a")
+	rt.handing = true
+	if h, ok := m.planned(rt, nil, time.Now()); ok {
+		t.Fatalf("handing over already: %+v, want nothing", h)
 	}
 }
