@@ -178,25 +178,7 @@ func TestClusterLeaderGoesBackKeepsAcksLeaderTail(t *testing.T) {
 	first := st.Replicas[0]
 	p := c.NewProducer("tailback", client.WithBatchSize(8), client.WithMaxInFlight(8), client.WithLinger(0))
 	defer p.Close()
-	var acked []string
-	burst := func(n int) {
-		t.Helper()
-		futures := make([]*client.Future, n)
-		for i := range futures {
-			msg := fmt.Sprintf("m%05d-%0500d", len(acked)+i, 0)
-			f, err := p.Send(ctx, []byte(msg))
-			if err != nil {
-				t.Fatalf("send %d: %v", len(acked)+i, err)
-			}
-			futures[i] = f
-		}
-		for i, f := range futures {
-			if _, err := f.Wait(ctx); err != nil {
-				t.Fatalf("message %d: %v", len(acked)+i, err)
-			}
-			acked = append(acked, fmt.Sprintf("m%05d-%0500d", len(acked), 0))
-		}
-	}
+	burst, acked := bursts(t, ctx, p)
 	burst(200)
 	tc.stop(tc.index(first))
 	other := tc.addrs[(tc.index(first)+1)%3]
@@ -213,7 +195,7 @@ func TestClusterLeaderGoesBackKeepsAcksLeaderTail(t *testing.T) {
 	}
 	burst(200)
 	for _, a := range tc.addrs {
-		checkTopic(t, dialOne(t, a), "tailback", acked)
+		checkTopic(t, dialOne(t, a), "tailback", *acked)
 	}
 }
 
@@ -237,24 +219,7 @@ func TestClusterMoveOffLeaderKeepsAcksLeaderTail(t *testing.T) {
 	leader := st.Leader
 	p := c.NewProducer("moved", client.WithBatchSize(8), client.WithMaxInFlight(8), client.WithLinger(0))
 	defer p.Close()
-	var acked []string
-	burst := func(n int) {
-		t.Helper()
-		futures := make([]*client.Future, n)
-		for i := range futures {
-			f, err := p.Send(ctx, fmt.Appendf(nil, "m%05d-%0500d", len(acked)+i, 0))
-			if err != nil {
-				t.Fatalf("send %d: %v", len(acked)+i, err)
-			}
-			futures[i] = f
-		}
-		for i, f := range futures {
-			if _, err := f.Wait(ctx); err != nil {
-				t.Fatalf("message %d: %v", len(acked)+i, err)
-			}
-			acked = append(acked, fmt.Sprintf("m%05d-%0500d", len(acked), 0))
-		}
-	}
+	burst, acked := bursts(t, ctx, p)
 	burst(200)
 	other := tc.addrs[(tc.index(leader)+1)%3]
 	waitInStep(t, dialOne(t, other))
@@ -272,6 +237,32 @@ func TestClusterMoveOffLeaderKeepsAcksLeaderTail(t *testing.T) {
 	burst(200)
 	st = topicOf(t, watch, "moved")
 	for _, a := range st.Replicas {
-		checkTopic(t, dialOne(t, a), "moved", acked)
+		checkTopic(t, dialOne(t, a), "moved", *acked)
 	}
+}
+
+// bursts returns burst, which sends n messages of 506 bytes through p
+// ("m00000-000...", numbered on from those before) and waits for each,
+// failing the test on an error, and the messages acknowledged so far.
+func bursts(t *testing.T, ctx context.Context, p *client.Producer) (burst func(n int), acked *[]string) {
+	acked = new([]string)
+	msg := func(i int) string { return fmt.Sprintf("m%05d-%0500d", i, 0) }
+	return func(n int) {
+		t.Helper()
+		base := len(*acked)
+		futures := make([]*client.Future, n)
+		for i := range futures {
+			f, err := p.Send(ctx, []byte(msg(base+i)))
+			if err != nil {
+				t.Fatalf("send %d: %v", base+i, err)
+			}
+			futures[i] = f
+		}
+		for i, f := range futures {
+			if _, err := f.Wait(ctx); err != nil {
+				t.Fatalf("message %d: %v", base+i, err)
+			}
+			*acked = append(*acked, msg(base+i))
+		}
+	}, acked
 }
