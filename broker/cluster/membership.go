@@ -1,13 +1,12 @@
 package cluster
 
 import (
-	"time"
-
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
 

@@ -20,9 +20,8 @@ const drainPoll = 2 * time.Millisecond
 // runs (it passed the leader check just before) waits for the followers
 // whatever its acks, and every produce waiting for them is answered as
 // they catch up (or fails with the stop, never acknowledged uncopied).
-// It returns
-// ctx's error, naming a topic not yet copied, if ctx ends first; the
-// caller stops either way.
+// It returns ctx's error, naming a topic not yet copied, if ctx ends
+// first; the caller stops either way.
 func (m *Manager) Drain(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
