@@ -209,6 +209,7 @@ func (m *Manager) run() {
 			return
 		case <-m.poke:
 			m.reconcile()
+			m.handOver(time.Now()) // a move's target may be in sync now
 		case <-tick.C:
 			m.reconcile()
 			m.checkLag()
