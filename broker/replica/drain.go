@@ -1,9 +1,12 @@
 package replica
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/haraqa/haraqa/storage"
 )
 
 // drainPoll is how often Drain looks at the followers' positions.
@@ -30,7 +33,17 @@ func (m *Manager) Drain(ctx context.Context) error {
 	}
 	m.draining.Store(true)
 	m.mu.Unlock()
-	topics := m.held()
+	if behind := m.waitCopied(ctx, m.held()); behind != "" {
+		return fmt.Errorf("replica: draining: topic %q not yet held by every in-sync follower: %w", behind, cmp.Or(ctx.Err(), storage.ErrClosed))
+	}
+	return nil
+}
+
+// waitCopied waits, looking every drainPoll, until every in-sync
+// follower of each of topics holds what this member appended (copied),
+// ctx ends or the manager closes. It returns a topic not yet copied
+// then, "" once all are.
+func (m *Manager) waitCopied(ctx context.Context, topics []*rtopic) string {
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
 	for {
@@ -42,11 +55,13 @@ func (m *Manager) Drain(ctx context.Context) error {
 			}
 		}
 		if behind == "" {
-			return nil
+			return ""
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("replica: draining: topic %q not yet held by every in-sync follower: %w", behind, ctx.Err())
+			return behind
+		case <-m.done:
+			return behind
 		case <-tick.C:
 		}
 	}

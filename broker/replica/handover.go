@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -117,17 +118,8 @@ func (rt *rtopic) preferredLeader(self string) string {
 // LeaderBalance, the end of a move at the next check.
 func (m *Manager) handTo(rt *rtopic, h handover) {
 	ctx, cancel := context.WithTimeout(context.Background(), handDrain)
-	defer cancel()
-	tick := time.NewTicker(drainPoll)
-	defer tick.Stop()
-	for !m.copied(rt) && ctx.Err() == nil {
-		select {
-		case <-m.done:
-			cancel()
-		case <-ctx.Done():
-		case <-tick.C:
-		}
-	}
+	m.waitCopied(ctx, []*rtopic{rt})
+	cancel()
 	err := errNotCaughtUp
 	if m.holds(rt, h.to) {
 		pctx, pcancel := context.WithTimeout(context.Background(), createTimeout)
@@ -178,9 +170,5 @@ func (m *Manager) holds(rt *rtopic, id string) bool {
 func (m *Manager) held() []*rtopic {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	topics := make([]*rtopic, 0, len(m.topics))
-	for _, rt := range m.topics {
-		topics = append(topics, rt)
-	}
-	return topics
+	return slices.Collect(maps.Values(m.topics))
 }
