@@ -301,8 +301,8 @@
 // ErrNoSpace and nothing is written; the next append tries again. Any other
 // failed write or fsync, and a cut back that fails, is sticky: the topic
 // turns read-only, every later append fails with ErrReadOnly wrapping the
-// cause, reads go on. Nothing is acknowledged that was not written. A
-// restart reopens the topic through recovery.
+// cause (Store.ReadOnly returns it), reads go on. Nothing is acknowledged
+// that was not written. A restart reopens the topic through recovery.
 //
 // # Idempotent producers
 //

@@ -207,11 +207,20 @@ func stickyCheck(t *testing.T, fsync FsyncPolicy, vols int, inject func(ffs *fau
 	})
 	want := populate(t, s, "a", 0, 25)
 	other := populate(t, s, "b", 0, 5)
+	if err := s.ReadOnly("a"); err != nil {
+		t.Fatalf("ReadOnly before the failure: %v", err)
+	}
 	inject(ffs, s.topicDir(vols-1, "a"))
 	acked, err := trigger(s)
 	want = append(want, acked...)
 	if !errors.Is(err, errInjected) || !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("failing append: %v, want the injected error and ErrReadOnly", err)
+	}
+	if ro := s.ReadOnly("a"); !errors.Is(ro, ErrReadOnly) || !errors.Is(ro, errInjected) {
+		t.Fatalf("ReadOnly after the failure: %v, want ErrReadOnly and the injected error", ro)
+	}
+	if ro := s.ReadOnly("b"); ro != nil {
+		t.Fatalf("ReadOnly of another topic: %v", ro)
 	}
 	ffs.heal()
 	for i := range 3 {
@@ -231,6 +240,9 @@ func stickyCheck(t *testing.T, fsync FsyncPolicy, vols int, inject func(ffs *fau
 
 	opts.FS = OSFS{}
 	s = mustOpen(t, opts)
+	if ro := s.ReadOnly("a"); ro != nil {
+		t.Fatalf("ReadOnly after a reopen: %v", ro)
+	}
 	rb = scan(t, s, "a")
 	rb.wantMsgs(t, 0, want)
 	sameVolumes(t, opts, "a")

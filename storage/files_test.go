@@ -176,8 +176,8 @@ func TestOpenFailureNotSticky(t *testing.T) {
 	appendRefused := func(what string) {
 		t.Helper()
 		_, err := s.Append("t", protocol.AppendBatch(nil, []byte("lost")))
-		if !errors.Is(err, ErrTooManyFiles) || errors.Is(err, ErrReadOnly) {
-			t.Fatalf("%s: %v, want ErrTooManyFiles and not read-only", what, err)
+		if !errors.Is(err, ErrTooManyFiles) || errors.Is(err, ErrReadOnly) || s.ReadOnly("t") != nil {
+			t.Fatalf("%s: %v (ReadOnly %v), want ErrTooManyFiles and not read-only", what, err, s.ReadOnly("t"))
 		}
 		if strings.Contains(err.Error(), opts.Volumes[0]) {
 			t.Fatalf("%s: the error names a server path: %v", what, err)

@@ -234,6 +234,22 @@ func (t *topic) fail(err error) error {
 	return err
 }
 
+// ReadOnly returns the error that turned topic read-only (it wraps
+// ErrReadOnly and the failed write's or fsync's cause), nil while the
+// topic takes appends, or why there is no such topic.
+func (s *Store) ReadOnly(name string) error {
+	t, err := s.lookup(name)
+	if err != nil {
+		return err
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.err != nil && errors.Is(t.err, ErrReadOnly) {
+		return t.err
+	}
+	return nil
+}
+
 // takeWaitersLocked removes and returns the waiters that next satisfies.
 // mu must be held.
 func (t *topic) takeWaitersLocked(next int64) []waiter {

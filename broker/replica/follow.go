@@ -41,6 +41,11 @@ func (m *Manager) follow(ctx context.Context, rt *rtopic, leader string, epoch i
 
 // followOnce truncates and fetches until an error.
 func (m *Manager) followOnce(ctx context.Context, rt *rtopic, leader string, epoch int64) error {
+	if err := m.store.ReadOnly(rt.name); err != nil {
+		// A copy that turned read-only takes nothing until a restart
+		// reopens it: fetching nothing, it never looks in sync.
+		return err
+	}
 	c, err := m.client(leader, rt.name)
 	if err != nil {
 		return err

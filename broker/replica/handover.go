@@ -27,6 +27,7 @@ type handover struct {
 	epoch, version int64
 	isr            []string
 	move           bool
+	why            string // for the log
 }
 
 // handOver makes the planned lead changes of the topics this member
@@ -39,8 +40,9 @@ func (m *Manager) handOver(now time.Time) {
 		return
 	}
 	for _, rt := range m.held() {
+		failed := m.copyFailed(rt.name)
 		rt.mu.Lock()
-		h, ok := m.planned(rt, node, now)
+		h, ok := m.planned(rt, node, now, failed)
 		if ok {
 			rt.handing = true
 		}
@@ -52,7 +54,11 @@ func (m *Manager) handOver(now time.Time) {
 }
 
 // planned returns the lead change rt needs now, if this member leads it
-// and no other change of it is under way: the end of its move to members
+// and no other change of it is under way: when this member's copy failed
+// (copyFailed), the lead to the first in-sync follower that is fetching,
+// this member out of the in-sync set, since it copies nothing more until
+// it restarts (followOnce), as Kafka moves the partitions of a failed log
+// directory; else the end of its move to members
 // that do not include this one, once all of them are in sync (while this
 // member stays a replica, the controller ends the move, the lead kept);
 // or, with LeaderBalance, the lead back to its first replica, once that
@@ -60,10 +66,18 @@ func (m *Manager) handOver(now time.Time) {
 // member not leaving (Kafka's automatic leader rebalance: placement puts a
 // topic's lead on its first replica, so after failovers and restarts the
 // leads spread over the members again). rt.mu is held.
-func (m *Manager) planned(rt *rtopic, node *cluster.Node, now time.Time) (handover, bool) {
+func (m *Manager) planned(rt *rtopic, node *cluster.Node, now time.Time, failed bool) (handover, bool) {
 	t := rt.meta
 	if !rt.leading(m.cfg.Self) || rt.handing || rt.altering || len(t.Replicas) == 0 {
 		return handover{}, false
+	}
+	if failed {
+		to := rt.liveFollower(m.cfg.Self, now, m.cfg.LagTime)
+		if to == "" {
+			return handover{}, false
+		}
+		isr := append([]string{to}, slices.DeleteFunc(slices.Clone(t.ISR), func(id string) bool { return id == to || id == m.cfg.Self })...)
+		return handover{to: to, epoch: t.Epoch, version: t.Version, isr: isr, why: "its copy here is read-only"}, true
 	}
 	if len(t.Target) > 0 {
 		rt.preferredSince = time.Time{}
@@ -71,7 +85,7 @@ func (m *Manager) planned(rt *rtopic, node *cluster.Node, now time.Time) (handov
 			return handover{}, false
 		}
 		isr := slices.DeleteFunc(slices.Clone(t.ISR), func(r string) bool { return !slices.Contains(t.Target, r) })
-		return handover{to: isr[0], epoch: t.Epoch, version: t.Version, isr: isr, move: true}, true
+		return handover{to: isr[0], epoch: t.Epoch, version: t.Version, isr: isr, move: true, why: "moving off this member"}, true
 	}
 	first := rt.preferredLeader(m.cfg.Self)
 	if first != "" {
@@ -90,7 +104,19 @@ func (m *Manager) planned(rt *rtopic, node *cluster.Node, now time.Time) (handov
 		return handover{}, false
 	}
 	isr := append([]string{first}, slices.DeleteFunc(slices.Clone(t.ISR), func(id string) bool { return id == first })...)
-	return handover{to: first, epoch: t.Epoch, version: t.Version, isr: isr}, true
+	return handover{to: first, epoch: t.Epoch, version: t.Version, isr: isr, why: "back to the first replica"}, true
+}
+
+// liveFollower returns the first member of rt's in-sync set, other than
+// self, that fetched within lag: one that can take the lead now. rt.mu
+// is held.
+func (rt *rtopic) liveFollower(self string, now time.Time, lag time.Duration) string {
+	for _, id := range rt.meta.ISR {
+		if f := rt.fol[id]; id != self && f != nil && now.Sub(f.fetched) < lag {
+			return id
+		}
+	}
+	return ""
 }
 
 // preferredLeader returns the topic's first replica when this member
@@ -141,10 +167,10 @@ func (m *Manager) handTo(rt *rtopic, h handover) {
 	if err == nil {
 		// Applying the change ends the lead here (apply), and clears
 		// rt.handing then: until it does, produces stay refused.
-		m.log.Info("replica: lead handed over", "topic", rt.name, "leader", h.to, "move", h.move, "decided_under_epoch", h.epoch)
+		m.log.Info("replica: lead handed over", "topic", rt.name, "leader", h.to, "why", h.why, "decided_under_epoch", h.epoch)
 		return
 	}
-	m.log.Debug("replica: lead not handed over", "topic", rt.name, "to", h.to, "move", h.move, "err", err)
+	m.log.Debug("replica: lead not handed over", "topic", rt.name, "to", h.to, "why", h.why, "err", err)
 	rt.mu.Lock()
 	if rt.meta.Epoch == h.epoch {
 		rt.handing = false

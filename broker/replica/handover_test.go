@@ -127,19 +127,65 @@ func TestPlannedMove(t *testing.T) {
 		return &rtopic{name: "t", ready: true, meta: cluster.Topic{Name: "t", Leader: "b", Epoch: 4, Version: 9,
 			Replicas: []string{"b", "c", "a", "d"}, Target: target, ISR: isr}}
 	}
-	h, ok := m.planned(topic([]string{"a", "c"}, "b", "c", "d", "a"), nil, time.Now())
+	h, ok := m.planned(topic([]string{"a", "c"}, "b", "c", "d", "a"), nil, time.Now(), false)
 	if !ok || !h.move || h.to != "c" || !slices.Equal(h.isr, []string{"c", "a"}) || h.epoch != 4 || h.version != 9 {
 		t.Fatalf("the target in sync: %+v %v, want the move ended, c leading [c a]", h, ok)
 	}
-	if h, ok := m.planned(topic([]string{"a", "c"}, "b", "c", "d"), nil, time.Now()); ok {
+	if h, ok := m.planned(topic([]string{"a", "c"}, "b", "c", "d"), nil, time.Now(), false); ok {
 		t.Fatalf("a not in sync yet: %+v, want nothing", h)
 	}
-	if h, ok := m.planned(topic([]string{"b", "a"}, "b", "c", "a"), nil, time.Now()); ok {
+	if h, ok := m.planned(topic([]string{"b", "a"}, "b", "c", "a"), nil, time.Now(), false); ok {
 		t.Fatalf("the leader in the target: %+v, want nothing (the controller ends it)", h)
 	}
 	rt := topic([]string{"a", "c"}, "b", "c", "a")
 	rt.handing = true
-	if h, ok := m.planned(rt, nil, time.Now()); ok {
+	if h, ok := m.planned(rt, nil, time.Now(), false); ok {
 		t.Fatalf("handing over already: %+v, want nothing", h)
+	}
+}
+
+// TestPlannedOffFailedCopy: a leader whose copy turned read-only hands
+// the lead to the first in-sync follower that fetched within the lag
+// time, moving or not, and leaves the in-sync set; with no such follower
+// it keeps the lead.
+func TestPlannedOffFailedCopy(t *testing.T) {
+	m := New(openReplica(t), Config{Self: "b", MinInsync: 1, LagTime: 5 * time.Second})
+	now := time.Now()
+	topic := func(fetched map[string]time.Duration, isr ...string) *rtopic {
+		fol := map[string]*fstate{}
+		for id, ago := range fetched {
+			fol[id] = &fstate{fetched: now.Add(-ago)}
+		}
+		return &rtopic{name: "t", ready: true, fol: fol, meta: cluster.Topic{Name: "t", Leader: "b", Epoch: 4, Version: 9,
+			Replicas: []string{"a", "b", "c"}, ISR: isr}}
+	}
+	fresh := map[string]time.Duration{"a": time.Second, "c": time.Second}
+	for _, tc := range []struct {
+		what    string
+		rt      *rtopic
+		to      string
+		isr     []string
+		planned bool
+	}{
+		{"both fetching", topic(fresh, "b", "c", "a"), "c", []string{"c", "a"}, true},
+		{"c silent", topic(map[string]time.Duration{"a": time.Second, "c": time.Minute}, "b", "c", "a"), "a", []string{"a", "c"}, true},
+		{"c never fetched", topic(map[string]time.Duration{"a": time.Second}, "b", "c", "a"), "a", []string{"a", "c"}, true},
+		{"alone in sync", topic(fresh, "b"), "", nil, false},
+		{"no follower fetching", topic(map[string]time.Duration{"a": time.Minute}, "b", "a"), "", nil, false},
+	} {
+		h, ok := m.planned(tc.rt, nil, now, true)
+		if ok != tc.planned || h.to != tc.to || !slices.Equal(h.isr, tc.isr) || h.move || ok && (h.epoch != 4 || h.version != 9) {
+			t.Errorf("%s: %+v %v, want the lead to %q, in-sync %v", tc.what, h, ok, tc.to, tc.isr)
+		}
+	}
+	moving := topic(fresh, "b", "c", "a")
+	moving.meta.Target = []string{"a", "c"}
+	if h, ok := m.planned(moving, nil, now, true); !ok || h.to != "c" || h.move {
+		t.Errorf("moving: %+v %v, want the lead to c, not the move's end", h, ok)
+	}
+	handing := topic(fresh, "b", "c", "a")
+	handing.handing = true
+	if h, ok := m.planned(handing, nil, now, true); ok {
+		t.Errorf("handing over already: %+v, want nothing", h)
 	}
 }

@@ -37,12 +37,25 @@ func (m *Manager) Writable(topic string) error {
 		return m.notLeader(topic, t.Leader)
 	}
 	rt.mu.Lock()
-	ready, handing := rt.ready, rt.handing
+	ready, handing, others := rt.ready, rt.handing, len(rt.meta.ISR) > 1
 	rt.mu.Unlock()
 	if !ready || handing || m.draining.Load() {
 		return m.notLeader(topic, "") // taking the lead, or handing it off: retry shortly
 	}
+	if others && m.copyFailed(topic) {
+		// The lead goes to an in-sync follower (handOver): retry shortly.
+		m.Poke()
+		return m.notLeader(topic, "")
+	}
 	return nil
+}
+
+// copyFailed reports whether this member's copy of topic turned
+// read-only: a write or an fsync of it failed (storage.Store.ReadOnly).
+// Until a restart reopens it, it takes no batch, as a leader or as a
+// follower.
+func (m *Manager) copyFailed(topic string) bool {
+	return errors.Is(m.store.ReadOnly(topic), storage.ErrReadOnly)
 }
 
 // ErrNotEnoughReplicas refuses a produce with acks=all.

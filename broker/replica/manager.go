@@ -329,10 +329,12 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 		if err == nil {
 			err = m.store.SetEpoch(rt.name, t.Epoch, info.Next)
 		}
-		if err != nil {
+		if err != nil && !m.copyFailed(rt.name) {
 			m.log.Error("replica: taking the lead", "topic", rt.name, "epoch", t.Epoch, "err", err)
 			return
 		}
+		// A copy that turned read-only may fail to record the epoch; it
+		// takes no batch under it, and hands the lead on (handOver).
 		rt.mu.Lock()
 		if rt.meta.Epoch == t.Epoch && rt.meta.Leader == m.cfg.Self {
 			now := time.Now()

@@ -1,0 +1,162 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/haraqa/haraqa/broker/server"
+	"github.com/haraqa/haraqa/storage"
+)
+
+// brokenFS is the real file system, except that while broken is set the
+// writes and fsyncs of the files under a directory named dir fail with
+// EIO: a disk that fails under one topic.
+type brokenFS struct {
+	storage.OSFS
+	dir    string
+	broken atomic.Bool
+}
+
+func (b *brokenFS) OpenFile(name string, flag int, perm fs.FileMode) (storage.File, error) {
+	f, err := b.OSFS.OpenFile(name, flag, perm)
+	if err != nil || !slices.Contains(strings.Split(name, string(os.PathSeparator)), b.dir) {
+		return f, err
+	}
+	return brokenFile{File: f, fs: b}, nil
+}
+
+type brokenFile struct {
+	storage.File
+	fs *brokenFS
+}
+
+func (f brokenFile) fail(op string) error {
+	if f.fs.broken.Load() {
+		return &fs.PathError{Op: op, Path: "segment", Err: syscall.EIO}
+	}
+	return nil
+}
+
+func (f brokenFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.fail("pwrite"); err != nil {
+		return 0, err
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f brokenFile) Writev(bufs [][]byte, off int64) (int, error) {
+	if err := f.fail("pwritev"); err != nil {
+		return 0, err
+	}
+	return f.File.Writev(bufs, off)
+}
+
+func (f brokenFile) Sync() error {
+	if err := f.fail("fsync"); err != nil {
+		return err
+	}
+	return f.File.Sync()
+}
+
+// TestClusterLeaderCopyFails: when a write to the leader's copy of a
+// topic fails (EIO: the copy turns read-only), the leader hands the lead
+// to an in-sync follower and leaves the in-sync set, so produces with
+// acks=all go on within seconds, and it stays out (it copies nothing)
+// until it restarts; then it catches up and is in sync again. Every
+// acknowledged message is on every replica, once, in order.
+func TestClusterLeaderCopyFails(t *testing.T) {
+	const topic = "disk"
+	fss := make([]*brokenFS, 3)
+	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
+		fss[i] = &brokenFS{dir: topic}
+		cfg.Storage.FS = fss[i]
+	})
+	c := dialAll(t, tc.addrs)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := c.CreateTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	produce := producing(t, ctx, c, topic, &acked)
+	produce(100)
+	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, "100 messages on three replicas", func(st topicStatus) bool {
+		return st.Leader != "" && len(st.ISR) == 3 && st.HighWater == 100
+	})
+	old := st.Leader
+	fss[tc.index(old)].broken.Store(true)
+	began := time.Now()
+	var refused []string
+	for len(acked) < 200 {
+		msg := fmt.Sprintf("m%05d", len(acked))
+		if _, err := c.Produce(ctx, topic, []byte(msg)); err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("%d acknowledged after the leader's copy failed; the last error: %v", len(acked)-100, err)
+			}
+			if len(refused) < 10 {
+				refused = append(refused, err.Error())
+			}
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		if len(acked) == 100 {
+			t.Logf("the first produce acknowledged %v after the leader's copy failed; refused before: %q", time.Since(began).Round(time.Millisecond), refused)
+		}
+		acked = append(acked, msg)
+	}
+	var live string
+	for _, a := range tc.addrs {
+		if a != old {
+			live = a
+		}
+	}
+	st = waitTopic(t, dialOne(t, live), topic, "the lead off the failed copy", func(st topicStatus) bool {
+		return st.Leader != old && st.Leader != "" && st.HighWater == 200
+	})
+	// Out of the in-sync set, and staying out: the failed copy fetches
+	// nothing, which would make it look caught up, fail to store what it
+	// got, and hold acks=all until it left the set again.
+	produce(100)
+	type follower struct {
+		ID   string `json:"id"`
+		Next int64  `json:"next"`
+	}
+	type leaderView struct {
+		Topics []struct {
+			Name      string     `json:"name"`
+			ISR       []string   `json:"isr"`
+			Followers []follower `json:"followers"`
+		} `json:"topics"`
+	}
+	lv := waitStatus(t, dialOne(t, st.Leader), "the new leader's view", func(lv leaderView) bool { return len(lv.Topics) == 1 })
+	tv := lv.Topics[0]
+	i := slices.IndexFunc(tv.Followers, func(f follower) bool { return f.ID == old })
+	if slices.Contains(tv.ISR, old) || len(tv.ISR) != 2 || i < 0 || tv.Followers[i].Next != 0 {
+		t.Fatalf("after 100 more, on the new leader: %+v, want %s out of a two-member in-sync set, never fetching", tv, old)
+	}
+	for _, a := range tc.addrs {
+		if a != old {
+			checkTopic(t, dialOne(t, a), topic, acked)
+		}
+	}
+	// A restart reopens the copy: it catches up and is in sync again.
+	i = tc.index(old)
+	tc.stop(i)
+	fss[i].broken.Store(false)
+	tc.start(i)
+	produce(10)
+	waitTopic(t, dialOne(t, live), topic, "the restarted server in sync again", func(st topicStatus) bool {
+		return len(st.ISR) == 3 && st.HighWater == int64(len(acked))
+	})
+	for _, a := range tc.addrs {
+		checkTopic(t, dialOne(t, a), topic, acked)
+	}
+}
