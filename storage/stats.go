@@ -88,6 +88,9 @@ type TopicStats struct {
 	// followers (ReadReplica), which the consumed counters leave out.
 	ReplicatedMessages, ReplicatedBytes   int64
 	ReplicaReadMessages, ReplicaReadBytes int64
+	// ReadOnly: a failed write or fsync turned the topic read-only
+	// (Store.ReadOnly) until the store is opened again.
+	ReadOnly bool
 }
 
 // TopicStats returns every topic's stats, sorted by name.
@@ -111,6 +114,7 @@ func (s *Store) TopicStats() []TopicStats {
 			ReplicatedBytes:     t.replicatedBytes.Load(),
 			ReplicaReadMessages: t.replicaRead.Load(),
 			ReplicaReadBytes:    t.replicaReadBytes.Load(),
+			ReadOnly:            t.readOnly() != nil,
 		})
 	}
 	slices.SortFunc(out, func(a, b TopicStats) int { return strings.Compare(a.Name, b.Name) })

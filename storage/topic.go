@@ -242,6 +242,11 @@ func (s *Store) ReadOnly(name string) error {
 	if err != nil {
 		return err
 	}
+	return t.readOnly()
+}
+
+// readOnly returns the error that turned t read-only, or nil.
+func (t *topic) readOnly() error {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if t.err != nil && errors.Is(t.err, ErrReadOnly) {

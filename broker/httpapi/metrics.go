@@ -134,6 +134,7 @@ var (
 	descWriteFiles    = prometheus.NewDesc("haraqa_open_write_files", "Segment files held open for appends (active and next segments).", nil, nil)
 	descMaxOpenFiles  = prometheus.NewDesc("haraqa_max_open_files", "The budget of segment files, read and write (-max-open-files).", nil, nil)
 	descTopics        = prometheus.NewDesc("haraqa_topics", "Topics.", nil, nil)
+	descReadOnly      = prometheus.NewDesc("haraqa_topics_read_only", "Topics whose copy here a failed write or fsync turned read-only; a restart reopens them.", nil, nil)
 	descRefusalsPaced = prometheus.NewDesc("haraqa_http_refusals_paced_total", "Refused HTTP requests (401, 403, 429) whose answer waited because their client address was past -http-refusal-rate.", nil, nil)
 	descLeaderChanges = prometheus.NewDesc("haraqa_replica_leader_changes_total", "Replicated topics this server took the lead of (-cluster).", nil, nil)
 	descISRChanges    = prometheus.NewDesc("haraqa_replica_isr_changes_total", "In-sync set changes this server recorded as a topic's leader.", nil, nil)
@@ -151,7 +152,7 @@ var (
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descVolumeBytes, descVolumeFree, descVolumeSegs, descSent, descRequests,
 		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descTurnsYielded, descControlPauses, descBuffered, descBudgetPauses, descBudgetClosed, descHelloTimeouts, descIdleClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
-		descUnreadable, descDroppedTails, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics, descRenders, descRefusalsPaced, descRenderSecs,
+		descUnreadable, descDroppedTails, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics, descReadOnly, descRenders, descRefusalsPaced, descRenderSecs,
 		descLeaderChanges, descISRChanges, descTruncations, descFetchedBytes, descTopicsLed, descUnderRepl, descInSyncMin, descLagMessages, descLagBytes} {
 		ch <- d
 	}
@@ -182,6 +183,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge(descTopics, tot.topics)
+	gauge(descReadOnly, tot.readOnly)
 
 	b, s := st.broker.Stats(), st.svc.StoreStats()
 	counter(descSent, b.ZeroCopyBytes, "zero_copy")

@@ -49,6 +49,7 @@ type snapshotCache struct {
 type totals struct {
 	st                  *state
 	bytes, segs, topics int64
+	readOnly            int64 // topics turned read-only
 }
 
 // snapshot is one rendering of /metrics.
@@ -152,6 +153,9 @@ func (m *metrics) render(st *state) *snapshot {
 		for i := range stats {
 			tot.bytes += stats[i].Bytes
 			tot.segs += int64(stats[i].Segments)
+			if stats[i].ReadOnly {
+				tot.readOnly++
+			}
 		}
 		tot.topics = int64(len(stats))
 	}

@@ -147,16 +147,36 @@ func TestClusterLeaderCopyFails(t *testing.T) {
 			checkTopic(t, dialOne(t, a), topic, acked)
 		}
 	}
-	// A restart reopens the copy: it catches up and is in sync again.
 	i = tc.index(old)
+	waitReadOnly(t, tc.cfgs[i].HTTPAddr, 1)
+	// A restart reopens the copy: it catches up and is in sync again.
 	tc.stop(i)
 	fss[i].broken.Store(false)
 	tc.start(i)
+	waitReadOnly(t, tc.cfgs[i].HTTPAddr, 0)
 	produce(10)
 	waitTopic(t, dialOne(t, live), topic, "the restarted server in sync again", func(st topicStatus) bool {
 		return len(st.ISR) == 3 && st.HighWater == int64(len(acked))
 	})
 	for _, a := range tc.addrs {
 		checkTopic(t, dialOne(t, a), topic, acked)
+	}
+}
+
+// waitReadOnly waits up to 20 s until the server on httpAddr reports
+// want topics read-only (haraqa_topics_read_only).
+func waitReadOnly(t *testing.T, httpAddr string, want int) {
+	t.Helper()
+	line := fmt.Sprintf("haraqa_topics_read_only %d", want)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, body := get(t, "http://"+httpAddr+"/metrics")
+		if slices.Contains(strings.Split(body, "\n"), line) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/metrics: no %q within 20 s", httpAddr, line)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
