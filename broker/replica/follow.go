@@ -26,7 +26,11 @@ func (m *Manager) follow(ctx context.Context, rt *rtopic, leader string, epoch i
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, client.ErrConnection) || errors.Is(err, client.ErrClosed) {
+		if errors.Is(err, client.ErrConnection) || errors.Is(err, client.ErrClosed) || errors.Is(err, storage.ErrReadOnly) {
+			// A copy that turned read-only fetches no more (followOnce):
+			// its connection closed, the leader drops it from the
+			// in-sync set at once (FetchGone), not after the lag time,
+			// which acks=all would wait for.
 			m.dropClient(leader, rt.name)
 		}
 		m.log.Debug("replica: following", "topic", rt.name, "leader", leader, "epoch", epoch, "err", err)

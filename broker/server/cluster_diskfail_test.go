@@ -180,3 +180,56 @@ func waitReadOnly(t *testing.T, httpAddr string, want int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestClusterFollowerCopyFails: a follower whose copy of a topic turns
+// read-only (EIO on its writes) closes its fetch connection, so that the
+// leader drops it from the in-sync set at once: acks=all goes on with the
+// other two, where it would otherwise wait for the lag time (a minute
+// here, as the member timeout, so that nothing else can make the change).
+// It fetches nothing until it restarts, then is in sync again.
+func TestClusterFollowerCopyFails(t *testing.T) {
+	const topic = "fdisk"
+	fss := make([]*brokenFS, 3)
+	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
+		fss[i] = &brokenFS{dir: topic}
+		cfg.Storage.FS = fss[i]
+		cfg.Cluster.MemberTimeout = time.Minute
+		cfg.Cluster.LagTime = time.Minute
+	})
+	c := dialAll(t, tc.addrs)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := c.CreateTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	producing(t, ctx, c, topic, &acked)(50)
+	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, "50 messages, three in sync", func(st topicStatus) bool {
+		return len(st.ISR) == 3 && st.HighWater == 50
+	})
+	follower := st.ISR[1]
+	i := tc.index(follower)
+	fss[i].broken.Store(true)
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	producing(t, pctx, c, topic, &acked)(50)
+	pcancel()
+	st = waitTopic(t, dialOne(t, st.Leader), topic, "the failed follower out of the in-sync set", func(s topicStatus) bool {
+		return len(s.ISR) == 2 && !slices.Contains(s.ISR, follower) && s.HighWater == 100
+	})
+	waitReadOnly(t, tc.cfgs[i].HTTPAddr, 1)
+	for _, a := range tc.addrs {
+		if a != follower {
+			checkTopic(t, dialOne(t, a), topic, acked)
+		}
+	}
+	tc.stop(i)
+	fss[i].broken.Store(false)
+	tc.start(i)
+	producing(t, ctx, c, topic, &acked)(10)
+	waitTopic(t, dialOne(t, st.Leader), topic, "the restarted follower in sync again", func(s topicStatus) bool {
+		return len(s.ISR) == 3 && s.HighWater == int64(len(acked))
+	})
+	for _, a := range tc.addrs {
+		checkTopic(t, dialOne(t, a), topic, acked)
+	}
+}
