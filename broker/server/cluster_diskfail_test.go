@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/broker/server"
+	"github.com/haraqa/haraqa/client"
 	"github.com/haraqa/haraqa/storage"
 )
 
@@ -71,7 +72,8 @@ func (f brokenFile) Sync() error {
 // to an in-sync follower and leaves the in-sync set, so produces with
 // acks=all go on within seconds, and it stays out (it copies nothing)
 // until it restarts; then it catches up and is in sync again. Every
-// acknowledged message is on every replica, once, in order.
+// acknowledged message is on every replica, once, in order; the client is
+// idempotent, and its producer goes on past the batch that failed.
 func TestClusterLeaderCopyFails(t *testing.T) {
 	const topic = "disk"
 	fss := make([]*brokenFS, 3)
@@ -79,7 +81,7 @@ func TestClusterLeaderCopyFails(t *testing.T) {
 		fss[i] = &brokenFS{dir: topic}
 		cfg.Storage.FS = fss[i]
 	})
-	c := dialAll(t, tc.addrs)
+	c := dialAll(t, tc.addrs, client.WithIdempotence(true))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if err := c.CreateTopic(ctx, topic); err != nil {
