@@ -129,7 +129,7 @@ func DefaultConfig() Config {
 // API is the HTTP port's handler. Its routes, besides the REST API:
 //
 //	GET /healthz        200 while the process serves (liveness)
-//	GET /readyz         503 while the volumes are recovered, if the binary port died, or (a cluster member) until it is in step with its cluster and in the in-sync set of every topic it holds; 200 then
+//	GET /readyz         503, saying why, while the volumes are recovered, if the binary port died, or (a cluster member) until it is in step with its cluster and in the in-sync set of every topic it holds; 200 then
 //	GET /metrics        Prometheus metrics, with Go and process metrics (Config.Prometheus)
 //	GET /docs/...       API docs: index, Redoc, Swagger UI, openapi.yaml (Config.Docs)
 //	    /debug/pprof/   runtime profiles (Config.Pprof)
@@ -255,23 +255,25 @@ func (a *API) routeOps() {
 	}
 }
 
-// GET /readyz
+// GET /readyz: 503 with the reason (in the body and X-Errors), or 200.
 func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	notReady := func(why string) {
+		w.Header().Set("X-Errors", why) // so that errorWriter keeps the body
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = fmt.Fprintln(w, why)
+	}
 	st := a.state.Load()
 	if st == nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("recovering\n"))
+		notReady("recovering")
 		return
 	}
 	if st.broker.Err() != nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("binary port down\n"))
+		notReady("binary port down")
 		return
 	}
 	if err := st.svc.Ready(); err != nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = fmt.Fprintf(w, "%v\n", err)
+		notReady(err.Error())
 		return
 	}
 	_, _ = w.Write([]byte("ready\n"))

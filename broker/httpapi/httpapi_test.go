@@ -59,8 +59,8 @@ func TestHealthReady(t *testing.T) {
 	if code, _ := get(t, hs.URL+"/healthz"); code != 200 {
 		t.Fatalf("/healthz %d", code)
 	}
-	if code, body := get(t, hs.URL+"/readyz"); code != 503 {
-		t.Fatalf("/readyz before Ready: %d %q", code, body)
+	if code, body := get(t, hs.URL+"/readyz"); code != 503 || body != "recovering\n" {
+		t.Fatalf("/readyz before Ready: %d %q, want 503 saying why", code, body)
 	}
 	if code, body := get(t, hs.URL+"/metrics"); code != 200 || strings.Contains(body, "haraqa_topics") || !strings.Contains(body, "go_goroutines") {
 		t.Fatalf("/metrics before Ready: %d", code)

@@ -485,15 +485,24 @@ func (m *Manager) Ready() error {
 		return errors.New("joining its cluster: not in step with the Raft group yet")
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	behind := 0
+	var behind []string
 	for _, t := range m.meta {
 		if t.Leader != "" && t.IsReplica(m.cfg.Self) && !t.InSync(m.cfg.Self) {
-			behind++
+			behind = append(behind, t.Name)
 		}
 	}
-	if behind > 0 {
-		return fmt.Errorf("catching up: not in the in-sync set of %d replicated topics", behind)
+	m.mu.Unlock()
+	failed := 0
+	for _, name := range behind {
+		if m.copyFailed(name) {
+			failed++
+		}
+	}
+	switch {
+	case failed > 0:
+		return fmt.Errorf("%d replicated topics' copies here turned read-only after a failed write or fsync: restart the server once its disk is sound", failed)
+	case len(behind) > 0:
+		return fmt.Errorf("catching up: not in the in-sync set of %d replicated topics", len(behind))
 	}
 	return nil
 }

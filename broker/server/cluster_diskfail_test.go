@@ -151,6 +151,9 @@ func TestClusterLeaderCopyFails(t *testing.T) {
 	}
 	i = tc.index(old)
 	waitReadOnly(t, tc.cfgs[i].HTTPAddr, 1)
+	if code, body := get(t, "http://"+tc.cfgs[i].HTTPAddr+"/readyz"); code != 503 || !strings.Contains(body, "read-only") {
+		t.Fatalf("/readyz of the server whose copy failed: %d %q, want 503 saying read-only", code, body)
+	}
 	// A restart reopens the copy: it catches up and is in sync again.
 	tc.stop(i)
 	fss[i].broken.Store(false)
