@@ -67,6 +67,37 @@ func (f brokenFile) Sync() error {
 	return f.File.Sync()
 }
 
+// brokenCluster is what startBroken started.
+type brokenCluster struct {
+	tc    *testCluster
+	fss   []*brokenFS // each server's file system
+	c     *client.Client
+	st    topicStatus
+	acked []string
+}
+
+// startBroken starts three servers (R=3, min-insync 2, then setup), each
+// on a brokenFS for the files under a directory named topic, creates
+// topic through a client of all three with opts, and produces n messages,
+// acknowledged and held by all three in sync.
+func startBroken(t *testing.T, ctx context.Context, topic string, n int, opts []client.Option, setup ...func(i int, cfg *server.Config)) brokenCluster {
+	t.Helper()
+	bc := brokenCluster{fss: make([]*brokenFS, 3)}
+	bc.tc = startTestCluster(t, 3, 3, 2, append([]func(int, *server.Config){func(i int, cfg *server.Config) {
+		bc.fss[i] = &brokenFS{dir: topic}
+		cfg.Storage.FS = bc.fss[i]
+	}}, setup...)...)
+	bc.c = dialAll(t, bc.tc.addrs, opts...)
+	if err := bc.c.CreateTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	producing(t, ctx, bc.c, topic, &bc.acked)(n)
+	bc.st = waitTopic(t, dialOne(t, bc.tc.addrs[0]), topic, fmt.Sprintf("%d messages, three in sync", n), func(st topicStatus) bool {
+		return st.Leader != "" && len(st.ISR) == 3 && st.HighWater == int64(n)
+	})
+	return bc
+}
+
 // TestClusterLeaderCopyFails: when a write to the leader's copy of a
 // topic fails (EIO: the copy turns read-only), the leader hands the lead
 // to an in-sync follower and leaves the in-sync set, so produces with
@@ -76,23 +107,11 @@ func (f brokenFile) Sync() error {
 // idempotent, and its producer goes on past the batch that failed.
 func TestClusterLeaderCopyFails(t *testing.T) {
 	const topic = "disk"
-	fss := make([]*brokenFS, 3)
-	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
-		fss[i] = &brokenFS{dir: topic}
-		cfg.Storage.FS = fss[i]
-	})
-	c := dialAll(t, tc.addrs, client.WithIdempotence(true))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if err := c.CreateTopic(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
-	var acked []string
+	bc := startBroken(t, ctx, topic, 100, []client.Option{client.WithIdempotence(true)})
+	tc, fss, c, st, acked := bc.tc, bc.fss, bc.c, bc.st, bc.acked
 	produce := producing(t, ctx, c, topic, &acked)
-	produce(100)
-	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, "100 messages on three replicas", func(st topicStatus) bool {
-		return st.Leader != "" && len(st.ISR) == 3 && st.HighWater == 100
-	})
 	old := st.Leader
 	fss[tc.index(old)].broken.Store(true)
 	began := time.Now()
@@ -194,24 +213,13 @@ func waitReadOnly(t *testing.T, httpAddr string, want int) {
 // It fetches nothing until it restarts, then is in sync again.
 func TestClusterFollowerCopyFails(t *testing.T) {
 	const topic = "fdisk"
-	fss := make([]*brokenFS, 3)
-	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
-		fss[i] = &brokenFS{dir: topic}
-		cfg.Storage.FS = fss[i]
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	bc := startBroken(t, ctx, topic, 50, nil, func(_ int, cfg *server.Config) {
 		cfg.Cluster.MemberTimeout = time.Minute
 		cfg.Cluster.LagTime = time.Minute
 	})
-	c := dialAll(t, tc.addrs)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if err := c.CreateTopic(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
-	var acked []string
-	producing(t, ctx, c, topic, &acked)(50)
-	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, "50 messages, three in sync", func(st topicStatus) bool {
-		return len(st.ISR) == 3 && st.HighWater == 50
-	})
+	tc, fss, c, st, acked := bc.tc, bc.fss, bc.c, bc.st, bc.acked
 	follower := st.ISR[1]
 	i := tc.index(follower)
 	fss[i].broken.Store(true)
