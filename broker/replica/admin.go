@@ -169,8 +169,9 @@ type ReplicaStatus struct {
 type TopicStatus struct {
 	cluster.Topic
 	HighWater int64           `json:"high_water"`
-	Next      int64           `json:"next"`               // this replica's next offset
-	Followers []ReplicaStatus `json:"followers,omitzero"` // on the leader
+	Next      int64           `json:"next"`                // this replica's next offset
+	ReadOnly  bool            `json:"read_only,omitempty"` // this replica's copy turned read-only (copyFailed)
+	Followers []ReplicaStatus `json:"followers,omitzero"`  // on the leader
 }
 
 // Status implements service.Replication: the cluster status of op 19.
@@ -191,6 +192,7 @@ func (m *Manager) Status() []byte {
 		ts := TopicStatus{Topic: t}
 		if info, err := m.store.Info(t.Name); err == nil {
 			ts.Next = info.Next
+			ts.ReadOnly = m.copyFailed(t.Name)
 		}
 		if _, rt, ok := m.lookup(t.Name); ok && rt != nil {
 			rt.mu.Lock()

@@ -173,6 +173,9 @@ func TestClusterLeaderCopyFails(t *testing.T) {
 	if code, body := get(t, "http://"+tc.cfgs[i].HTTPAddr+"/readyz"); code != 503 || !strings.Contains(body, "read-only") {
 		t.Fatalf("/readyz of the server whose copy failed: %d %q, want 503 saying read-only", code, body)
 	}
+	if ts := topicOf(t, dialOne(t, old), topic); !ts.ReadOnly {
+		t.Fatalf("its cluster status: %+v, want its copy read-only", ts)
+	}
 	// A restart reopens the copy: it catches up and is in sync again.
 	tc.stop(i)
 	fss[i].broken.Store(false)

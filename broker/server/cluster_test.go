@@ -175,6 +175,7 @@ type topicStatus struct {
 	ISR       []string `json:"isr"`
 	HighWater int64    `json:"high_water"`
 	Next      int64    `json:"next"`
+	ReadOnly  bool     `json:"read_only"`
 	Target    []string `json:"target"`
 }
 

@@ -32,6 +32,7 @@ type clusterStatus struct {
 		ISR       []string `json:"isr"`
 		HighWater int64    `json:"high_water"`
 		Next      int64    `json:"next"`
+		ReadOnly  bool     `json:"read_only"`
 		Followers []struct {
 			ID     string `json:"id"`
 			Next   int64  `json:"next"`
@@ -48,7 +49,9 @@ var clusterStatusCmd = &command{
 	help: `Asks the server (the first of -addr) for its view of its cluster (a server started
 with -cluster, docs/replication.md): the members, which of them leads the Raft
 group, and for each replicated topic its replicas, leader, leader epoch, in-sync
-set and high-water mark. Ask a topic's leader to see its followers' lag.
+set and high-water mark, and where this server's copy ends (NEXT HERE; "read-only"
+once a failed write turned it so: it needs a restart). Ask a topic's leader to see
+its followers' lag.
 
 Examples:
   hrqa cluster status
@@ -99,8 +102,12 @@ Examples:
 				for _, f := range t.Followers {
 					lag = append(lag, fmt.Sprintf("%s:%d", f.ID, f.Lag))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%d\t%d\t%s\t%s\n", t.Name, leader, t.Epoch, len(t.ISR), len(t.Replicas),
-					strings.Join(t.Replicas, ","), t.HighWater, t.Next, strings.Join(lag, " "), strings.Join(t.Target, ","))
+				next := fmt.Sprint(t.Next)
+				if t.ReadOnly {
+					next += " (read-only)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%d\t%s\t%s\t%s\n", t.Name, leader, t.Epoch, len(t.ISR), len(t.Replicas),
+					strings.Join(t.Replicas, ","), t.HighWater, next, strings.Join(lag, " "), strings.Join(t.Target, ","))
 			}
 			return tw.Flush()
 		}
