@@ -162,6 +162,7 @@ func runFailover(ctx context.Context, e *env) (string, error) {
 		len(ps.p), len(plan)-2, leaderKills, followerKills, doubleKills, foTopics[2], foServers-1, ps.failed.Load(), ps.errSummary(), r.identical)
 	fmt.Println(line)
 	fmt.Println(foGapsByKill(ps, srv.kills))
+	fmt.Println(foLongGaps(ps, srv.kills))
 	if err != nil {
 		return detail, err
 	}
@@ -198,11 +199,13 @@ type foCluster struct {
 	kills   []foEvent // each kill, when it was made and what it killed
 }
 
-// foEvent is a kill of the plan ("leader", "follower", "double") and when
-// it was made.
+// foEvent is a kill of the plan ("leader", "follower", "double"), when it
+// was made, and what it was: the victims, whether one led the Raft group,
+// the pause before their restart.
 type foEvent struct {
-	at   time.Time
-	what string
+	at     time.Time
+	what   string
+	detail string
 }
 
 // newFoCluster picks the servers' ports and starts them.
@@ -337,13 +340,19 @@ func (c *foCluster) kill(ctx context.Context, what string) (bool, error) {
 		// -min-insync 2, so produces are refused until one is back.
 		victims = []int{li, (li + 1 + e.rnd.IntN(foServers-1)) % foServers}
 	}
-	c.kills = append(c.kills, foEvent{time.Now(), what})
+	// Some pauses end before the cluster takes the server as down
+	// (-member-timeout, 1.5 s): it comes back as the leader it was.
+	pause := 200*time.Millisecond + time.Duration(e.rnd.Int64N(int64(2800*time.Millisecond)))
+	names := make([]string, len(victims))
+	raftLeader := false
+	for k, v := range victims {
+		names[k], raftLeader = srv[v].addr(), raftLeader || srv[v].addr() == st.RaftLeader
+	}
+	c.kills = append(c.kills, foEvent{time.Now(), what, fmt.Sprintf("%s %v, the Raft leader among them: %v, restarted after %v", what, names, raftLeader, pause.Round(time.Millisecond))})
 	for _, v := range victims {
 		srv[v].s.kill()
 	}
-	// Some pauses end before the cluster takes the server as down
-	// (-member-timeout, 1.5 s): it comes back as the leader it was.
-	time.Sleep(200*time.Millisecond + time.Duration(e.rnd.Int64N(int64(2800*time.Millisecond))))
+	time.Sleep(pause)
 	for _, v := range victims {
 		if err := c.start(v); err != nil {
 			return false, fmt.Errorf("restart: %w", err)
@@ -758,33 +767,4 @@ func foLogBytes(vol, topic string) ([]byte, error) {
 		out = append(out, b...)
 	}
 	return out, nil
-}
-
-// foGapsByKill returns, for each kind of kill, how many times a producer
-// went foLongGap or more without an acknowledgement after one (each gap
-// put down to the last kill made before it ended), their median and the
-// longest: what sets max_unavailable_ms.
-func foGapsByKill(ps *foProducers, kills []foEvent) string {
-	byKill := map[string][]time.Duration{}
-	for _, p := range ps.p {
-		p.mu.Lock()
-		for _, g := range p.gaps {
-			what := "none"
-			for _, k := range kills {
-				if k.at.Before(g.from.Add(g.d)) {
-					what = k.what
-				}
-			}
-			byKill[what] = append(byKill[what], g.d)
-		}
-		p.mu.Unlock()
-	}
-	var parts []string
-	for _, what := range []string{"leader", "follower", "double", "none"} {
-		if ds := byKill[what]; len(ds) > 0 {
-			slices.Sort(ds)
-			parts = append(parts, fmt.Sprintf("%s %d gaps, median %d ms, longest %d ms", what, len(ds), ds[len(ds)/2].Milliseconds(), ds[len(ds)-1].Milliseconds()))
-		}
-	}
-	return "failover gaps of 1 s or more, by the kill before them: " + strings.Join(parts, "; ")
 }

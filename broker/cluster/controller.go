@@ -31,6 +31,18 @@ type controller struct {
 	// ready: topic -> since when its move could end with a new leader
 	// (finish).
 	ready map[string]time.Time
+
+	// followed is the Raft leader this member last followed and when it
+	// last heard from it; suspect is that leader once this member took
+	// over the Raft group, until a member timeout after (failingSince).
+	followed, suspect leaderContact
+}
+
+// leaderContact is a Raft leader and when this member last heard from it.
+type leaderContact struct {
+	id      string
+	contact time.Time
+	until   time.Time // suspect: when the earlier contact stops counting
 }
 
 func newController(n *Node) *controller {
@@ -72,11 +84,7 @@ func (c *controller) run() {
 			case raft.FailedHeartbeatObservation:
 				id := string(d.PeerID)
 				if _, ok := c.failing[id]; !ok {
-					since := time.Now()
-					if !d.LastContact.IsZero() && d.LastContact.Before(since) {
-						since = d.LastContact
-					}
-					c.failing[id] = since
+					c.failing[id] = c.failingSince(id, d.LastContact, time.Now())
 				}
 			case raft.ResumedHeartbeatObservation:
 				id := string(d.PeerID)
@@ -90,6 +98,9 @@ func (c *controller) run() {
 				clear(c.failing)
 				clear(c.down)
 				clear(c.ready)
+				if id := string(d.LeaderID); id != "" && id != c.n.cfg.Self.ID {
+					c.followed = leaderContact{id: id, contact: c.n.raft.LastContact()}
+				}
 			}
 		case <-tick.C:
 		case <-c.pokeCh:
@@ -100,8 +111,15 @@ func (c *controller) run() {
 			clear(c.failing)
 			clear(c.down)
 			clear(c.ready)
+			if leading {
+				c.suspect, c.followed = c.followed, leaderContact{}
+				c.suspect.until = time.Now().Add(c.n.cfg.MemberTimeout)
+			}
 		}
 		if !leading {
+			if lc := c.n.raft.LastContact(); c.followed.id != "" && lc.After(c.followed.contact) {
+				c.followed.contact = lc
+			}
 			continue
 		}
 		now := time.Now()
@@ -113,6 +131,26 @@ func (c *controller) run() {
 		}
 		c.reconcile()
 	}
+}
+
+// failingSince returns since when member id counts as failing, its
+// heartbeat having failed at now: since its last contact with the Raft
+// leader (lastContact, zero when it never had one), and for the leader
+// this member took the Raft group over from, whose heartbeats fail within
+// a member timeout of that, since this member last heard from it, before
+// the election: so that a dead Raft leader's topics move a member timeout
+// after it went silent, not after the election that followed too.
+// Heartbeats that fail later start from now: a leader that handed the
+// group over and lost contact later is not taken as down early.
+func (c *controller) failingSince(id string, lastContact, now time.Time) time.Time {
+	since := now
+	if !lastContact.IsZero() && lastContact.Before(since) {
+		since = lastContact
+	}
+	if s := c.suspect; id == s.id && now.Before(s.until) && !s.contact.IsZero() && s.contact.Before(since) {
+		since = s.contact
+	}
+	return since
 }
 
 // reconcile makes the changes the controller owes: the member list

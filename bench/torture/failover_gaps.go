@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// foGapsByKill returns, for each kind of kill, how many times a producer
+// went foLongGap or more without an acknowledgement after one (each gap
+// put down to the last kill made before it ended), their median and the
+// longest: what sets max_unavailable_ms.
+func foGapsByKill(ps *foProducers, kills []foEvent) string {
+	byKill := map[string][]time.Duration{}
+	for _, p := range ps.p {
+		p.mu.Lock()
+		for _, g := range p.gaps {
+			what := "none"
+			for _, k := range kills {
+				if k.at.Before(g.from.Add(g.d)) {
+					what = k.what
+				}
+			}
+			byKill[what] = append(byKill[what], g.d)
+		}
+		p.mu.Unlock()
+	}
+	var parts []string
+	for _, what := range []string{"leader", "follower", "double", "none"} {
+		if ds := byKill[what]; len(ds) > 0 {
+			slices.Sort(ds)
+			parts = append(parts, fmt.Sprintf("%s %d gaps, median %d ms, longest %d ms", what, len(ds), ds[len(ds)/2].Milliseconds(), ds[len(ds)-1].Milliseconds()))
+		}
+	}
+	return "failover gaps of 1 s or more, by the kill before them: " + strings.Join(parts, "; ")
+}
+
+// foLongGaps lists each producer's gaps of foReportGap or more, longest
+// first, with the kill before each: where a long unavailability came from.
+func foLongGaps(ps *foProducers, kills []foEvent) string {
+	type long struct {
+		topic string
+		g     foGap
+		kill  foEvent
+	}
+	var ls []long
+	for _, p := range ps.p {
+		p.mu.Lock()
+		for _, g := range p.gaps {
+			if g.d < foReportGap {
+				continue
+			}
+			l := long{topic: p.topic, g: g}
+			for _, k := range kills {
+				if k.at.Before(g.from.Add(g.d)) {
+					l.kill = k
+				}
+			}
+			ls = append(ls, l)
+		}
+		p.mu.Unlock()
+	}
+	slices.SortFunc(ls, func(a, b long) int { return int(b.g.d - a.g.d) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "failover gaps of %v or more: %d", foReportGap, len(ls))
+	for _, l := range ls {
+		fmt.Fprintf(&b, "\n  %s: %v without an acknowledgement, from %v after the kill (%s)", l.topic, l.g.d.Round(time.Millisecond),
+			l.g.from.Sub(l.kill.at).Round(time.Millisecond), l.kill.detail)
+	}
+	return b.String()
+}
+
+// foReportGap is the gap from which foLongGaps names each.
+const foReportGap = 3 * time.Second
