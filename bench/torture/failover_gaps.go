@@ -37,7 +37,9 @@ func foGapsByKill(ps *foProducers, kills []foEvent) string {
 }
 
 // foLongGaps lists each producer's gaps of foReportGap or more, longest
-// first, with the kill before each: where a long unavailability came from.
+// first, each with the last kill made before it began (or within its
+// first foKillSlack: a producer's last acknowledgement may just precede
+// the kill that stopped it): where a long unavailability came from.
 func foLongGaps(ps *foProducers, kills []foEvent) string {
 	type long struct {
 		topic string
@@ -53,7 +55,7 @@ func foLongGaps(ps *foProducers, kills []foEvent) string {
 			}
 			l := long{topic: p.topic, g: g}
 			for _, k := range kills {
-				if k.at.Before(g.from.Add(g.d)) {
+				if k.at.Before(g.from.Add(foKillSlack)) {
 					l.kill = k
 				}
 			}
@@ -65,11 +67,19 @@ func foLongGaps(ps *foProducers, kills []foEvent) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "failover gaps of %v or more: %d", foReportGap, len(ls))
 	for _, l := range ls {
+		if l.kill.at.IsZero() {
+			fmt.Fprintf(&b, "\n  %s: %v without an acknowledgement, before any kill", l.topic, l.g.d.Round(time.Millisecond))
+			continue
+		}
 		fmt.Fprintf(&b, "\n  %s: %v without an acknowledgement, from %v after the kill (%s)", l.topic, l.g.d.Round(time.Millisecond),
 			l.g.from.Sub(l.kill.at).Round(time.Millisecond), l.kill.detail)
 	}
 	return b.String()
 }
 
-// foReportGap is the gap from which foLongGaps names each.
-const foReportGap = 3 * time.Second
+// foReportGap is the gap from which foLongGaps names each; foKillSlack,
+// how long after a kill a gap may begin and be put down to an earlier one.
+const (
+	foReportGap = 3 * time.Second
+	foKillSlack = 100 * time.Millisecond
+)
