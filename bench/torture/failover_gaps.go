@@ -39,12 +39,15 @@ func foGapsByKill(ps *foProducers, kills []foEvent) string {
 // foLongGaps lists each producer's gaps of foReportGap or more, longest
 // first, each with the last kill made before it began (or within its
 // first foKillSlack: a producer's last acknowledgement may just precede
-// the kill that stopped it): where a long unavailability came from.
+// the kill that stopped it) and how many were made during it (the next
+// kill waits for progress, which other topics' producers can make): where
+// a long unavailability came from.
 func foLongGaps(ps *foProducers, kills []foEvent) string {
 	type long struct {
 		topic string
 		g     foGap
 		kill  foEvent
+		more  int // kills made during the gap, after kill
 	}
 	var ls []long
 	for _, p := range ps.p {
@@ -55,8 +58,11 @@ func foLongGaps(ps *foProducers, kills []foEvent) string {
 			}
 			l := long{topic: p.topic, g: g}
 			for _, k := range kills {
-				if k.at.Before(g.from.Add(foKillSlack)) {
+				switch {
+				case k.at.Before(g.from.Add(foKillSlack)):
 					l.kill = k
+				case k.at.Before(g.from.Add(g.d)):
+					l.more++
 				}
 			}
 			ls = append(ls, l)
@@ -73,6 +79,9 @@ func foLongGaps(ps *foProducers, kills []foEvent) string {
 		}
 		fmt.Fprintf(&b, "\n  %s: %v without an acknowledgement, from %v after the kill (%s)", l.topic, l.g.d.Round(time.Millisecond),
 			l.g.from.Sub(l.kill.at).Round(time.Millisecond), l.kill.detail)
+		if l.more > 0 {
+			fmt.Fprintf(&b, ", %d more kills during it", l.more)
+		}
 	}
 	return b.String()
 }
