@@ -84,7 +84,11 @@ func (c *controller) run() {
 			case raft.FailedHeartbeatObservation:
 				id := string(d.PeerID)
 				if _, ok := c.failing[id]; !ok {
-					c.failing[id] = c.failingSince(id, d.LastContact, time.Now())
+					since := c.failingSince(id, d.LastContact, time.Now())
+					c.failing[id] = since
+					// Decide once it has failed for the member timeout,
+					// not at the tick after.
+					time.AfterFunc(time.Until(since.Add(c.n.cfg.MemberTimeout)), c.poke)
 				}
 			case raft.ResumedHeartbeatObservation:
 				id := string(d.PeerID)
