@@ -50,7 +50,7 @@ func (m *Manager) followOnce(ctx context.Context, rt *rtopic, leader string, epo
 		// reopens it: fetching nothing, it never looks in sync.
 		return err
 	}
-	c, err := m.client(leader, rt.name)
+	c, err := m.client(ctx, leader, rt.name)
 	if err != nil {
 		return err
 	}
@@ -276,7 +276,7 @@ func (m *Manager) cutTo(topic string, offset int64) error {
 // of its own: a leader answers a connection's requests in order, and a
 // fetch parked at one topic's end (up to FetchWait) would hold back the
 // fetches of the others behind it.
-func (m *Manager) client(addr, topic string) (*client.Client, error) {
+func (m *Manager) client(ctx context.Context, addr, topic string) (*client.Client, error) {
 	key := addr + " " + topic
 	m.mu.Lock()
 	if m.closed {
@@ -288,7 +288,7 @@ func (m *Manager) client(addr, topic string) (*client.Client, error) {
 	if c != nil {
 		return c, nil
 	}
-	c, err := m.cfg.Dial(addr)
+	c, err := m.cfg.Dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}

@@ -64,8 +64,9 @@ type Config struct {
 	FetchBytes int32
 	// Dial returns a client of the binary port at addr (a member ID),
 	// with the server's token and TLS: the follower's connection to its
-	// leader.
-	Dial func(addr string) (*client.Client, error)
+	// leader. It gives up when ctx ends (the follower stops following
+	// that leader), and should not retry: the follower's loop does.
+	Dial func(ctx context.Context, addr string) (*client.Client, error)
 	// ParseMember reads a server's -peers entry (host:port/http/cluster)
 	// as a member, for ChangeMember.
 	ParseMember func(entry string) (cluster.Member, error)

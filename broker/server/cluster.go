@@ -151,7 +151,10 @@ func (s *Server) startPeerTLS() (*peerTLS, error) {
 // newReplicas returns the replica manager of the cluster configuration.
 func (s *Server) newReplicas() *replica.Manager {
 	cc := s.cfg.Cluster
-	opts := []client.Option{client.WithClientName("haraqa-replica"), client.WithAutoCreate(false)}
+	// No retries on a broken connection: the follower's loop retries,
+	// and a dial that retried a dead leader held up following the next
+	// one (replica.Manager.apply waits for the loop to stop).
+	opts := []client.Option{client.WithClientName("haraqa-replica"), client.WithAutoCreate(false), client.WithRetries(0, 0)}
 	if cc.Token != "" {
 		opts = append(opts, client.WithToken(cc.Token))
 	}
@@ -195,10 +198,10 @@ func (s *Server) parseMember(entry string) (cluster.Member, error) {
 // TLS refusal either way is logged as a warning, at most once every
 // peerWarnEvery: it keeps a follower out of the in-sync set, and an
 // unreachable leader is only the follower's debug log.
-func (s *Server) dialMember(opts []client.Option) func(addr string) (*client.Client, error) {
+func (s *Server) dialMember(opts []client.Option) func(ctx context.Context, addr string) (*client.Client, error) {
 	certs := s.certs // set by startTLS, before this; mu is held
 	var lastWarn atomic.Int64
-	return func(addr string) (*client.Client, error) {
+	return func(ctx context.Context, addr string) (*client.Client, error) {
 		o := opts
 		if certs != nil {
 			pt := certs.peers.Load()
@@ -207,7 +210,7 @@ func (s *Server) dialMember(opts []client.Option) func(addr string) (*client.Cli
 			}
 			o = append(slices.Clip(opts), client.WithTLS(pt.clientConfig()))
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		c, err := client.Dial(ctx, addr, o...)
 		if err != nil && isTLSRefusal(err) {
