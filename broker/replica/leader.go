@@ -187,6 +187,13 @@ func (m *Manager) Fetch(topic, follower string, epoch, offset int64) (service.Fe
 	if err != nil {
 		return service.FetchAnswer{}, err
 	}
+	// A follower may hold the part this leader is writing (storage's
+	// SetHandEarly): its end counts as this log's end here, not in the
+	// high-water mark (advance).
+	end, err := m.store.EarlyEnd(topic)
+	if err != nil {
+		return service.FetchAnswer{}, err
+	}
 	rt.mu.Lock()
 	if !rt.leading(m.cfg.Self) {
 		leader := rt.meta.Leader
@@ -198,9 +205,9 @@ func (m *Manager) Fetch(topic, follower string, epoch, offset int64) (service.Fe
 		rt.mu.Unlock()
 		return service.FetchAnswer{}, errFenced(topic, epoch, ours)
 	}
-	if offset > info.Next {
+	if offset > max(info.Next, end) {
 		rt.mu.Unlock()
-		return service.FetchAnswer{}, fmt.Errorf("%w: topic %q: the follower is at %d, past the leader's end %d: it must truncate first", storage.ErrOffsetOutOfRange, topic, offset, info.Next)
+		return service.FetchAnswer{}, fmt.Errorf("%w: topic %q: the follower is at %d, past the leader's end %d: it must truncate first", storage.ErrOffsetOutOfRange, topic, offset, max(info.Next, end))
 	}
 	f := rt.fol[follower]
 	if f == nil {
@@ -225,24 +232,32 @@ func (m *Manager) Fetch(topic, follower string, epoch, offset int64) (service.Fe
 	version := rt.meta.Version
 	rt.mu.Unlock()
 	calls.run()
+	ans.BatchEpoch, ans.Limit = epochAt(epochs, from)
+	if expand != nil {
+		m.alterISR(rt, epoch, version, expand, "caught up", follower)
+	}
+	return ans, nil
+}
+
+// epochAt returns the epoch of the batches at offset from and how many
+// messages from there belong to it (0: all the log holds), so that one
+// answer never carries batches of two epochs.
+func epochAt(epochs []storage.EpochStart, from int64) (epoch int64, limit int) {
 	if len(epochs) > 0 && epochs[0].Start > from {
-		ans.Limit = int(min(epochs[0].Start-from, 1<<31-1)) // written before any epoch was recorded
+		limit = int(min(epochs[0].Start-from, 1<<31-1)) // written before any epoch was recorded
 	}
 	for i, e := range epochs {
 		if e.Start > from {
 			break
 		}
-		ans.BatchEpoch = e.Epoch
+		epoch = e.Epoch
 		if i+1 < len(epochs) {
-			ans.Limit = int(min(epochs[i+1].Start-from, 1<<31-1))
+			limit = int(min(epochs[i+1].Start-from, 1<<31-1))
 		} else {
-			ans.Limit = 0
+			limit = 0
 		}
 	}
-	if expand != nil {
-		m.alterISR(rt, epoch, version, expand, "caught up", follower)
-	}
-	return ans, nil
+	return epoch, limit
 }
 
 // EpochEnd implements service.Replication.

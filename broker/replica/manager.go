@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,11 @@ type Manager struct {
 	topics  map[string]*rtopic        // those this member holds
 	clients map[string]*client.Client // by leader and topic followed (follow.go)
 	closed  bool
+	// bootLead: the epochs of the replicated topics the cluster had this
+	// member lead when it started, which it leads again only under a new
+	// one (relead); releading: those it is asking for one.
+	bootLead  map[string]int64
+	releading map[string]bool
 
 	// draining: the member is stopping (Drain): produces are refused, and
 	// those appended meanwhile wait for the followers whatever their acks.
@@ -128,6 +134,7 @@ func New(store *storage.Store, cfg Config) *Manager {
 		cfg.FetchBytes = DefaultFetchBytes
 	}
 	return &Manager{cfg: cfg, store: store, log: cfg.Logger, meta: map[string]cluster.Topic{},
+		bootLead: map[string]int64{}, releading: map[string]bool{},
 		topics: map[string]*rtopic{}, clients: map[string]*client.Client{},
 		poke: make(chan struct{}, 1), done: make(chan struct{})}
 }
@@ -271,6 +278,14 @@ func (m *Manager) reconcile() {
 		m.dropCopy(rt.name, t.Name != "")
 	}
 	if !m.swept {
+		m.mu.Lock()
+		for name, t := range meta {
+			// A copy created since the start holds nothing lost.
+			if t.Leader == m.cfg.Self && len(t.Replicas) > 1 && m.store.HasTopic(name) {
+				m.bootLead[name] = t.Epoch
+			}
+		}
+		m.mu.Unlock()
 		// Copies a move took from this member while it was down.
 		m.swept = true
 		for _, name := range m.store.ListTopics("") {
@@ -315,6 +330,10 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 		calls.run()
 		return
 	}
+	if t.Leader == m.cfg.Self && m.mustRelead(rt.name, t) {
+		rt.mu.Unlock()
+		return
+	}
 	rt.started = true
 	rt.handing, rt.preferredSince = false, time.Time{}
 	rt.halt(&service.NotLeaderError{Topic: rt.name, Leader: t.Leader, LeaderHTTP: m.httpOf(t.Leader)})
@@ -329,6 +348,9 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 		info, err := m.store.Info(rt.name)
 		if err == nil {
 			err = m.store.SetEpoch(rt.name, t.Epoch, info.Next)
+		}
+		if err == nil {
+			err = m.store.SetHandEarly(rt.name, len(t.Replicas) > 1)
 		}
 		if err != nil && !m.copyFailed(rt.name) {
 			m.log.Error("replica: taking the lead", "topic", rt.name, "epoch", t.Epoch, "err", err)
@@ -355,6 +377,9 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 	case "":
 		// No leader: nothing to copy from; reads and writes are refused.
 	default:
+		if err := m.store.SetHandEarly(rt.name, false); err != nil {
+			m.log.Error("replica: following", "topic", rt.name, "err", err)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan struct{})
 		rt.mu.Lock()
@@ -362,6 +387,69 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 		rt.mu.Unlock()
 		go m.follow(ctx, rt, t.Leader, t.Epoch, stopped)
 	}
+}
+
+// mustRelead reports whether this member must not lead topic t under its
+// epoch: the cluster had it lead under that epoch when it started, so it
+// may have handed a follower a part (storage's SetHandEarly) its log lost
+// with its process, which batches taken at the same offsets would
+// contradict. It asks for the lead under a new epoch instead (relead):
+// the followers then cut their logs back to this one's end of the old
+// epoch before they copy on. Until then it takes no batch (Writable: not
+// ready).
+func (m *Manager) mustRelead(topic string, t cluster.Topic) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	epoch, ok := m.bootLead[topic]
+	if !ok {
+		return false
+	}
+	if epoch != t.Epoch {
+		delete(m.bootLead, topic)
+		return false
+	}
+	if !m.releading[topic] && !m.closed {
+		m.releading[topic] = true
+		m.wg.Add(1)
+		go m.relead(topic, t)
+	}
+	return true
+}
+
+// relead asks the Raft group for topic t's lead under its next epoch,
+// then has the manager apply the outcome (a failure is asked again on the
+// next reconcile).
+func (m *Manager) relead(topic string, t cluster.Topic) {
+	defer m.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-m.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	isr := append([]string{m.cfg.Self}, slices.DeleteFunc(slices.Clone(t.ISR), func(id string) bool { return id == m.cfg.Self })...)
+	var err error
+	if n := m.node.Load(); n == nil {
+		err = errStarting
+	} else {
+		err = n.SetLeader(ctx, topic, t.Epoch, t.Version, m.cfg.Self, isr)
+	}
+	m.mu.Lock()
+	delete(m.releading, topic)
+	m.mu.Unlock()
+	switch {
+	case err == nil:
+		m.log.Info("replica: leading again after a restart, under a new epoch", "topic", topic, "was", t.Epoch)
+	case errors.Is(err, cluster.ErrStaleEpoch):
+		// The topic moved on meanwhile (a failover): the next reconcile
+		// applies that.
+	default:
+		m.log.Warn("replica: asking to lead again after a restart, under a new epoch", "topic", topic, "epoch", t.Epoch, "err", err)
+	}
+	m.Poke()
 }
 
 // applyStart drops what replica rt holds before start, the topic's start

@@ -1,0 +1,60 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/haraqa/haraqa/broker/server"
+	"github.com/haraqa/haraqa/client"
+)
+
+// TestClusterLeaderRestartsUnnoticed: a leader that dies and is back
+// before the cluster finds it gone (a member timeout of a minute here)
+// does not lead again under the epoch it led before: the part of a batch
+// it was writing as it died may be on its followers and not in its log
+// (its batches go to followers as it writes them), and batches taken at
+// the same offsets under the same epoch would contradict theirs. It asks
+// for a new epoch and leads under it, its followers cut back to its end
+// of the old one, and every acknowledged message is on every replica.
+func TestClusterLeaderRestartsUnnoticed(t *testing.T) {
+	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
+		cfg.Cluster.MemberTimeout = time.Minute
+		cfg.Cluster.LagTime = time.Minute
+	})
+	c := dialAll(t, tc.addrs, client.WithIdempotence(true))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const topic = "restarts"
+	if err := c.CreateTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	produce := producing(t, ctx, c, topic, &acked)
+	produce(100)
+	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, "100 messages on three replicas", func(st topicStatus) bool {
+		return st.Leader != "" && len(st.ISR) == 3 && st.HighWater == 100
+	})
+	leader, epoch := st.Leader, st.Epoch
+	i := tc.index(leader)
+	stop, stopCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stopCancel()
+	if err := tc.servers[i].ShutdownWithoutHandOff(stop); err != nil {
+		t.Fatal(err)
+	}
+	tc.servers[i] = nil
+	tc.start(i)
+	st = waitTopic(t, dialOne(t, leader), topic, "the restarted leader leading under a new epoch", func(st topicStatus) bool {
+		return st.Leader == leader && st.Epoch > epoch
+	})
+	if st.Epoch != epoch+1 {
+		t.Fatalf("epoch %d after the restart, want %d: the lead moved meanwhile, which a member timeout of a minute should not allow", st.Epoch, epoch+1)
+	}
+	produce(100)
+	waitTopic(t, dialOne(t, leader), topic, "200 messages on three replicas", func(st topicStatus) bool {
+		return len(st.ISR) == 3 && st.HighWater == 200
+	})
+	for _, a := range tc.addrs {
+		checkTopic(t, dialOne(t, a), topic, acked)
+	}
+}
