@@ -234,14 +234,6 @@ func (cs *conn) sendConsume(cr *consume, r *service.ReadResult) {
 		return
 	}
 	b.stats.consumedBytes.Add(r.Bytes)
-	if r.Mem != nil {
-		// A replicated topic's batches handed out as the leader writes
-		// them (storage.Store.SetHandEarly): copied into the connection
-		// (gnet keeps what the socket does not take), then released,
-		// which the leader's write waits for.
-		cs.sendMem(r)
-		return
-	}
 	if cs.tls != nil {
 		cs.tls.file(r)
 		return
@@ -274,20 +266,6 @@ func (cs *conn) sendConsume(cr *consume, r *service.ReadResult) {
 				return
 			}
 		}
-	}
-}
-
-// sendMem writes r's batches, held in memory, after the response header,
-// and releases r.
-func (cs *conn) sendMem(r *service.ReadResult) {
-	defer r.Release()
-	for _, p := range r.Mem {
-		if _, err := cs.c.Write(p); err != nil {
-			cs.fatal = err
-			return
-		}
-		cs.wrote(len(p))
-		cs.b.stats.copiedBytes.Add(int64(len(p)))
 	}
 }
 

@@ -375,8 +375,8 @@ func (c *committer) newFlight(reqs []*appendReq, pipelined bool) *flight {
 // in fl.ents, its producer's sequence recorded (and a new binding of a
 // producer to its owner written to the producers file first). A request
 // whose messages would pass MaxOffset fails with ErrOffsetLimit. A write
-// that fails is undone: after one that failed for space and was cut back
-// (rollback; never a part a follower read before its write ended, early.go),
+// that fails is
+// undone: after one that failed for space and was cut back (rollback),
 // the rest of the requests fail with ErrNoSpace and it returns
 // len(fl.reqs); after any other, it returns i and the error that turned
 // the topic read-only. wmu must be held.
@@ -417,18 +417,13 @@ func (c *committer) writePart(fl *flight, seg *segment, i int, now int64) (int, 
 	c.bufs, c.undo = bufs, undo
 	if len(bufs) > 0 {
 		werr := t.writeBindings(undo)
-		var early *earlyPart
 		if werr == nil {
-			early = t.handOut(p.next0, next, bufs)
 			werr = c.write(seg, bufs, p.size0)
 		}
-		taken := t.retire(early, werr == nil)
 		if werr != nil {
 			c.undoProducers()
 			fl.ents = fl.ents[:p.e0]
-			// A part a follower read stays on the follower: cut back here,
-			// it would be overwritten by other batches (early.go).
-			if noSpaceErr(werr) && !taken && c.rollback(seg, p.size0) {
+			if noSpaceErr(werr) && c.rollback(seg, p.size0) {
 				finish(reqs[i:], t.resourceErr(werr))
 				return len(reqs), nil
 			}

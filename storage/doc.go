@@ -504,21 +504,6 @@
 // follower asks its leader EpochEnd of its last epoch and cuts what it
 // holds past the answer with TruncateAfter.
 //
-// The leader's side: a topic set with SetHandEarly hands each commit's
-// part (its batches stamped, in one segment) to followers' reads as its
-// write begins, not once it is published. WatchReplica, a follower's
-// watch, wakes for such a part; ReadReplica at the end of what is
-// published returns it in ReadResult.Mem (the appenders' own buffers,
-// read-locked until the result is released; the write waits for that
-// before any appender is answered); EarlyEnd counts it in the log's end.
-// Consumers (Read, Watch) see it only once published. A part a follower
-// read whose write fails for space is not cut back: the topic turns
-// read-only as after any other failed write, since batches appended at
-// the same offsets would contradict the follower's copy. The replication
-// adds the rest: a leader hands its topic on when its copy turns
-// read-only, and one that restarts leads under a new epoch, so its
-// followers cut back what its log lost with its process.
-//
 // # Recovery and repair
 //
 // Open takes the union of topics and segments over all volumes; a missing
@@ -571,8 +556,7 @@
 // released with ReadResult.Release and never closed under a reader. Only batches whose
 // append has completed (and, with FsyncAlways, been fsynced) are visible.
 // What Read returns is counted in TopicStats as consumed; ReadReplica, a
-// leader's read for a follower's fetch (a part being written included,
-// see Replication), is counted as a replica read;
+// leader's read for a follower's fetch, is counted as a replica read;
 // Peek, the server's own look at a range, is counted nowhere.
 //
 // # Retention

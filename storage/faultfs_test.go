@@ -44,16 +44,6 @@ type faultFS struct {
 	// syncHook, when set, runs at the start of every File.Sync, before
 	// the failure is decided: it can hold an fsync while a test looks.
 	syncHook func(name string)
-	// writeHook, when set, runs at the start of every File.Writev, the
-	// same way.
-	writeHook func(name string)
-}
-
-// setWriteHook sets the hook every File.Writev runs first (nil: none).
-func (f *faultFS) setWriteHook(hook func(name string)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.writeHook = hook
 }
 
 // setSyncHook sets the hook every File.Sync runs first (nil: none).
@@ -171,12 +161,6 @@ func (f *faultFile) Sync() error {
 }
 
 func (f *faultFile) Writev(bufs [][]byte, off int64) (int, error) {
-	f.fs.mu.Lock()
-	hook := f.fs.writeHook
-	f.fs.mu.Unlock()
-	if hook != nil {
-		hook(f.name)
-	}
 	if !f.fs.fails(f.name, true) {
 		return f.File.Writev(bufs, off)
 	}

@@ -34,14 +34,9 @@ type ReadResult struct {
 	Bytes   int64
 	// Spans hold the batches in order.
 	Spans []Span
-	// Mem holds the batches instead of Spans when a replicated topic's
-	// leader hands them to a follower as it writes them (SetHandEarly):
-	// they are valid until the result is released, which must be soon.
-	Mem [][]byte
 
 	files []*cachedFile
 	cache *fileCache
-	early *earlyPart // Mem's part, read-locked until Release
 }
 
 // Release gives back the file handles of the spans. The result must not be
@@ -52,10 +47,6 @@ func (r *ReadResult) Release() {
 	}
 	r.files = nil
 	r.Spans = nil
-	if r.early != nil {
-		r.early.mu.RUnlock()
-		r.early, r.Mem = nil, nil
-	}
 }
 
 // WriteTo copies the batches to w: the copying reader for callers that
@@ -113,16 +104,10 @@ func (s *Store) Read(name string, offset int64, limit int, maxBytes int64) (*Rea
 
 // ReadReplica is Read for a follower's copy of the log: counted in
 // TopicStats.ReplicaReadMessages and ReplicaReadBytes, not as consumed.
-// On a topic that hands its batches out early (SetHandEarly), a read at
-// the end of what is published may return the part being written, in
-// Mem, whatever limit and maxBytes say.
 func (s *Store) ReadReplica(name string, offset int64, limit int, maxBytes int64) (*ReadResult, error) {
 	t, err := s.lookup(name)
 	if err != nil {
 		return nil, err
-	}
-	if r := t.readEarly(offset); r != nil {
-		return r, nil
 	}
 	return t.read(offset, limit, maxBytes, readReplica)
 }

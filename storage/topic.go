@@ -59,11 +59,6 @@ type topic struct {
 	// modified in place; written under wmu and mu, read under mu.
 	epochs []EpochStart
 
-	// handEarly: commits hand their parts to followers' reads as they
-	// write them; early is the last part handed out (early.go).
-	handEarly atomic.Bool
-	early     atomic.Pointer[earlyPart]
-
 	lastWrite atomic.Int64 // append time of the last commit, Unix ns: the file budget parks the oldest first
 
 	produced, producedBytes atomic.Int64 // appended since open
@@ -77,10 +72,9 @@ type topic struct {
 type offRange struct{ from, to int64 } // [from, to)
 
 type waiter struct {
-	id      uint64
-	offset  int64
-	fn      func()
-	replica bool // a follower's (WatchReplica): woken by early parts too
+	id     uint64
+	offset int64
+	fn     func()
 }
 
 type appendReq struct {
@@ -388,17 +382,6 @@ func (t *topic) close() error {
 // must not block. The returned cancel removes fn if it has not run yet and
 // reports whether it did so.
 func (s *Store) Watch(name string, offset int64, fn func()) (cancel func() bool, err error) {
-	return s.watch(name, offset, fn, false)
-}
-
-// WatchReplica is Watch for a follower's fetch: on a topic that hands its
-// batches out early (SetHandEarly), fn also runs once a part past offset
-// is being written, on the goroutine writing it.
-func (s *Store) WatchReplica(name string, offset int64, fn func()) (cancel func() bool, err error) {
-	return s.watch(name, offset, fn, true)
-}
-
-func (s *Store) watch(name string, offset int64, fn func(), replica bool) (cancel func() bool, err error) {
 	t, err := s.lookup(name)
 	if err != nil {
 		return nil, err
@@ -412,7 +395,7 @@ func (s *Store) watch(name string, offset int64, fn func(), replica bool) (cance
 		return func() bool { return false }, nil
 	}
 	id := t.s.stats.watchIDs.Add(1)
-	t.waiters = append(t.waiters, waiter{id: id, offset: offset, fn: fn, replica: replica})
+	t.waiters = append(t.waiters, waiter{id: id, offset: offset, fn: fn})
 	t.mu.Unlock()
 	return func() bool {
 		t.mu.Lock()

@@ -187,13 +187,6 @@ func (m *Manager) Fetch(topic, follower string, epoch, offset int64) (service.Fe
 	if err != nil {
 		return service.FetchAnswer{}, err
 	}
-	// A follower may hold the part this leader is writing (storage's
-	// SetHandEarly): its end counts as this log's end here, not in the
-	// high-water mark (advance).
-	end, err := m.store.EarlyEnd(topic)
-	if err != nil {
-		return service.FetchAnswer{}, err
-	}
 	rt.mu.Lock()
 	if !rt.leading(m.cfg.Self) {
 		leader := rt.meta.Leader
@@ -205,9 +198,9 @@ func (m *Manager) Fetch(topic, follower string, epoch, offset int64) (service.Fe
 		rt.mu.Unlock()
 		return service.FetchAnswer{}, errFenced(topic, epoch, ours)
 	}
-	if offset > max(info.Next, end) {
+	if offset > info.Next {
 		rt.mu.Unlock()
-		return service.FetchAnswer{}, fmt.Errorf("%w: topic %q: the follower is at %d, past the leader's end %d: it must truncate first", storage.ErrOffsetOutOfRange, topic, offset, max(info.Next, end))
+		return service.FetchAnswer{}, fmt.Errorf("%w: topic %q: the follower is at %d, past the leader's end %d: it must truncate first", storage.ErrOffsetOutOfRange, topic, offset, info.Next)
 	}
 	f := rt.fol[follower]
 	if f == nil {

@@ -349,9 +349,6 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 		if err == nil {
 			err = m.store.SetEpoch(rt.name, t.Epoch, info.Next)
 		}
-		if err == nil {
-			err = m.store.SetHandEarly(rt.name, len(t.Replicas) > 1)
-		}
 		if err != nil && !m.copyFailed(rt.name) {
 			m.log.Error("replica: taking the lead", "topic", rt.name, "epoch", t.Epoch, "err", err)
 			return
@@ -377,9 +374,6 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 	case "":
 		// No leader: nothing to copy from; reads and writes are refused.
 	default:
-		if err := m.store.SetHandEarly(rt.name, false); err != nil {
-			m.log.Error("replica: following", "topic", rt.name, "err", err)
-		}
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan struct{})
 		rt.mu.Lock()
@@ -390,13 +384,15 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 }
 
 // mustRelead reports whether this member must not lead topic t under its
-// epoch: the cluster had it lead under that epoch when it started, so it
-// may have handed a follower a part (storage's SetHandEarly) its log lost
-// with its process, which batches taken at the same offsets would
-// contradict. It asks for the lead under a new epoch instead (relead):
-// the followers then cut their logs back to this one's end of the old
-// epoch before they copy on. Until then it takes no batch (Writable: not
-// ready).
+// epoch: the cluster had it lead under that epoch when it started. Its
+// log may then end before what its followers copied (batches in its page
+// cache, not yet fsynced, lost with its machine), and batches it took at
+// the same offsets under the same epoch would contradict theirs: a
+// follower that fetched from past them would keep its own. It asks for
+// the lead under a new epoch instead (relead), as Kafka's controller
+// elects every leader under a new one; its followers then cut their logs
+// back to its end of the old epoch before they copy on (KIP-101). Until
+// then it takes no batch (Writable: not ready).
 func (m *Manager) mustRelead(topic string, t cluster.Topic) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

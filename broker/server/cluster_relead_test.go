@@ -11,12 +11,12 @@ import (
 
 // TestClusterLeaderRestartsUnnoticed: a leader that dies and is back
 // before the cluster finds it gone (a member timeout of a minute here)
-// does not lead again under the epoch it led before: the part of a batch
-// it was writing as it died may be on its followers and not in its log
-// (its batches go to followers as it writes them), and batches taken at
-// the same offsets under the same epoch would contradict theirs. It asks
-// for a new epoch and leads under it, its followers cut back to its end
-// of the old one, and every acknowledged message is on every replica.
+// does not lead again under the epoch it led before: its log may end
+// before what its followers copied (its machine lost its unsynced page
+// cache), and batches taken at the same offsets under the same epoch
+// would contradict theirs. It asks for a new epoch and leads under it,
+// its followers cut back to its end of the old one, and every
+// acknowledged message is on every replica.
 func TestClusterLeaderRestartsUnnoticed(t *testing.T) {
 	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
 		cfg.Cluster.MemberTimeout = time.Minute

@@ -124,12 +124,9 @@ func (s *Service) awaitReplicas(topic string, ps []Produce, bases []int64, errs 
 
 // writeFailed is what a produce to a replicated topic whose append failed
 // with err is answered: when the failure turned this leader's copy
-// read-only and another replica is in sync, not leader (retry shortly),
-// as Kafka's storage error is retriable: the lead goes to that replica
-// (replica.Manager.Writable), which may hold the batch, since a leader
-// hands its batches to its followers as it writes them (storage
-// SetHandEarly), and an idempotent producer's retry is answered there
-// with its first offset instead of being stored twice.
+// read-only and another replica is in sync, not leader (retry shortly), as
+// Kafka's storage error is retriable: the lead goes to that replica
+// (replica.Manager.Writable), and the producer's retry is taken there.
 func (s *Service) writeFailed(topic string, err error) error {
 	if !errors.Is(err, storage.ErrReadOnly) {
 		return err

@@ -139,7 +139,7 @@ func (s *Service) ReplicaWatch(c Caller, topic string, offset int64, fn func()) 
 	if err := s.Allow(c, protocol.OpReplicaFetch, topic); err != nil {
 		return nil, err
 	}
-	return s.store.WatchReplica(topic, offset, fn)
+	return s.store.Watch(topic, offset, fn)
 }
 
 // ReplicaWatchHighWater calls fn once topic's high-water mark passes hw
