@@ -110,7 +110,6 @@ func (s *Service) awaitReplicas(topic string, ps []Produce, bases []int64, errs 
 	done := make(chan error, 1)
 	for i, p := range ps {
 		if errs[i] != nil {
-			errs[i] = s.writeFailed(topic, errs[i])
 			continue
 		}
 		bt, _, err := protocol.ParseBatch(p.Batch) // valid: storage took it
@@ -120,21 +119,6 @@ func (s *Service) awaitReplicas(topic string, ps []Produce, bases []int64, errs 
 		s.repl.Appended(topic, bases[i]+int64(bt.Count), !p.AcksLeader, func(err error) { done <- err })
 		errs[i] = <-done // in order: a later batch is committed no earlier
 	}
-}
-
-// writeFailed is what a produce to a replicated topic whose append failed
-// with err is answered: when the failure turned this leader's copy
-// read-only and another replica is in sync, not leader (retry shortly), as
-// Kafka's storage error is retriable: the lead goes to that replica
-// (replica.Manager.Writable), and the producer's retry is taken there.
-func (s *Service) writeFailed(topic string, err error) error {
-	if !errors.Is(err, storage.ErrReadOnly) {
-		return err
-	}
-	if werr := s.repl.Writable(topic); werr != nil {
-		return werr
-	}
-	return err
 }
 
 // retryCreated creates topic and appends again the produces of ps at the
@@ -176,7 +160,7 @@ func (s *Service) ProduceAsync(c Caller, topic string, p Produce, cb AppendCallb
 		if err != nil {
 			return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.Expect, cb, arg) // storage says what is wrong
 		}
-		cb = &replicaAck{s: s, inner: cb, repl: s.repl, topic: topic, count: int64(bt.Count), acksAll: !p.AcksLeader}
+		cb = &replicaAck{inner: cb, repl: s.repl, topic: topic, count: int64(bt.Count), acksAll: !p.AcksLeader}
 	}
 	return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.Expect, cb, arg)
 }
@@ -184,7 +168,6 @@ func (s *Service) ProduceAsync(c Caller, topic string, p Produce, cb AppendCallb
 // replicaAck holds the answer to a produce to a replicated topic until
 // its replicas have the batch (acks=all), then passes it on.
 type replicaAck struct {
-	s       *Service
 	inner   AppendCallback
 	repl    Replication
 	topic   string
@@ -194,7 +177,7 @@ type replicaAck struct {
 
 func (a *replicaAck) Appended(arg any, base int64, err error) {
 	if err != nil {
-		a.inner.Appended(arg, base, a.s.writeFailed(a.topic, err))
+		a.inner.Appended(arg, base, err)
 		return
 	}
 	a.repl.Appended(a.topic, base+a.count, a.acksAll, func(err error) {
