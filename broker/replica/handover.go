@@ -148,14 +148,7 @@ func (m *Manager) handTo(rt *rtopic, h handover) {
 	cancel()
 	err := errNotCaughtUp
 	if m.holds(rt, h.to) {
-		pctx, pcancel := context.WithTimeout(context.Background(), createTimeout)
-		go func() {
-			select {
-			case <-m.done:
-				pcancel()
-			case <-pctx.Done():
-			}
-		}()
+		pctx, pcancel := m.untilClosed(createTimeout)
 		node := m.node.Load()
 		if h.move {
 			err = node.FinishMove(pctx, rt.name, h.epoch, h.version, h.to, h.isr)

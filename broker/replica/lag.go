@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -142,15 +141,8 @@ func (m *Manager) lagBytes(topic string, behind map[string]int64) string {
 // background; rt.altering is set by the caller and cleared here.
 func (m *Manager) alterISR(rt *rtopic, epoch, version int64, isr []string, why, who string) {
 	m.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
+		ctx, cancel := m.untilClosed(createTimeout)
 		defer cancel()
-		go func() {
-			select {
-			case <-m.done:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		err := m.node.Load().SetISR(ctx, rt.name, epoch, version, isr)
 		rt.mu.Lock()
 		rt.altering = false

@@ -186,14 +186,7 @@ func (m *Manager) run() {
 	// a replicated topic from another, nor whether it leads one: a
 	// restarted leader must not take writes the new leader never sees.
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		go func() {
-			select {
-			case <-m.done:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		ctx, cancel := m.untilClosed(time.Second)
 		err := m.node.Load().Sync(ctx)
 		cancel()
 		if err == nil {
@@ -412,13 +405,10 @@ func (m *Manager) mustRelead(topic string, t cluster.Topic) bool {
 	return true
 }
 
-// relead asks the Raft group for topic t's lead under its next epoch,
-// then has the manager apply the outcome (a failure is asked again on the
-// next reconcile).
-func (m *Manager) relead(topic string, t cluster.Topic) {
-	defer m.wg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
-	defer cancel()
+// untilClosed returns a context that ends after d, or once the manager
+// is closed.
+func (m *Manager) untilClosed(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	go func() {
 		select {
 		case <-m.done:
@@ -426,6 +416,16 @@ func (m *Manager) relead(topic string, t cluster.Topic) {
 		case <-ctx.Done():
 		}
 	}()
+	return ctx, cancel
+}
+
+// relead asks the Raft group for topic t's lead under its next epoch,
+// then has the manager apply the outcome (a failure is asked again on the
+// next reconcile).
+func (m *Manager) relead(topic string, t cluster.Topic) {
+	defer m.wg.Done()
+	ctx, cancel := m.untilClosed(createTimeout)
+	defer cancel()
 	isr := append([]string{m.cfg.Self}, slices.DeleteFunc(slices.Clone(t.ISR), func(id string) bool { return id == m.cfg.Self })...)
 	var err error
 	if n := m.node.Load(); n == nil {

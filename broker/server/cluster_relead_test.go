@@ -26,15 +26,9 @@ func TestClusterLeaderRestartsUnnoticed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const topic = "restarts"
-	if err := c.CreateTopic(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
 	var acked []string
+	st := seedTopic(t, ctx, tc, c, topic, 100, &acked)
 	produce := producing(t, ctx, c, topic, &acked)
-	produce(100)
-	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, "100 messages on three replicas", func(st topicStatus) bool {
-		return st.Leader != "" && len(st.ISR) == 3 && st.HighWater == 100
-	})
 	leader, epoch := st.Leader, st.Epoch
 	i := tc.index(leader)
 	stop, stopCancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -262,6 +262,20 @@ func producing(t *testing.T, ctx context.Context, c *client.Client, topic string
 	}
 }
 
+// seedTopic creates topic through c, produces n messages to it,
+// acknowledged (appended to *acked), and waits until all three replicas
+// hold them in sync; it returns the topic's status then.
+func seedTopic(t *testing.T, ctx context.Context, tc *testCluster, c *client.Client, topic string, n int, acked *[]string) topicStatus {
+	t.Helper()
+	if err := c.CreateTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	producing(t, ctx, c, topic, acked)(n)
+	return waitTopic(t, dialOne(t, tc.addrs[0]), topic, fmt.Sprintf("%d messages on three replicas", n), func(st topicStatus) bool {
+		return st.Leader != "" && len(st.ISR) == 3 && st.HighWater == int64(n)
+	})
+}
+
 func dialAll(t *testing.T, addrs []string, opts ...client.Option) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -43,15 +43,9 @@ func TestClusterTruncate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const topic = "cut"
-	if err := c.CreateTopic(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
 	var acked []string
+	st := seedTopic(t, ctx, tc, c, topic, 100, &acked)
 	produce := producing(t, ctx, c, topic, &acked)
-	produce(100)
-	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, "100 messages on three replicas", func(st topicStatus) bool {
-		return len(st.ISR) == 3 && st.HighWater == 100
-	})
 	leader := tc.index(st.Leader)
 	down, up := (leader+1)%3, (leader+2)%3
 
