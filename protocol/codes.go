@@ -41,8 +41,9 @@ const (
 	CodeNotLeader          Code = 27 // a replicated topic's write on a server that does not lead it; the message is the leader's address
 	CodeNotEnoughReplicas  Code = 28 // acks=all: fewer in-sync replicas than -min-insync, or they did not confirm in time
 	CodeFencedEpoch        Code = 29 // a replica request under a leader epoch that is not the server's
+	CodeOutcomeUnknown     Code = 30 // a replicated produce was written on the leader but the lead changed before it was committed: it may or may not be kept
 
-	codeMax = CodeFencedEpoch
+	codeMax = CodeOutcomeUnknown
 )
 
 var codeNames = [...]string{
@@ -76,6 +77,7 @@ var codeNames = [...]string{
 	CodeNotLeader:          "not leader",
 	CodeNotEnoughReplicas:  "not enough replicas",
 	CodeFencedEpoch:        "fenced epoch",
+	CodeOutcomeUnknown:     "outcome unknown",
 }
 
 func (c Code) String() string {

@@ -218,6 +218,15 @@
 //	                          an idempotent producer sends it again
 //	29   fenced epoch         replica fetch: the follower's leader epoch is
 //	                          not the leader's (either side is stale)
+//	30   outcome unknown      produce to a replicated topic: the batch was
+//	                          written on the leader, but the lead changed
+//	                          before the in-sync replicas confirmed it, so
+//	                          the new leader may hold it or not; the message
+//	                          is, as for 27, the new leader's address or
+//	                          empty. Only an idempotent producer may send it
+//	                          again (the new leader answers a batch it holds
+//	                          with its first offset); any other resend may
+//	                          store it twice
 //
 // # Operations
 //

@@ -78,6 +78,10 @@ func Message(err error, code protocol.Code) string {
 	if errors.As(err, &nl) {
 		return nl.Leader // the wire's rule: exactly the leader's address
 	}
+	var ou *OutcomeUnknownError
+	if errors.As(err, &ou) {
+		return ou.Leader // as for not leader: the new leader's address, or empty
+	}
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
 		return pe.Message

@@ -170,3 +170,28 @@ func (e *NotLeaderError) Error() string {
 func (e *NotLeaderError) WireCode() protocol.Code { return protocol.CodeNotLeader }
 
 var _ Coded = (*NotLeaderError)(nil)
+
+// OutcomeUnknownError answers a produce to a replicated topic that was
+// appended on this server, as its leader, but that the lead left before
+// the batch was committed (the high-water mark passed it): the new leader
+// may hold it or not. A client resends it only under its idempotent
+// producer id and sequence, which the new leader answers with its first
+// offset if it holds it; any other resend may store it twice. Leader and
+// LeaderHTTP are the new leader, as for NotLeaderError ("" while none).
+type OutcomeUnknownError struct {
+	Topic              string
+	Leader, LeaderHTTP string
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	lead := "no leader is elected yet"
+	if e.Leader != "" {
+		lead = "it is now led by " + e.Leader
+	}
+	return fmt.Sprintf("service: topic %q: the batch was written but the lead changed before it was committed, so it may or may not be kept (%s); only an idempotent producer may send it again", e.Topic, lead)
+}
+
+// WireCode implements Coded.
+func (e *OutcomeUnknownError) WireCode() protocol.Code { return protocol.CodeOutcomeUnknown }
+
+var _ Coded = (*OutcomeUnknownError)(nil)
