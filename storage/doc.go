@@ -12,6 +12,8 @@
 // Every volume is a directory, meant for its own disk:
 //
 //	<volume>/LOCK                      flock(2)ed while a Store has the volume open
+//	<volume>/CLEAN                     empty mark of a clean Close: written once every file is on
+//	                                   disk, removed (durably) by Open; CleanStart reports it
 //	<volume>/topics/<topic>/           one directory per topic
 //	<volume>/topics/<topic>/NNNN.log   segment log, NNNN = base offset, 20 digits zero-padded
 //	<volume>/topics/<topic>/NNNN.idx   segment index

@@ -31,24 +31,8 @@ const handOffCommandTimeout = time.Second
 // returns the first failure (no leader, no quorum); the member stops
 // either way, and the controller finishes what is left.
 func (n *Node) HandOff(ctx context.Context) error {
-	for range handOffPasses {
-		// Decide on the metadata as committed now, not as last applied
-		// here: a member back moments ago may not have applied its own
-		// return to an in-sync set yet, and a change decided on a view
-		// the metadata had moved past is refused as stale.
-		sctx, cancel := context.WithTimeout(ctx, handOffCommandTimeout)
-		err := n.Sync(sctx)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("cluster: handing off: %w", err)
-		}
-		stale, err := n.handOffOnce(ctx)
-		if err != nil {
-			return err
-		}
-		if !stale {
-			break
-		}
+	if err := n.proposeAll(ctx, "handed off", n.stepBacks); err != nil {
+		return fmt.Errorf("cluster: handing off: %w", err)
 	}
 	if n.IsLeader() && n.voterCount() > 1 {
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
@@ -58,35 +42,84 @@ func (n *Node) HandOff(ctx context.Context) error {
 	return nil
 }
 
+// StepBack takes this member out of the in-sync set of each topic of
+// ends (its logs' ends), because its copy cannot vouch for everything
+// acknowledged: it restarted after a crash (its log may have lost a tail
+// it had copied or acknowledged) or recovery found a range of it
+// corrupted on every volume. A topic it leads is left without a leader,
+// under the next epoch, for the controller to elect a live member of the
+// in-sync set (KIP-966: a replica that restarted uncleanly is not
+// eligible while one that holds everything is). Where it is the last of
+// the set, the replica that stepped back with the log that ends furthest
+// becomes the set (State.applyStepBack). The member joins the sets again
+// as any follower does, once it has caught up. One command, applied
+// atomically, so that members stepping back at once cannot each leave
+// another as the last.
+func (n *Node) StepBack(ctx context.Context, ends []LogEnd) error {
+	if err := n.Propose(ctx, Command{Op: opStepBack, Member: n.cfg.Self.ID, Ends: ends}); err != nil {
+		return fmt.Errorf("cluster: stepping back: %w", err)
+	}
+	n.log.Info("cluster: stepped back from the in-sync sets", "topics", len(ends))
+	return nil
+}
+
+// proposeAll proposes the changes decide returns on the metadata as
+// committed (a barrier first), deciding again while one is refused as
+// stale, up to handOffPasses times. what names them in the log.
+func (n *Node) proposeAll(ctx context.Context, what string, decide func() []Command) error {
+	for range handOffPasses {
+		// Decide on the metadata as committed now, not as last applied
+		// here: a member back moments ago may not have applied its own
+		// return to an in-sync set yet, and a change decided on a view
+		// the metadata had moved past is refused as stale.
+		sctx, cancel := context.WithTimeout(ctx, handOffCommandTimeout)
+		err := n.Sync(sctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		stale, err := n.proposeOnce(ctx, what, decide())
+		if err != nil {
+			return err
+		}
+		if !stale {
+			break
+		}
+	}
+	return nil
+}
+
 // handOffPasses bounds the passes of a hand-off whose changes the
 // metadata moved past.
 const handOffPasses = 3
 
-// handOffOnce proposes the hand-off's changes as this member sees the
-// metadata, and reports whether one was refused as stale. It stops at the
-// first other failure: no leader, or no quorum to commit (the others are
-// down), which the rest would wait for as long.
-func (n *Node) handOffOnce(ctx context.Context) (stale bool, err error) {
-	for _, c := range n.handOffs() {
+// proposeOnce proposes cmds, and reports whether one was refused as
+// stale. It stops at the first other failure: no leader, or no quorum to
+// commit (the others are down), which the rest would wait for as long.
+func (n *Node) proposeOnce(ctx context.Context, what string, cmds []Command) (stale bool, err error) {
+	for _, c := range cmds {
 		cctx, cancel := context.WithTimeout(ctx, handOffCommandTimeout)
 		err := n.Propose(cctx, c)
 		cancel()
 		switch {
 		case err == nil:
-			n.log.Info("cluster: handed off", "topic", c.Topic, "op", c.Op, "leader", c.Leader, "isr", c.ISR)
+			n.log.Info("cluster: "+what, "topic", c.Topic, "op", c.Op, "leader", c.Leader, "isr", c.ISR)
 		case errors.Is(err, ErrStaleEpoch):
 			stale = true
 		case errors.Is(err, ErrTopicNotFound):
 		default:
-			return stale, fmt.Errorf("cluster: handing off topic %q: %w", c.Topic, err)
+			return stale, fmt.Errorf("topic %q: %w", c.Topic, err)
 		}
 	}
 	return stale, nil
 }
 
-// handOffs returns the changes of a hand-off as this member has applied
-// the metadata.
-func (n *Node) handOffs() []Command {
+// stepBacks returns the changes of a hand-off as this member has
+// applied the metadata: the lead of each topic it leads goes to the next
+// member of its in-sync set (it stops gracefully: its log holds
+// everything it acknowledged, and its followers copied it, drained), and
+// it leaves the in-sync set of each topic it follows in sync.
+func (n *Node) stepBacks() []Command {
 	self := n.cfg.Self.ID
 	var cmds []Command
 	n.fsm.read(func(s *State) {

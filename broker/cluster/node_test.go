@@ -316,3 +316,42 @@ func TestClusterSetReplicasBounds(t *testing.T) {
 		t.Fatalf("t4 to the replicas it has: %+v %v, want nothing to move", tp, err)
 	}
 }
+
+// TestClusterStepBack: a member that cannot vouch for its copy (it
+// restarted after a crash, or part of it is unreadable) leaves the
+// in-sync set; a topic it led is left to the controller, which elects a
+// live member of the set under a new epoch (never the member stepping
+// back); the last of the set stepping back too leaves the set to
+// whichever of those that stepped back since the last election holds
+// the log that ends furthest, which the controller then elects.
+func TestClusterStepBack(t *testing.T) {
+	tc := startCluster(t, 3)
+	ctx := ctx15(t)
+	tc.eventually("a Raft leader", func(nd *Node) bool { _, ok := nd.Leader(); return ok })
+	top, err := tc.any().CreateTopic(ctx, "three", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := top.Leader
+	if err := tc.nodes[tc.index(old)].StepBack(ctx, []LogEnd{{Topic: top.Name, Epoch: 1, End: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	var now Topic
+	tc.eventually("another member leads, the old leader out of the in-sync set", func(nd *Node) bool {
+		now, _ = nd.Topic(top.Name)
+		return now.Leader != "" && now.Leader != old && !now.InSync(old) && len(now.ISR) == 2 && now.Epoch == top.Epoch+2
+	})
+	// Both others step back: the set is left to the one whose log ends
+	// furthest, the second; the old leader's end was forgotten when the
+	// new leader was elected (it follows that leader's log since).
+	for i, id := range now.ISR {
+		if err := tc.nodes[tc.index(id)].StepBack(ctx, []LogEnd{{Topic: top.Name, Epoch: 1, End: int64(50 + i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := now.ISR[1]
+	tc.eventually("the replica holding the most leads", func(nd *Node) bool {
+		t2, _ := nd.Topic(top.Name)
+		return t2.Leader == want && slices.Equal(t2.ISR, []string{want}) && len(t2.Stepped) == 0
+	})
+}

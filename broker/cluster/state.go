@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 )
@@ -54,6 +55,28 @@ type Topic struct {
 	// truncation (opStart) on the leader, never past its high-water mark.
 	// Each replica drops what it holds before it; it only grows.
 	Start int64 `json:"start,omitempty"`
+	// Stepped are the members that left the in-sync set since the topic
+	// last had a leader because their copy may lack acknowledged batches
+	// (opStepBack), with their logs' ends then. When the last member of
+	// the set steps back too, the one of them whose log ends furthest
+	// (by epoch, then offset) becomes the set (KIP-966's unclean
+	// recovery); a leader elected, or a member back in the set, clears
+	// them.
+	Stepped map[string]LogEnd `json:"stepped,omitempty"`
+}
+
+// LogEnd is where a replica's log of a topic ends: the last leader epoch
+// it holds batches of, and its next offset.
+type LogEnd struct {
+	Topic string `json:"topic,omitempty"`
+	Epoch int64  `json:"epoch"`
+	End   int64  `json:"end"`
+}
+
+// after reports whether log end e is past o: a later epoch, or the same
+// one and a larger offset.
+func (e LogEnd) after(o LogEnd) bool {
+	return e.Epoch > o.Epoch || (e.Epoch == o.Epoch && e.End > o.End)
 }
 
 // InSync reports whether id is in the topic's in-sync set.
@@ -67,6 +90,7 @@ func (t *Topic) clone() *Topic {
 	c.Replicas = slices.Clone(t.Replicas)
 	c.ISR = slices.Clone(t.ISR)
 	c.Target = slices.Clone(t.Target)
+	c.Stepped = maps.Clone(t.Stepped)
 	return &c
 }
 
@@ -109,19 +133,20 @@ func (s *State) MemberIDs() []string {
 
 // Command ops.
 const (
-	opMembers = "members" // set the member list
-	opCreate  = "create"  // create a topic on Replicas
-	opDelete  = "delete"  // forget a topic
-	opLeader  = "leader"  // a new leader (or none) and in-sync set, under Epoch
-	opISR     = "isr"     // a new in-sync set, same leader, under Epoch
-	opNoop    = "noop"    // nothing: a member's barrier (Node.Sync)
-	opJoin    = "join"    // add Members[0] to the member list (membership.go)
-	opLeave   = "leave"   // mark Member (an ID) as leaving
-	opForget  = "forget"  // drop Member, a leaving one that holds no replica, from the list
-	opMove    = "move"    // start moving Topic to Replicas (its Target), under Epoch and Version
-	opMoved   = "moved"   // finish Topic's move: Leader and ISR from the Target, under Epoch and Version
-	opStart   = "start"   // raise Topic's Start to Offset, decided by its leader under Epoch
-	opHTTP    = "http"    // set the HTTP URL of member Members[0].ID (membership.go)
+	opMembers  = "members"  // set the member list
+	opCreate   = "create"   // create a topic on Replicas
+	opDelete   = "delete"   // forget a topic
+	opLeader   = "leader"   // a new leader (or none) and in-sync set, under Epoch
+	opISR      = "isr"      // a new in-sync set, same leader, under Epoch
+	opNoop     = "noop"     // nothing: a member's barrier (Node.Sync)
+	opJoin     = "join"     // add Members[0] to the member list (membership.go)
+	opLeave    = "leave"    // mark Member (an ID) as leaving
+	opForget   = "forget"   // drop Member, a leaving one that holds no replica, from the list
+	opMove     = "move"     // start moving Topic to Replicas (its Target), under Epoch and Version
+	opMoved    = "moved"    // finish Topic's move: Leader and ISR from the Target, under Epoch and Version
+	opStart    = "start"    // raise Topic's Start to Offset, decided by its leader under Epoch
+	opHTTP     = "http"     // set the HTTP URL of member Members[0].ID (membership.go)
+	opStepBack = "stepback" // Member leaves the in-sync sets of the topics of Ends (applyStepBack)
 )
 
 // Command is one change to the State, as the Raft log carries it (JSON).
@@ -150,6 +175,8 @@ type Command struct {
 	Now     int64  `json:"now,omitempty"`
 	TTL     int64  `json:"ttl,omitempty"`
 	Limit   int    `json:"limit,omitempty"`
+	// Ends are a stepping back member's log ends, by topic (opStepBack).
+	Ends []LogEnd `json:"ends,omitempty"`
 }
 
 func (c Command) encode() []byte {
@@ -174,6 +201,53 @@ func (s *State) applyStart(c Command) error {
 		return fmt.Errorf("%w: topic %q: a start offset of %d", ErrBadCommand, c.Topic, c.Offset)
 	}
 	t.Start = max(t.Start, c.Offset)
+	return nil
+}
+
+// applyStepBack takes member c.Member out of the in-sync set of each
+// topic of c.Ends that it is in: it restarted after a crash, or part of
+// its copy is unreadable, and it may lack batches that were acknowledged
+// (Node.StepBack). A topic it led, or that had no leader, is left without
+// one under the next epoch, for the controller to elect a live member of
+// the set. Where it is the last member of the set, the set becomes the
+// one of it and the members that stepped back before it (Topic.Stepped)
+// whose log ends furthest: none of them can vouch for its copy, and that
+// one holds the most of what was acknowledged; the controller elects it
+// under the next epoch when it is live, and the topic waits for it
+// otherwise. Not fenced: leaving the set is safe under any view.
+func (s *State) applyStepBack(c Command) error {
+	if c.Member == "" {
+		return fmt.Errorf("%w: a step back names no member", ErrBadCommand)
+	}
+	for _, e := range c.Ends {
+		t, ok := s.Topics[e.Topic]
+		if !ok || !t.InSync(c.Member) {
+			continue
+		}
+		rest := slices.DeleteFunc(slices.Clone(t.ISR), func(id string) bool { return id == c.Member })
+		if len(rest) > 0 {
+			if t.Stepped == nil {
+				t.Stepped = map[string]LogEnd{}
+			}
+			t.Stepped[c.Member] = LogEnd{Epoch: e.Epoch, End: e.End}
+			t.ISR = rest
+			if t.Leader == c.Member || t.Leader == "" {
+				t.Leader = ""
+				t.Epoch++
+			}
+			t.Version++
+			continue
+		}
+		best, end := c.Member, LogEnd{Epoch: e.Epoch, End: e.End}
+		for _, id := range slices.Sorted(maps.Keys(t.Stepped)) {
+			if o := t.Stepped[id]; t.IsReplica(id) && o.after(end) {
+				best, end = id, o
+			}
+		}
+		t.ISR, t.Leader, t.Stepped = []string{best}, "", nil
+		t.Epoch++
+		t.Version++
+	}
 	return nil
 }
 
@@ -226,6 +300,8 @@ func (s *State) apply(c Command) error {
 		return nil
 	case opStart:
 		return s.applyStart(c)
+	case opStepBack:
+		return s.applyStepBack(c)
 	case opLeader, opISR:
 		t, ok := s.Topics[c.Topic]
 		if !ok {
@@ -248,6 +324,9 @@ func (s *State) apply(c Command) error {
 			}
 			t.ISR = slices.Clone(c.ISR)
 			t.Version++
+			for _, id := range t.ISR {
+				delete(t.Stepped, id) // back in sync
+			}
 			return nil
 		}
 		if c.Leader != "" && c.ISR[0] != c.Leader {
@@ -256,6 +335,9 @@ func (s *State) apply(c Command) error {
 		t.Leader, t.ISR = c.Leader, slices.Clone(c.ISR)
 		t.Epoch++
 		t.Version++
+		if t.Leader != "" {
+			t.Stepped = nil // every replica follows this leader's log from now on
+		}
 		return nil
 	}
 	return fmt.Errorf("%w: unknown op %q", ErrBadCommand, c.Op)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -88,5 +89,57 @@ func TestAnswerRoundTrip(t *testing.T) {
 	}
 	if _, _, err := decodeAnswer(nil); err == nil {
 		t.Fatal("an empty answer decoded")
+	}
+}
+
+// TestStepBackKeepsTheLongestLog: replicas stepping back one after the
+// other (each restarted after a crash) leave the in-sync set to the one
+// whose log ends furthest, by epoch then offset, in whatever order they
+// step back; the set never empties, and a leader elected forgets them.
+func TestStepBackKeepsTheLongestLog(t *testing.T) {
+	ends := map[string]LogEnd{"a": {Epoch: 3, End: 60}, "b": {Epoch: 3, End: 100}, "c": {Epoch: 2, End: 500}}
+	for _, order := range [][]string{{"a", "b", "c"}, {"b", "a", "c"}, {"c", "b", "a"}, {"c", "a", "b"}, {"a", "c", "b"}} {
+		s := newState()
+		for _, id := range []string{"a", "b", "c"} {
+			s.Members[id] = Member{ID: id}
+		}
+		if err := s.apply(Command{Op: opCreate, Topic: "t", Replicas: []string{"a", "b", "c"}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range order {
+			e := ends[id]
+			e.Topic = "t"
+			if err := s.apply(Command{Op: opStepBack, Member: id, Ends: []LogEnd{e}}); err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Topics["t"].ISR) == 0 {
+				t.Fatalf("order %v: the in-sync set emptied at %s", order, id)
+			}
+		}
+		tp := s.Topics["t"]
+		if !slices.Equal(tp.ISR, []string{"b"}) || tp.Leader != "" || tp.Epoch < 2 {
+			t.Fatalf("order %v: %+v, want the in-sync set [b], no leader, a new epoch", order, tp)
+		}
+		if err := s.apply(Command{Op: opLeader, Topic: "t", Epoch: tp.Epoch, Version: tp.Version, Leader: "b", ISR: []string{"b"}}); err != nil {
+			t.Fatal(err)
+		}
+		if s.Topics["t"].Stepped != nil {
+			t.Fatalf("a leader elected: stepped %v kept", s.Topics["t"].Stepped)
+		}
+	}
+	// One stepping back while another leads: the leader stays, and a
+	// member not in the set changes nothing.
+	s := newState()
+	for _, id := range []string{"a", "b", "c"} {
+		s.Members[id] = Member{ID: id}
+	}
+	_ = s.apply(Command{Op: opCreate, Topic: "t", Replicas: []string{"a", "b", "c"}})
+	_ = s.apply(Command{Op: opStepBack, Member: "b", Ends: []LogEnd{{Topic: "t", Epoch: 1, End: 9}}})
+	_ = s.apply(Command{Op: opStepBack, Member: "b", Ends: []LogEnd{{Topic: "t", Epoch: 1, End: 9}, {Topic: "gone"}}})
+	if tp := s.Topics["t"]; tp.Leader != "a" || tp.Epoch != 1 || !slices.Equal(tp.ISR, []string{"a", "c"}) {
+		t.Fatalf("a follower stepping back: %+v", tp)
+	}
+	if err := s.apply(Command{Op: opStepBack}); err == nil {
+		t.Fatal("a step back naming no member applied")
 	}
 }

@@ -139,6 +139,9 @@ var (
 	descLeaderChanges = prometheus.NewDesc("haraqa_replica_leader_changes_total", "Replicated topics this server took the lead of (-cluster).", nil, nil)
 	descISRChanges    = prometheus.NewDesc("haraqa_replica_isr_changes_total", "In-sync set changes this server recorded as a topic's leader.", nil, nil)
 	descTruncations   = prometheus.NewDesc("haraqa_replica_truncations_total", "Follower logs cut back to their leader's log (a divergent tail after a leader change).", nil, nil)
+	descRepairsRepl   = prometheus.NewDesc("haraqa_replica_repairs_total", "Replicated topics' copies here cut at a range corrupted on every volume, to copy the rest from the leader again.", nil, nil)
+	descRepairing     = prometheus.NewDesc("haraqa_replica_repairing_topics", "Replicated topics whose copy here had a range corrupted on every volume at the start and is not back in the in-sync set yet.", nil, nil)
+	descOffline       = prometheus.NewDesc("haraqa_replica_offline_topics", "Replicated topics held here that have no leader: every member of their in-sync set is down, and the topic waits for one.", nil, nil)
 	descFetchedBytes  = prometheus.NewDesc("haraqa_replica_fetched_bytes_total", "Batch bytes this server copied from leaders as a follower.", nil, nil)
 	descTopicsLed     = prometheus.NewDesc("haraqa_replica_topics_led", "Replicated topics this server leads.", nil, nil)
 	descUnderRepl     = prometheus.NewDesc("haraqa_replica_under_replicated_topics", "Replicated topics this server leads whose in-sync set is smaller than their replicas.", nil, nil)
@@ -153,7 +156,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descVolumeBytes, descVolumeFree, descVolumeSegs, descSent, descRequests,
 		descErrors, descBadFrames, descConnections, descAcceptErrors, descRefusedConns, descStallClosed, descTurnsYielded, descControlPauses, descBuffered, descBudgetPauses, descBudgetClosed, descHelloTimeouts, descIdleClosed, descParked, descRepairs, descRepairedBytes, descTruncated,
 		descUnreadable, descDroppedTails, descOpenFiles, descWriteFiles, descMaxOpenFiles, descTopics, descReadOnly, descRenders, descRefusalsPaced, descRenderSecs,
-		descLeaderChanges, descISRChanges, descTruncations, descFetchedBytes, descTopicsLed, descUnderRepl, descInSyncMin, descLagMessages, descLagBytes} {
+		descLeaderChanges, descISRChanges, descTruncations, descRepairsRepl, descRepairing, descOffline, descFetchedBytes, descTopicsLed, descUnderRepl, descInSyncMin, descLagMessages, descLagBytes} {
 		ch <- d
 	}
 }
@@ -222,6 +225,9 @@ func collectReplication(rs *service.ReplicationStats, counter, gauge func(*prome
 	counter(descISRChanges, rs.ISRChanges)
 	counter(descTruncations, rs.Truncations)
 	counter(descFetchedBytes, rs.FetchedBytes)
+	counter(descRepairsRepl, rs.Repairs)
+	gauge(descRepairing, rs.Repairing)
+	gauge(descOffline, rs.Offline)
 	// Server-wide figures only: the per-topic state (leader, epoch,
 	// in-sync set, each follower's lag) is in the cluster status
 	// (hrqa cluster status), which does not pass topic names to

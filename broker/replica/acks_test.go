@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/haraqa/haraqa/broker/cluster"
+	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
 )
 
 // TestAcksAllCountsInSyncOnly: the leader's high-water mark, and with it
@@ -66,3 +68,35 @@ func TestSetReplicasBelowMinInsync(t *testing.T) {
 		t.Fatalf("1 replica under -min-insync 2: %v, want invalid argument naming the flag", err)
 	}
 }
+
+// TestLeadChangeOutcomeUnknown: the produces waiting for their replicas
+// when the lead changes were written here; the new leader may hold them
+// or not. They are answered outcome unknown (code 30), naming the new
+// leader, not not leader (27), which tells a client that nothing was
+// written and that it may send the batch again: stored twice when the new
+// leader holds it. A refusal before anything is written stays not leader.
+func TestLeadChangeOutcomeUnknown(t *testing.T) {
+	s := openReplica(t)
+	lead(t, s, 1, names("m", 0, 10)...)
+	m := New(s, Config{Self: "a", MinInsync: 2})
+	rt := &rtopic{name: "t", ready: true, watches: map[*watch]struct{}{},
+		meta: cluster.Topic{Name: "t", Leader: "a", Epoch: 1, Replicas: []string{"a", "b"}, ISR: []string{"a", "b"}},
+		fol:  map[string]*fstate{"b": {leo: 3}}}
+	var got error
+	rt.waiters = append(rt.waiters, &waiter{end: 10, fn: func(err error) { got = err }})
+	rt.mu.Lock()
+	rt.halt(m.notLeader("t", "b"))
+	if codeOf(got) != protocol.CodeOutcomeUnknown {
+		t.Fatalf("a waiting produce answered %v, want outcome unknown", got)
+	}
+	var ou *service.OutcomeUnknownError
+	if !errors.As(got, &ou) || ou.Leader != "b" {
+		t.Fatalf("the answer %v does not name the new leader b", got)
+	}
+	if err := outcomeUnknown(storage.ErrClosed); !errors.Is(err, storage.ErrClosed) {
+		t.Fatalf("a stop's error became %v", err)
+	}
+}
+
+// codeOf is the wire code service.Code gives err.
+func codeOf(err error) protocol.Code { return service.Code(err) }

@@ -171,6 +171,7 @@ type TopicStatus struct {
 	HighWater int64           `json:"high_water"`
 	Next      int64           `json:"next"`                // this replica's next offset
 	ReadOnly  bool            `json:"read_only,omitempty"` // this replica's copy turned read-only (copyFailed)
+	Repairing bool            `json:"repairing,omitempty"` // this replica's copy had a range unreadable on every volume at the start, and is not back in sync yet
 	Followers []ReplicaStatus `json:"followers,omitzero"`  // on the leader
 }
 
@@ -194,6 +195,9 @@ func (m *Manager) Status() []byte {
 			ts.Next = info.Next
 			ts.ReadOnly = m.copyFailed(t.Name)
 		}
+		m.mu.Lock()
+		ts.Repairing = m.repairing[t.Name]
+		m.mu.Unlock()
 		if _, rt, ok := m.lookup(t.Name); ok && rt != nil {
 			rt.mu.Lock()
 			ts.HighWater = rt.hw

@@ -50,6 +50,9 @@ func (m *Manager) followOnce(ctx context.Context, rt *rtopic, leader string, epo
 		// reopens it: fetching nothing, it never looks in sync.
 		return err
 	}
+	if err := m.repair(rt.name); err != nil {
+		return err
+	}
 	c, err := m.client(ctx, leader, rt.name)
 	if err != nil {
 		return err
@@ -127,6 +130,30 @@ func (m *Manager) store1(ctx context.Context, c *client.Client, topic string, r 
 		return 0, err
 	}
 	return next, m.bindOwners(ctx, c, topic, batches, asked)
+}
+
+// repair cuts this replica's log of topic before its first range that
+// recovery found corrupted on every volume, so that the rest is copied
+// again from the leader, batch for batch with the leader's bytes: a copy
+// with a hole would otherwise look caught up (the follow loop looks only
+// at the log's end), count toward acks=all and be eligible to lead while
+// it cannot serve those offsets.
+func (m *Manager) repair(topic string) error {
+	from, bad, err := m.store.FirstUnreadable(topic)
+	if err != nil || !bad {
+		return err
+	}
+	info, err := m.store.Info(topic)
+	if err != nil {
+		return err
+	}
+	m.log.Warn("replica: offsets unreadable on every volume here: cutting the log there to copy it again from the leader",
+		"topic", topic, "from", from, "to", info.Next)
+	if err := m.cutTo(topic, from); err != nil {
+		return err
+	}
+	m.stats.repairs.Add(1)
+	return nil
 }
 
 // restartAt empties this replica's log of topic when the leader's log

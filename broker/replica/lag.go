@@ -165,7 +165,17 @@ func (m *Manager) alterISR(rt *rtopic, epoch, version int64, isr []string, why, 
 // Stats implements service.Replication.
 func (m *Manager) Stats() service.ReplicationStats {
 	st := service.ReplicationStats{LeaderChanges: m.stats.leaderChanges.Load(), ISRChanges: m.stats.isrChanges.Load(),
-		Truncations: m.stats.truncations.Load(), FetchedBytes: m.stats.fetchedBytes.Load()}
+		Truncations: m.stats.truncations.Load(), FetchedBytes: m.stats.fetchedBytes.Load(), Repairs: m.stats.repairs.Load()}
+	m.mu.Lock()
+	for name, t := range m.meta {
+		if t.IsReplica(m.cfg.Self) && t.Leader == "" {
+			st.Offline++
+		}
+		if m.repairing[name] {
+			st.Repairing++
+		}
+	}
+	m.mu.Unlock()
 	topics := m.held()
 	slices.SortFunc(topics, func(a, b *rtopic) int { return strings.Compare(a.name, b.name) })
 	for _, rt := range topics {

@@ -84,7 +84,7 @@ func (m *Manager) Appended(topic string, end int64, acksAll bool, fn func(error)
 	_, rt, ok := m.lookup(topic)
 	if !ok || rt == nil {
 		if acksAll && ok {
-			fn(m.notLeader(topic, "")) // no longer a replica here
+			fn(outcomeUnknown(m.notLeader(topic, ""))) // no longer a replica here, though written
 			return
 		}
 		fn(nil)
@@ -102,7 +102,7 @@ func (m *Manager) Appended(topic string, end int64, acksAll bool, fn func(error)
 		leader := rt.meta.Leader
 		rt.mu.Unlock()
 		calls.run()
-		fn(m.notLeader(topic, leader))
+		fn(outcomeUnknown(m.notLeader(topic, leader))) // written here, not committed
 		return
 	case rt.hw >= end:
 		rt.mu.Unlock()

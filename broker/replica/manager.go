@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,6 +94,13 @@ type Manager struct {
 	// one (relead); releading: those it is asking for one.
 	bootLead  map[string]int64
 	releading map[string]bool
+	// stepping: the replicated topics whose in-sync set this member is
+	// leaving since it started (stepBack): it restarted after a crash, or
+	// recovery found part of its copy unreadable. It leads none of them
+	// until that is recorded. repairing: the topics whose copy had a range
+	// unreadable on every volume at the start, until it is back in sync.
+	stepping  map[string]bool
+	repairing map[string]bool
 
 	// draining: the member is stopping (Drain): produces are refused, and
 	// those appended meanwhile wait for the followers whatever their acks.
@@ -135,6 +143,7 @@ func New(store *storage.Store, cfg Config) *Manager {
 	}
 	return &Manager{cfg: cfg, store: store, log: cfg.Logger, meta: map[string]cluster.Topic{},
 		bootLead: map[string]int64{}, releading: map[string]bool{},
+		stepping: map[string]bool{}, repairing: map[string]bool{},
 		topics: map[string]*rtopic{}, clients: map[string]*client.Client{},
 		poke: make(chan struct{}, 1), done: make(chan struct{})}
 }
@@ -271,14 +280,7 @@ func (m *Manager) reconcile() {
 		m.dropCopy(rt.name, t.Name != "")
 	}
 	if !m.swept {
-		m.mu.Lock()
-		for name, t := range meta {
-			// A copy created since the start holds nothing lost.
-			if t.Leader == m.cfg.Self && len(t.Replicas) > 1 && m.store.HasTopic(name) {
-				m.bootLead[name] = t.Epoch
-			}
-		}
-		m.mu.Unlock()
+		m.noteBoot(meta)
 		// Copies a move took from this member while it was down.
 		m.swept = true
 		for _, name := range m.store.ListTopics("") {
@@ -287,6 +289,15 @@ func (m *Manager) reconcile() {
 			}
 		}
 	}
+	m.mu.Lock()
+	for name := range m.repairing {
+		// Repaired: cut at its hole (followOnce), caught up and taken
+		// back into the in-sync set after it stepped back.
+		if t, ok := meta[name]; !ok || (t.InSync(m.cfg.Self) && !m.stepping[name] && !m.damaged(name)) {
+			delete(m.repairing, name)
+		}
+	}
+	m.mu.Unlock()
 	for _, rt := range mine {
 		m.apply(rt, meta[rt.name])
 	}
@@ -389,6 +400,9 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 func (m *Manager) mustRelead(topic string, t cluster.Topic) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.stepping[topic] {
+		return true // not until this member is out of the in-sync set (stepBack)
+	}
 	epoch, ok := m.bootLead[topic]
 	if !ok {
 		return false
@@ -403,6 +417,112 @@ func (m *Manager) mustRelead(topic string, t cluster.Topic) bool {
 		go m.relead(topic, t)
 	}
 	return true
+}
+
+// noteBoot, at the first reconcile after the start, notes what this
+// member may not do with the replicated topics it holds a copy of (meta:
+// the metadata then). If the store's last stop was not clean (a crash, a
+// kill -9, a power loss), or recovery found a range of a copy corrupted on
+// every volume, that copy may lack batches the in-sync replicas hold and
+// acknowledged: it leaves the in-sync set of each such topic (stepBack,
+// KIP-966; where it is the last of the set, the set goes to the replica
+// that stepped back holding the most), and leads none of them before. A
+// damaged copy is cut before its first unreadable offset and copied again
+// from the leader (followOnce). The topics it led under an epoch it
+// still holds after that are led again only under a new epoch (relead).
+func (m *Manager) noteBoot(meta map[string]cluster.Topic) {
+	clean := m.store.CleanStart()
+	var step []cluster.LogEnd
+	m.mu.Lock()
+	for name, t := range meta {
+		// A copy created since the start holds nothing lost.
+		if len(t.Replicas) < 2 || !t.IsReplica(m.cfg.Self) || !m.store.HasTopic(name) {
+			continue
+		}
+		_, damaged, err := m.store.FirstUnreadable(name)
+		if err != nil {
+			continue
+		}
+		if damaged {
+			m.repairing[name] = true
+		}
+		if (!clean || damaged) && t.InSync(m.cfg.Self) {
+			end, err := m.logEnd(name)
+			if err != nil {
+				m.log.Error("replica: reading a copy's end after a restart", "topic", name, "err", err)
+				continue
+			}
+			m.stepping[name] = true
+			step = append(step, end)
+		}
+		if t.Leader == m.cfg.Self {
+			m.bootLead[name] = t.Epoch
+		}
+	}
+	if len(step) > 0 && !m.closed {
+		slices.SortFunc(step, func(a, b cluster.LogEnd) int { return strings.Compare(a.Topic, b.Topic) })
+		m.wg.Add(1)
+		go m.stepBack(step, clean)
+	}
+	m.mu.Unlock()
+}
+
+// logEnd returns where this replica's log of topic ends: the last epoch
+// it holds batches of (0: none recorded) and its next offset.
+func (m *Manager) logEnd(topic string) (cluster.LogEnd, error) {
+	info, err := m.store.Info(topic)
+	if err != nil {
+		return cluster.LogEnd{}, err
+	}
+	epochs, err := m.store.Epochs(topic)
+	if err != nil {
+		return cluster.LogEnd{}, err
+	}
+	end := cluster.LogEnd{Topic: topic, End: info.Next}
+	if len(epochs) > 0 {
+		end.Epoch = epochs[len(epochs)-1].Epoch
+	}
+	return end, nil
+}
+
+// stepBack takes this member out of the in-sync sets of topics, its
+// logs' ends (cluster.Node.StepBack), trying again until that is
+// recorded or the manager closes, then lets it lead them again (once
+// back in the in-sync set, or when it is the replica that the last
+// member stepping back found holding the most).
+func (m *Manager) stepBack(topics []cluster.LogEnd, clean bool) {
+	defer m.wg.Done()
+	m.log.Warn("replica: leaving the in-sync sets of the replicated topics whose copy here may lack acknowledged batches, until it has caught up",
+		"clean_stop", clean, "topics", len(topics))
+	pause := 50 * time.Millisecond
+	for {
+		ctx, cancel := m.untilClosed(createTimeout)
+		err := m.node.Load().StepBack(ctx, topics)
+		cancel()
+		if err == nil {
+			break
+		}
+		m.log.Warn("replica: leaving the in-sync sets after a restart", "err", err)
+		select {
+		case <-m.done:
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
+	m.mu.Lock()
+	for _, e := range topics {
+		delete(m.stepping, e.Topic)
+	}
+	m.mu.Unlock()
+	m.Poke()
+}
+
+// damaged reports whether this member's copy of topic has a range
+// unreadable on every volume (storage.Store.FirstUnreadable).
+func (m *Manager) damaged(topic string) bool {
+	_, bad, err := m.store.FirstUnreadable(topic)
+	return err == nil && bad
 }
 
 // untilClosed returns a context that ends after d, or once the manager

@@ -2,11 +2,13 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/haraqa/haraqa/broker/cluster"
+	"github.com/haraqa/haraqa/broker/service"
 )
 
 // rtopic is one replicated topic this member holds.
@@ -126,8 +128,12 @@ func (rt *rtopic) raise(hw int64) callbacks {
 	return c
 }
 
-// failWaiters answers every waiting produce with err. rt.mu held.
+// failWaiters answers every waiting produce with err. rt.mu held. The
+// produces waiting were written here: a change of leader (err a
+// NotLeaderError) leaves their outcome unknown, since the new leader may
+// hold them or not, and they are answered so (outcomeUnknown).
 func (rt *rtopic) failWaiters(err error) callbacks {
+	err = outcomeUnknown(err)
 	var c callbacks
 	for _, w := range rt.waiters {
 		c.fns = append(c.fns, func() { w.fn(err) })
@@ -135,6 +141,18 @@ func (rt *rtopic) failWaiters(err error) callbacks {
 	clear(rt.waiters)
 	rt.waiters = rt.waiters[:0]
 	return c
+}
+
+// outcomeUnknown turns a not leader answer to a produce that was written
+// here into an outcome unknown one, naming the same leader: not leader
+// tells a client that nothing was written and that it may send the batch
+// again, which would store it twice when the new leader holds it.
+func outcomeUnknown(err error) error {
+	var nl *service.NotLeaderError
+	if errors.As(err, &nl) {
+		return &service.OutcomeUnknownError{Topic: nl.Topic, Leader: nl.Leader, LeaderHTTP: nl.LeaderHTTP}
+	}
+	return err
 }
 
 // takeWatches removes and returns every parked consume: they read again
@@ -175,5 +193,6 @@ type stats struct {
 	leaderChanges atomic.Int64
 	isrChanges    atomic.Int64
 	truncations   atomic.Int64
+	repairs       atomic.Int64 // logs cut at a range unreadable on every volume (repair)
 	fetchedBytes  atomic.Int64
 }

@@ -107,7 +107,17 @@ type ReplicationStats struct {
 	ISRChanges    int64 // in-sync set changes this server recorded as a leader
 	Truncations   int64 // follower logs cut back to their leader's
 	FetchedBytes  int64 // batch bytes this server copied as a follower
-	Topics        []ReplicaTopicStats
+	// Repairs counts this server's copies cut at a range recovery found
+	// corrupted on every volume, to copy the rest from the leader again;
+	// Repairing is how many of its copies are under repair now (damaged
+	// at the start and not back in the in-sync set yet).
+	Repairs, Repairing int64
+	// Offline counts the replicated topics this server holds that have
+	// no leader: every member of their in-sync set is down (or restarted
+	// with a copy that may lack acknowledged batches), and the topic
+	// waits for one of them.
+	Offline int64
+	Topics  []ReplicaTopicStats
 }
 
 // ReplicaTopicStats is one replicated topic on this server.

@@ -33,6 +33,7 @@ type clusterStatus struct {
 		HighWater int64    `json:"high_water"`
 		Next      int64    `json:"next"`
 		ReadOnly  bool     `json:"read_only"`
+		Repairing bool     `json:"repairing"`
 		Followers []struct {
 			ID     string `json:"id"`
 			Next   int64  `json:"next"`
@@ -105,6 +106,9 @@ Examples:
 				next := fmt.Sprint(t.Next)
 				if t.ReadOnly {
 					next += " (read-only)"
+				}
+				if t.Repairing {
+					next += " (repairing)"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%d\t%s\t%s\t%s\n", t.Name, leader, t.Epoch, len(t.ISR), len(t.Replicas),
 					strings.Join(t.Replicas, ","), t.HighWater, next, strings.Join(lag, " "), strings.Join(t.Target, ","))
