@@ -115,7 +115,8 @@ func (b *Broker) appendAsync(w *worker, j *job, create bool) bool {
 	b.stopMu.RUnlock()
 	w.appending.Add(1)
 	w.inStore.Add(1)
-	p := service.Produce{Batch: j.raw, Expect: j.expect, AcksLeader: j.flags&protocol.ProduceAcksLeader != 0}
+	p := service.Produce{Batch: j.raw, Expect: j.expect, AcksLeader: j.flags&protocol.ProduceAcksLeader != 0,
+		StrictSequence: j.flags&protocol.ProduceStrictSequence != 0}
 	err := b.svc.ProduceAsync(j.caller, j.topic, p, w, j)
 	if errors.Is(err, storage.ErrTopicNotFound) && j.flags&protocol.ProduceCreateTopic != 0 {
 		if !create {
@@ -285,7 +286,7 @@ func (b *Broker) produce(jobs []*job, resps [][]byte) {
 	ps := make([]service.Produce, len(jobs))
 	for i, j := range jobs {
 		ps[i] = service.Produce{Batch: j.raw, Expect: j.expect, Create: j.flags&protocol.ProduceCreateTopic != 0,
-			AcksLeader: j.flags&protocol.ProduceAcksLeader != 0}
+			AcksLeader: j.flags&protocol.ProduceAcksLeader != 0, StrictSequence: j.flags&protocol.ProduceStrictSequence != 0}
 	}
 	bases, errs := b.svc.ProduceMany(jobs[0].caller, jobs[0].topic, ps)
 	for i, j := range jobs {

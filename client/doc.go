@@ -149,6 +149,20 @@
 //   - A Producer's batches whose connection broke are sent again, in
 //     order, until the request timeout: every message is stored once, and
 //     offsets follow Send order.
+//   - A Producer's batches ask the server for strict sequence order
+//     (protocol produce flag bit 3): it stores a batch only as the next of
+//     its producer, and refuses a later one that arrives first with
+//     ErrOutOfOrderSequence. So when a replicated topic's leader refuses
+//     a batch (ErrNotLeader) while a later one reaches the new leader, the
+//     later one is refused there, and the Producer sends both again, in
+//     sequence order, from the first one refused: after ErrNotLeader,
+//     ErrShuttingDown, a broken connection, ErrOutcomeUnknown (written but
+//     not committed before the lead changed), or ErrOutOfOrderSequence
+//     while a batch before it is still to be stored. A batch that fails
+//     for good leaves a gap in its producer's sequences, so the batches
+//     after it go out under a fresh producer id. A Client's own Produce
+//     calls race each other and may give up a sequence before sending it,
+//     so they do not ask for strict order.
 //
 // What a retry can still duplicate: a batch produced again by the caller
 // after an error (a new sequence); the same messages sent by another
@@ -166,11 +180,14 @@
 // than its first with ErrUnknownProducer. On either, a Produce sent for
 // the first time is sent again under a fresh producer id, and one that
 // may have been stored before fails (the Client takes a fresh id for the
-// next); a Producer's batches fail with them, and a new Producer is
-// needed to go on.
+// next); a Producer's batch fails with them, and its later batches go out
+// under a fresh producer id.
 // HTTP produces are never idempotent. WithIdempotence(false)
 // turns all of this off: batches are then version 1, and a produce that
-// may have reached the server is never sent again.
+// may have reached the server is never sent again: a Producer's batch
+// answered with ErrOutcomeUnknown fails, and one refused as not leader
+// (nothing stored) is sent again, but without sequences a later batch
+// may then be stored before it.
 //
 // # Expected offset
 //

@@ -71,6 +71,12 @@ var (
 	ErrNotEnoughReplicas = errors.New("client: not enough in-sync replicas")
 	// ErrFencedEpoch: a replica request under a stale leader epoch.
 	ErrFencedEpoch = errors.New("client: fenced leader epoch")
+	// ErrOutcomeUnknown: a produce to a replicated topic was written on
+	// its leader, but the lead changed before it was committed (code 30):
+	// it may or may not be kept. An idempotent producer may send it
+	// again (the server answers with its first offset if it was kept);
+	// without idempotence it is not resent.
+	ErrOutcomeUnknown = errors.New("client: outcome unknown: the batch may or may not have been stored")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrHTTPPort: the address answered in HTTP: it is a server's HTTP
@@ -121,6 +127,7 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeNotLeader:          ErrNotLeader,
 	protocol.CodeNotEnoughReplicas:  ErrNotEnoughReplicas,
 	protocol.CodeFencedEpoch:        ErrFencedEpoch,
+	protocol.CodeOutcomeUnknown:     ErrOutcomeUnknown,
 }
 
 // Error is an error answered by the server: the operation, the protocol's

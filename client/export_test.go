@@ -1,5 +1,7 @@
 package client
 
+import "context"
+
 // MainConnBroken reports whether c's shared connection is gone or failed,
 // so that its next request dials again: for tests that break the network
 // and must not race the client noticing it.
@@ -46,4 +48,12 @@ func CombineIdle(c *Client) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.topics) == 0
+}
+
+// FollowTo makes the Producers of from, a Client of one server, move to
+// to when a batch is refused as not leader (or, idempotent, its server
+// cannot be reached), as a Client of several servers moves to the
+// topic's new leader.
+func FollowTo(from, to *Client) {
+	from.reroute = func(context.Context, string, *Client, error) (*Client, error) { return to, nil }
 }

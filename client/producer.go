@@ -43,7 +43,9 @@ func WithLinger(d time.Duration) ProducerOption {
 }
 
 // WithMaxInFlight bounds the batches sent and not yet acknowledged,
-// pipelined on the client's connection (default 4).
+// pipelined on the client's connection (default 4). With idempotence keep
+// it within the 64 sequences a server remembers per producer, so that a
+// batch sent again is always told from one stored.
 func WithMaxInFlight(n int) ProducerOption {
 	return func(o *producerOptions) { o.maxInFlight = max(n, 1) }
 }
@@ -64,28 +66,48 @@ func WithMaxBuffered(msgs, bytes int) ProducerOption {
 // whose connection broke, sent or not, is sent again on a new connection
 // until the request timeout, in order with the batches after it, and a
 // server that had stored it answers with its first offset: every message
-// is stored once and offsets still follow Send order. Without idempotence,
-// a batch that fails after it was sent (a broken connection) fails every
-// Future in it and is not resent, since it may have been stored. A batch
-// the server refuses fails its Futures either way. A Producer is safe for
-// concurrent use.
+// is stored once and offsets still follow Send order. Across a failover
+// of a replicated topic too: every batch asks the server for strict
+// sequence order, so a batch that reaches the new leader before an
+// earlier one refused by the old leader (not leader) is refused as out
+// of order, and both are sent again, the earlier first. The same goes for
+// a batch whose outcome is unknown (ErrOutcomeUnknown: written, but the
+// lead changed before it was committed). A batch that fails for good
+// leaves a gap in the sequences, so the batches after it go out under a
+// fresh producer id. Without idempotence, a batch that fails after it
+// was sent (a broken connection, ErrOutcomeUnknown) fails every Future
+// in it and is not resent, since it may have been stored; one refused as
+// not leader is sent to the new leader, but a later batch may be stored
+// before it. A batch the server refuses otherwise fails its Futures
+// either way. A Producer is safe for concurrent use.
 type Producer struct {
 	// cp is the Client of the server the batches go to: over several
 	// servers, a replicated topic's Producer follows its leader (follow).
 	cp     atomic.Pointer[Client]
 	topic  string
 	o      producerOptions
-	pid    uint64 // idempotence: this Producer's id; 0 when off
+	idem   bool   // idempotence on: batches carry a producer id and a sequence
 	server string // over several servers: the topic's, named in errors
 
-	mu       sync.Mutex
-	cur      *pbatch
-	nextSeq  uint64    // the sequence of the next batch sealed
-	sealed   []*pbatch // waiting for the sender, ascending sequence (resends go back here)
-	flying   []*pbatch // sent, not yet answered
-	open     []*pbatch // sealed and not yet completed, oldest first
-	bufMsgs  int
-	bufBytes int
+	mu  sync.Mutex
+	cur *pbatch
+	// pid is the producer id batches go out under (idem). A batch that
+	// fails for good leaves its sequence unstored, a gap that a strict
+	// server would refuse every later batch for; so the batches after it
+	// go out under a fresh id (renewLocked), which the server takes from
+	// any sequence on.
+	pid uint64
+	// confirmed: a batch under pid was acknowledged. Until then batches go
+	// out one at a time: a server takes any first sequence of a producer
+	// it does not know, so a second batch pipelined behind a first that is
+	// refused could be stored before it.
+	confirmed bool
+	nextSeq   uint64    // the sequence of the next batch sealed
+	sealed    []*pbatch // waiting for the sender, ascending sequence (resends go back here)
+	flying    []*pbatch // sent, not yet answered
+	open      []*pbatch // sealed and not yet completed, oldest first
+	bufMsgs   int
+	bufBytes  int
 	// lastCount is the last batch sealed's message count, the next's
 	// room for futures.
 	lastCount int
@@ -120,6 +142,8 @@ type pbatch struct {
 	// Set when sealed, or by the sender.
 	seq      uint64
 	batch    []byte        // the encoded batch, made at its first send
+	pid      uint64        // the producer id batch carries (idem)
+	reseal   bool          // refused out of order under a pid given up since: not stored, sent again under the current one
 	deadline time.Time     // its first send plus the request timeout
 	sends    int           // times it was handed to a connection
 	cn       *conn         // the connection it is in flight on
@@ -165,7 +189,7 @@ func (c *Client) NewProducer(topic string, opts ...ProducerOption) *Producer {
 	}
 	p.cp.Store(c)
 	if c.opts.idempotent {
-		p.pid = newProducerSeq().id
+		p.idem, p.pid = true, randomProducerID()
 	}
 	go p.sender()
 	return p
@@ -178,11 +202,11 @@ func (p *Producer) cl() *Client { return p.cp.Load() }
 // several, moves the Producer to the topic's leader when err says the
 // server does not lead it or, for an idempotent Producer (whose batches
 // a server answers once), could not be reached or is stopping; it
-// reports whether it moved. The batch is then sent again, as it was built: same producer id
-// and sequence.
+// reports whether it moved. The batch is then sent again, as it was
+// built: same producer id and sequence.
 func (p *Producer) follow(ctx context.Context, err error) bool {
 	c := p.cl()
-	if c.reroute == nil || !(errors.Is(err, ErrNotLeader) || (p.pid != 0 && (errors.Is(err, ErrConnection) || errors.Is(err, ErrShuttingDown)))) {
+	if c.reroute == nil || !(errors.Is(err, ErrNotLeader) || (p.idem && (errors.Is(err, ErrConnection) || errors.Is(err, ErrShuttingDown)))) {
 		return false
 	}
 	for {
@@ -362,11 +386,15 @@ func (p *Producer) takeLocked() *pbatch {
 func (p *Producer) sendNow(b *pbatch) {
 	defer p.endSending()
 	cn := p.cl().liveConn(&p.cl().main)
-	if cn == nil || cn.sock == nil || (p.pid != 0 && !p.flyingOnlyOn(cn)) {
+	if cn == nil || cn.sock == nil {
 		p.handBack(b)
 		return
 	}
 	p.encode(b)
+	if p.idem && !p.mayPipeline(b, cn) {
+		p.handBack(b)
+		return
+	}
 	ctx, cancel := context.WithDeadline(context.Background(), b.deadline)
 	p.fly(b, cn)
 	id, ch, err := cn.post(deadlineOf(ctx), p.request(b), nil)
@@ -379,16 +407,34 @@ func (p *Producer) sendNow(b *pbatch) {
 	p.inFlight(ctx, cancel, b, cn, id, ch)
 }
 
-// flyingOnlyOn reports whether every batch in flight is on cn.
-func (p *Producer) flyingOnlyOn(cn *conn) bool {
+// mayPipeline reports whether b may go out on cn at once, behind what is
+// in flight: no batch before it waits to be sent again, and every batch
+// in flight is on cn, under b's producer id, which the server has
+// acknowledged a batch of (staleLocked).
+func (p *Producer) mayPipeline(b *pbatch, cn *conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(p.sealed) > 0 && p.sealed[0].seq < b.seq {
+		return false
+	}
 	for _, x := range p.flying {
-		if x.cn != cn {
+		if p.staleLocked(x, b, cn) {
 			return false
 		}
 	}
 	return true
+}
+
+// staleLocked reports whether b, about to go out on cn, must wait for
+// the answer to x, in flight: x is on another connection (an earlier,
+// broken one: it may be put back, to go first), or under another producer
+// id than b (the server orders no two producers' batches), or b's id has
+// no batch acknowledged yet (a server takes any first sequence of a
+// producer it does not know), or b is sent again and x precedes it (b was
+// refused, maybe for want of x: it follows x's outcome rather than be
+// refused again). p.mu must be held.
+func (p *Producer) staleLocked(x, b *pbatch, cn *conn) bool {
+	return x.cn != cn || x.pid != b.pid || !p.confirmed || (b.sends > 0 && x.seq < b.seq)
 }
 
 // handBack puts b, taken for sendNow and not sent, among the sealed
@@ -517,7 +563,7 @@ func (p *Producer) send(b *pbatch) {
 	for {
 		var err error
 		if cn, err = p.cl().connect(ctx, &p.cl().main); err == nil {
-			if p.pid != 0 && p.behindResends(b, cn) {
+			if p.idem && p.behindResends(b, cn) {
 				cancel()
 				<-p.sem
 				return
@@ -543,10 +589,20 @@ func (p *Producer) send(b *pbatch) {
 	p.inFlight(ctx, cancel, b, cn, id, ch)
 }
 
-// encode makes b's batch and deadline at its first send.
+// encode makes b's batch and deadline at its first send, under the
+// current producer id, and seals it again under that id if it was
+// refused out of order under one given up since (reseal).
 func (p *Producer) encode(b *pbatch) {
+	p.mu.Lock()
+	pid := p.pid
+	p.mu.Unlock()
+	if b.reseal {
+		b.reseal, b.pid = false, pid
+		protocol.SetBatchProducer(b.batch, pid, b.seq)
+	}
 	if b.batch == nil {
-		meta := p.batchMeta(b.headers, b.seq)
+		b.pid = pid
+		meta := p.batchMeta(b.headers, pid, b.seq)
 		if codec := p.cl().opts.codec; codec == protocol.CodecNone {
 			// Sealed where it was gathered: no copy.
 			protocol.SealBatchMeta(b.raw, meta, codec, len(b.futures), len(b.raw)-b.hdr)
@@ -560,12 +616,13 @@ func (p *Producer) encode(b *pbatch) {
 	}
 }
 
-// batchMeta is the meta of a batch of p with sequence seq: the header
-// newBatchLocked keeps room for is the one encode seals.
-func (p *Producer) batchMeta(headers bool, seq uint64) protocol.BatchMeta {
+// batchMeta is the meta of a batch of p under producer id pid (0: none)
+// with sequence seq: the header newBatchLocked keeps room for is the one
+// encode seals.
+func (p *Producer) batchMeta(headers bool, pid, seq uint64) protocol.BatchMeta {
 	meta := protocol.BatchMeta{Headers: headers}
-	if p.pid != 0 {
-		meta.ProducerID, meta.Sequence = p.pid, seq
+	if pid != 0 {
+		meta.ProducerID, meta.Sequence = pid, seq
 	}
 	return meta
 }
@@ -574,7 +631,7 @@ func (p *Producer) batchMeta(headers bool, seq uint64) protocol.BatchMeta {
 // buffer when one is free, with room for its header. p.mu must be held.
 func (p *Producer) newBatchLocked(headers bool) *pbatch {
 	b := &pbatch{done: make(chan struct{}), headers: headers, futures: make([]*Future, 0, p.lastCount),
-		hdr: p.batchMeta(headers, 0).HeaderSize()}
+		hdr: p.batchMeta(headers, p.pid, 0).HeaderSize()}
 	select {
 	case b.raw = <-p.spare:
 	default:
@@ -600,6 +657,12 @@ func (p *Producer) request(b *pbatch) func(dst []byte, corrID uint32) []byte {
 	}
 	if p.cl().opts.acksLeader {
 		flags |= protocol.ProduceAcksLeader
+	}
+	if p.idem {
+		// The server stores each batch only as the next of its producer,
+		// so that one refused (not leader) and sent again is not stored
+		// after a later one that reached the new leader first.
+		flags |= protocol.ProduceStrictSequence
 	}
 	return func(dst []byte, corrID uint32) []byte {
 		return protocol.AppendProduceRequest(dst, corrID, p.topic, flags, b.batch)
@@ -642,7 +705,7 @@ func (p *Producer) inFlight(ctx context.Context, cancel context.CancelFunc, b *p
 			p.resend(b) // nothing stored (not the leader), or stored once (idempotent)
 			return
 		}
-		if p.pid != 0 && p.cl().retryable(ctx, err) {
+		if err != nil && p.idem && p.mayResend(ctx, b, err) {
 			// Stored or not, the server answers a resend with the
 			// batch's first offset: put it back in order.
 			p.resend(b)
@@ -655,6 +718,35 @@ func (p *Producer) inFlight(ctx context.Context, cancel context.CancelFunc, b *p
 		p.complete(b, true, base, err)
 		p.recycle(batch) // answered for good: no resend will need it
 	}()
+}
+
+// mayResend reports whether b, an idempotent batch that failed with err,
+// is to be sent again (in sequence order, from the first batch put back):
+// after a connection error, a server stopping, or a write whose outcome
+// is unknown (the lead changed before it was committed), since a server
+// that stored it answers with its first offset; and after an out of
+// order refusal while a batch before it is still to be stored (a strict
+// server stores a batch only after the one before), or under a producer
+// id given up since (nothing was stored: it is sealed again under the
+// current one).
+func (p *Producer) mayResend(ctx context.Context, b *pbatch, err error) bool {
+	switch {
+	case p.cl().retryable(ctx, err):
+		return true
+	case ctx.Err() != nil:
+		return false
+	case errors.Is(err, ErrShuttingDown), errors.Is(err, ErrOutcomeUnknown):
+		return true
+	case errors.Is(err, ErrOutOfOrderSequence):
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if b.pid != p.pid {
+			b.reseal = true
+			return true
+		}
+		return len(p.open) > 0 && p.open[0] != b
+	}
+	return false
 }
 
 // fly records b as in flight on cn.
@@ -695,16 +787,18 @@ func (p *Producer) resend(b *pbatch) {
 }
 
 // behindResends is called before b goes out on cn: it waits until every
-// batch in flight on an earlier (broken) connection is answered or put
-// back, and reports whether one that precedes b was put back, in which
-// case b goes back too (in order), so that batches reach the server in
-// sequence order and offsets follow Send order.
+// batch in flight that b may not be pipelined behind (staleLocked: on an
+// earlier, broken connection, under another producer id, or before the
+// first acknowledgement of b's) is answered or put back, and reports
+// whether one that precedes b was put back, in which case b goes back too
+// (in order), so that batches reach the server in sequence order and
+// offsets follow Send order.
 func (p *Producer) behindResends(b *pbatch, cn *conn) bool {
 	for {
 		p.mu.Lock()
 		var stale *pbatch
 		for _, x := range p.flying {
-			if x.cn != cn {
+			if x != b && p.staleLocked(x, b, cn) {
 				stale = x
 				break
 			}
@@ -735,6 +829,14 @@ func (p *Producer) complete(b *pbatch, slot bool, base int64, err error) {
 	}
 	close(b.done)
 	p.mu.Lock()
+	if p.idem {
+		switch {
+		case err == nil && b.pid == p.pid:
+			p.confirmed = true
+		case err != nil && (b.pid == 0 || b.pid == p.pid):
+			p.renewLocked()
+		}
+	}
 	p.bufMsgs -= len(b.futures)
 	p.bufBytes -= b.size
 	for i, o := range p.open {
@@ -749,6 +851,16 @@ func (p *Producer) complete(b *pbatch, slot bool, base int64, err error) {
 	if slot {
 		<-p.sem
 	}
+}
+
+// renewLocked gives up the producer id after a batch under it (or one
+// not sent yet) failed for good: its sequence may never be stored, and a
+// strict server stores no later one of that id. The batches not sent yet
+// go out under a fresh id, after those in flight under the old one are
+// answered (staleLocked); those of them refused out of order are sealed
+// again under the new one (reseal). p.mu must be held.
+func (p *Producer) renewLocked() {
+	p.pid, p.confirmed = randomProducerID(), false
 }
 
 // Flush sends the current batch now and waits until every message sent

@@ -421,6 +421,15 @@ func SealBatchMeta(b []byte, meta BatchMeta, codec Codec, count, rawSize int) {
 	binary.LittleEndian.PutUint32(b[batchCRCOff:], crc32.Checksum(b[crcStart:], castagnoli))
 }
 
+// SetBatchProducer rewrites the producer id and sequence of b, a version
+// 2 batch with FlagProducer (pid not 0), and its CRC: the same messages
+// sent under another producer.
+func SetBatchProducer(b []byte, pid, seq uint64) {
+	binary.LittleEndian.PutUint64(b[batchProducerOff:], pid)
+	binary.LittleEndian.PutUint64(b[batchSequenceOff:], seq)
+	binary.LittleEndian.PutUint32(b[batchCRCOff:], crc32.Checksum(b[crcStart:], castagnoli))
+}
+
 // StampBatch writes the server-stamped fields of the batch at the start of b.
 // The CRC does not cover them, so it stays valid.
 func StampBatch(b []byte, baseOffset, appendTime int64) {

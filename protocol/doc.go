@@ -184,8 +184,9 @@
 //	                          server remembers for that producer and topic,
 //	                          so it cannot tell whether it was stored, or
 //	                          more than 2^32 above the highest stored, or a
-//	                          remembered sequence with another count;
-//	                          nothing was written
+//	                          remembered sequence with another count, or,
+//	                          with produce flag bit 3, not the highest
+//	                          stored plus one; nothing was written
 //	23   offset mismatch      produce with flag bit 1, or import: the
 //	                          topic's next offset is not the expected one;
 //	                          nothing was written
@@ -268,6 +269,7 @@
 //	                 the topic if missing;    8  4  count        uint32
 //	                 bit 1: expect offset;
 //	                 bit 2: acks=leader;
+//	                 bit 3: strict sequence;
 //	                 other bits 0
 //	2  8  expect     int64, only with bit 1:
 //	                 the topic's next offset
@@ -286,6 +288,17 @@
 // nothing is written. The check comes after the idempotent producers'
 // (see Batch): a batch sent again after it was stored is answered with
 // its offset, not a mismatch.
+//
+// With bit 3 an idempotent producer's batch is stored only if its
+// sequence is the highest the server stored for that producer on the
+// topic plus one; else code 22 (out of order sequence), whose message
+// names the sequence expected, and nothing is written. A batch stored
+// before is answered with its first offset as without the bit, and a
+// producer the server does not remember takes any sequence. A client that
+// pipelines several batches of one producer sets it on each of them, so
+// that a later batch cannot be stored before an earlier one that a server
+// refused (it no longer leads the topic) and that is sent again. Without
+// producer fields in the batch the bit changes nothing.
 //
 // Consume (op 7) reads messages from offset on:
 //

@@ -293,8 +293,18 @@ const (
 	// the default on a replicated topic). Without replication it changes
 	// nothing.
 	ProduceAcksLeader ProduceFlags = 1 << 2
+	// ProduceStrictSequence stores the batch of an idempotent producer
+	// only if its sequence is the producer's highest stored on the topic
+	// plus one; else CodeOutOfOrderSequence, nothing written. A batch
+	// stored before is answered with its first offset as without it, and a
+	// producer the server does not remember takes any sequence. A client
+	// that keeps several batches of one producer in flight sets it so that
+	// they are stored in sequence order even when an earlier one is
+	// refused (not leader) and a later one reaches a new leader first.
+	// Without FlagProducer in the batch it changes nothing.
+	ProduceStrictSequence ProduceFlags = 1 << 3
 
-	produceFlagsKnown = ProduceCreateTopic | ProduceExpectOffset | ProduceAcksLeader
+	produceFlagsKnown = ProduceCreateTopic | ProduceExpectOffset | ProduceAcksLeader | ProduceStrictSequence
 )
 
 // ProduceRequest appends one batch to a topic.

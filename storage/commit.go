@@ -449,7 +449,7 @@ func (c *committer) writePart(fl *flight, seg *segment, i int, now int64) (int, 
 func (c *committer) decide(r *appendReq, next, now int64) bool {
 	t, opts := c.t, &c.t.s.opts
 	if r.pid != 0 && !r.imp {
-		base, dup, derr := t.producers.lookup(r.pid, r.seq, r.count, r.owner, now, opts.ProducerIdle)
+		base, dup, derr := t.producers.lookup(r.pid, r.seq, r.count, r.owner, r.strict, now, opts.ProducerIdle)
 		if dup || derr != nil {
 			r.base, r.decided, r.err = base, true, derr
 			return true

@@ -326,12 +326,24 @@
 //   - its producer is not remembered but left a tombstone (below) and its
 //     sequence is not 0: it fails with ErrUnknownProducer, since it may be
 //     the retry of a batch stored before, and nothing is written;
+//   - it asks for strict order (AppendOptions.StrictSequence) and its
+//     producer is remembered, but its sequence is not the highest stored
+//     plus one: it fails with ErrOutOfOrderSequence, whose message names
+//     the sequence expected, and nothing is written;
 //   - anything else is new: written, and remembered once the write is
 //     done (a write that fails forgets what it recorded).
 //
 // Sequences may arrive out of order (a client's goroutines race to send),
 // and may skip (a batch refused before it was stored). A duplicate within
-// one commit of its original gets the original's outcome.
+// one commit of its original gets the original's outcome. Strict order is
+// for a producer that keeps several batches in flight and must see them
+// stored in sequence order (client.Producer): when an earlier batch is
+// refused (its server no longer leads the topic) and a later one reaches
+// the new leader first, the later one is refused too, and both are sent
+// again in order. It is asked per batch, not per producer, so one
+// producer id may mix the two rules. A follower records the producers of
+// the batches it replicates as an append does, so once it leads it knows
+// each producer's highest sequence and the rule holds there too.
 //
 // Owners. AppendManyOwner and AppendAsyncOwner name who sends the batches
 // (the broker passes the hash of the connection's token): a new producer

@@ -50,7 +50,9 @@ var (
 	// ErrOutOfOrderSequence: an idempotent producer's batch carries a
 	// sequence below every one the topic remembers for it, so whether it
 	// was stored cannot be told; or a remembered sequence came back with
-	// another message count. Nothing is written.
+	// another message count; or a batch asking for strict order
+	// (AppendOptions.StrictSequence) does not follow the highest stored.
+	// Nothing is written.
 	ErrOutOfOrderSequence = errors.New("storage: idempotent producer's sequence is out of order")
 	// ErrProducerFenced: an idempotent producer's batch sent by another
 	// owner (token) than the one its producer id is bound to. Nothing is

@@ -20,6 +20,14 @@ import (
 // table at recovery. A producer forgotten to make room (not for being
 // idle) leaves a tombstone, so that its retry is refused
 // (ErrUnknownProducer) rather than stored twice.
+//
+// Sequences may arrive out of order (a Client's goroutines race), and
+// may skip (a call given up before its batch was sent). A batch that asks
+// for strict order (AppendOptions.StrictSequence: a client.Producer's,
+// whose batches must keep Send order across resends and failovers) is
+// stored only if its sequence is the highest stored for its producer plus
+// one: a gap means an earlier batch is still to come (refused, resent),
+// and storing this one first would put it before that batch in the log.
 
 const (
 	// dedupWindow is how many of a producer's sequences a topic remembers.
@@ -108,9 +116,11 @@ func (u *undoRec) binds() bool {
 // base offset); a producer bound to another owner (ErrProducerFenced); a
 // forgotten producer's batch that is not a new producer's first
 // (ErrUnknownProducer); a sequence below every remembered one, or too far
-// above them (ErrOutOfOrderSequence); or new. owner "" is trusted with
-// every producer.
-func (pt *producerTable) lookup(id, seq uint64, count int, owner string, now int64, idle time.Duration) (base int64, dup bool, err error) {
+// above them, or with strict any but the highest stored plus one
+// (ErrOutOfOrderSequence); or new. A producer the table does not know (or
+// knew, but it was idle past idle) takes any sequence, strict or not.
+// owner "" is trusted with every producer.
+func (pt *producerTable) lookup(id, seq uint64, count int, owner string, strict bool, now int64, idle time.Duration) (base int64, dup bool, err error) {
 	ps := pt.m[id]
 	if ps != nil && owner != "" && ps.owner != "" && ps.owner != owner {
 		return 0, false, fmt.Errorf("%w: producer %#x belongs to another token", ErrProducerFenced, id)
@@ -137,6 +147,9 @@ func (pt *producerTable) lookup(id, seq uint64, count int, owner string, now int
 		if e.seq < seq {
 			break
 		}
+	}
+	if n := len(ps.recent); strict && n > 0 && seq != ps.recent[n-1].seq+1 {
+		return 0, false, fmt.Errorf("%w: producer %#x: sequence %d out of order, expected %d", ErrOutOfOrderSequence, id, seq, ps.recent[n-1].seq+1)
 	}
 	if n := len(ps.recent); n > 0 && seq > ps.recent[n-1].seq && seq-ps.recent[n-1].seq > MaxSequenceStep {
 		return 0, false, fmt.Errorf("%w: sequence %d is more than %d above the highest stored (%d)", ErrOutOfOrderSequence, seq, uint64(MaxSequenceStep), ps.recent[n-1].seq)

@@ -162,7 +162,7 @@ func TestIdempotentSameCommit(t *testing.T) {
 	u := pt.record(1, 0, 0, 1, "", 0, time.Hour, 10)
 	u2 := pt.record(1, 1, 1, 1, "", 0, time.Hour, 10)
 	pt.undo(u2)
-	if _, dup, _ := pt.lookup(1, 1, 1, "", 0, time.Hour); dup {
+	if _, dup, _ := pt.lookup(1, 1, 1, "", false, 0, time.Hour); dup {
 		t.Fatal("undone sequence still remembered")
 	}
 	pt.undo(u)
@@ -174,7 +174,7 @@ func TestIdempotentSameCommit(t *testing.T) {
 		pt.record(2, seq, int64(seq), 1, "", 0, time.Hour, 10)
 	}
 	pt.undo(pt.record(2, dedupWindow, dedupWindow, 1, "", 0, time.Hour, 10))
-	if base, dup, _ := pt.lookup(2, 0, 1, "", 0, time.Hour); !dup || base != 0 {
+	if base, dup, _ := pt.lookup(2, 0, 1, "", false, 0, time.Hour); !dup || base != 0 {
 		t.Fatalf("evicted entry not restored: dup %v base %d", dup, base)
 	}
 }

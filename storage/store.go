@@ -623,15 +623,37 @@ func (s *Store) AppendMany(name string, batches [][]byte) (bases []int64, errs [
 // the topic's next offset is then expects[i] (AppendExpect), for each
 // expects[i] >= 0; expects may be nil.
 func (s *Store) AppendManyExpect(name string, batches [][]byte, expects []int64) (bases []int64, errs []error) {
-	return s.AppendManyOwner(name, "", batches, expects)
+	var opts []AppendOptions
+	if expects != nil {
+		opts = make([]AppendOptions, len(expects))
+		for i, e := range expects {
+			opts[i].Expect = e
+		}
+	}
+	return s.AppendManyOwner(name, "", batches, opts)
 }
 
-// AppendManyOwner is AppendManyExpect for batches sent by owner, a
-// token's hash: an idempotent producer is bound to the owner whose batch
-// first used it, and another owner's batch under it fails with
-// ErrProducerFenced (see Idempotent producers). Owner "" is trusted with
-// every producer.
-func (s *Store) AppendManyOwner(name, owner string, batches [][]byte, expects []int64) (bases []int64, errs []error) {
+// AppendOptions are the conditions of one append.
+type AppendOptions struct {
+	// Expect, when 0 or more, appends the batch only if the topic's next
+	// offset is then Expect (else ErrOffsetMismatch); < 0: always. Note
+	// that the zero AppendOptions expects offset 0.
+	Expect int64
+	// StrictSequence appends an idempotent producer's batch only if its
+	// sequence is the highest the topic stored for the producer plus one
+	// (else ErrOutOfOrderSequence, nothing written), so that its batches
+	// are stored in sequence order whatever order they arrive in. A batch
+	// stored before is answered with its first offset as without it, and
+	// a producer the topic does not remember takes any sequence.
+	StrictSequence bool
+}
+
+// AppendManyOwner is AppendMany for batches sent by owner, a token's
+// hash, batches[i] under the conditions of opts[i] (opts nil: none): an
+// idempotent producer is bound to the owner whose batch first used it,
+// and another owner's batch under it fails with ErrProducerFenced (see
+// Idempotent producers). Owner "" is trusted with every producer.
+func (s *Store) AppendManyOwner(name, owner string, batches [][]byte, opts []AppendOptions) (bases []int64, errs []error) {
 	bases = make([]int64, len(batches))
 	errs = make([]error, len(batches))
 	infos := make([]batchInfo, len(batches))
@@ -651,8 +673,11 @@ func (s *Store) AppendManyOwner(name, owner string, batches [][]byte, expects []
 	for i, batch := range batches {
 		if errs[i] == nil {
 			r := &appendReq{batch: batch, count: infos[i].count, pid: infos[i].pid, seq: infos[i].seq, owner: owner}
-			if expects != nil && expects[i] >= 0 {
-				r.cond, r.expect = true, expects[i]
+			if opts != nil {
+				r.strict = opts[i].StrictSequence
+				if opts[i].Expect >= 0 {
+					r.cond, r.expect = true, opts[i].Expect
+				}
 			}
 			reqs = append(reqs, r)
 		}

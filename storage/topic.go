@@ -84,6 +84,9 @@ type appendReq struct {
 	// owner: who sends it (a token's hash; "": trusted with any producer).
 	pid, seq uint64
 	owner    string
+	// strict: the producer's batch is stored only as its next sequence
+	// (AppendOptions.StrictSequence).
+	strict bool
 	// cond: append only if the topic's next offset is expect.
 	cond   bool
 	expect int64
@@ -200,12 +203,12 @@ func (s *Store) AppendAsync(name string, batch []byte, cb AppendCallback, arg an
 // idempotent producer sent before is answered with its first offset
 // whatever expect says.
 func (s *Store) AppendAsyncExpect(name string, batch []byte, expect int64, cb AppendCallback, arg any) error {
-	return s.AppendAsyncOwner(name, "", batch, expect, cb, arg)
+	return s.AppendAsyncOwner(name, "", batch, AppendOptions{Expect: expect}, cb, arg)
 }
 
-// AppendAsyncOwner is AppendAsyncExpect for a batch sent by owner (see
-// AppendManyOwner).
-func (s *Store) AppendAsyncOwner(name, owner string, batch []byte, expect int64, cb AppendCallback, arg any) error {
+// AppendAsyncOwner is AppendAsync for a batch sent by owner (see
+// AppendManyOwner), under the conditions of o.
+func (s *Store) AppendAsyncOwner(name, owner string, batch []byte, o AppendOptions, cb AppendCallback, arg any) error {
 	bi, err := s.validate(name, batch)
 	if err != nil {
 		return err
@@ -214,7 +217,8 @@ func (s *Store) AppendAsyncOwner(name, owner string, batch []byte, expect int64,
 	if err != nil {
 		return err
 	}
-	t.committer.appendAsync(&appendReq{batch: batch, count: bi.count, pid: bi.pid, seq: bi.seq, owner: owner, cond: expect >= 0, expect: expect, cb: cb, arg: arg})
+	t.committer.appendAsync(&appendReq{batch: batch, count: bi.count, pid: bi.pid, seq: bi.seq, owner: owner,
+		strict: o.StrictSequence, cond: o.Expect >= 0, expect: o.Expect, cb: cb, arg: arg})
 	return nil
 }
 

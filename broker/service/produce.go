@@ -25,6 +25,14 @@ type Produce struct {
 	// AcksLeader answers a produce to a replicated topic once the leader
 	// has it (acks=leader), not once every in-sync replica has (acks=all).
 	AcksLeader bool
+	// StrictSequence stores an idempotent producer's batch only as the
+	// producer's next sequence (storage.AppendOptions.StrictSequence).
+	StrictSequence bool
+}
+
+// options is p's conditions for storage.
+func (p Produce) options() storage.AppendOptions {
+	return storage.AppendOptions{Expect: p.Expect, StrictSequence: p.StrictSequence}
 }
 
 // Produce appends p to topic (the produce right) and returns its base
@@ -60,20 +68,11 @@ func (s *Service) ProduceMany(c Caller, topic string, ps []Produce) (bases []int
 		}
 	}
 	batches := make([][]byte, len(ps))
-	var expects []int64
+	opts := make([]storage.AppendOptions, len(ps))
 	for i, p := range ps {
-		batches[i] = p.Batch
-		if p.Expect >= 0 && expects == nil {
-			expects = make([]int64, len(ps))
-			for k := range expects {
-				expects[k] = -1
-			}
-		}
-		if expects != nil {
-			expects[i] = p.Expect
-		}
+		batches[i], opts[i] = p.Batch, p.options()
 	}
-	bases, errs = s.store.AppendManyOwner(topic, c.Owner(), batches, expects)
+	bases, errs = s.store.AppendManyOwner(topic, c.Owner(), batches, opts)
 	var retry []int
 	for i, err := range errs {
 		if errors.Is(err, storage.ErrTopicNotFound) && ps[i].Create {
@@ -131,11 +130,11 @@ func (s *Service) retryCreated(owner, topic string, ps []Produce, retry []int, b
 		return
 	}
 	again := make([][]byte, len(retry))
-	expects := make([]int64, len(retry))
+	opts := make([]storage.AppendOptions, len(retry))
 	for k, i := range retry {
-		again[k], expects[k] = ps[i].Batch, ps[i].Expect
+		again[k], opts[k] = ps[i].Batch, ps[i].options()
 	}
-	rb, re := s.store.AppendManyOwner(topic, owner, again, expects)
+	rb, re := s.store.AppendManyOwner(topic, owner, again, opts)
 	for k, i := range retry {
 		bases[i], errs[i] = rb[k], re[k]
 	}
@@ -158,11 +157,11 @@ func (s *Service) ProduceAsync(c Caller, topic string, p Produce, cb AppendCallb
 		}
 		bt, _, err := protocol.ParseBatch(p.Batch)
 		if err != nil {
-			return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.Expect, cb, arg) // storage says what is wrong
+			return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.options(), cb, arg) // storage says what is wrong
 		}
 		cb = &replicaAck{inner: cb, repl: s.repl, topic: topic, count: int64(bt.Count), acksAll: !p.AcksLeader}
 	}
-	return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.Expect, cb, arg)
+	return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.options(), cb, arg)
 }
 
 // replicaAck holds the answer to a produce to a replicated topic until
