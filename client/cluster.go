@@ -41,6 +41,8 @@ type cluster struct {
 	where     map[string]*Client   // topic -> the server it was found or placed on
 	finding   map[string]*search   // searches under way, by topic: one at a time per topic
 	rerouting map[string]time.Time // topic -> when its produces began to look for its leader
+
+	leads leads // who leads a topic whose server does not answer (attempt.go)
 }
 
 // search is one find under way; requests for the same topic meanwhile
@@ -81,7 +83,7 @@ func dialCluster(ctx context.Context, addrs []string, o options) (*Client, error
 		if seq != nil {
 			s.producer = seq
 		}
-		s.reroute = k.reroute
+		s.reroute, s.k = k.reroute, k
 		k.servers = append(k.servers, s)
 	}
 	k.addrs = addrs

@@ -239,7 +239,7 @@ func (c *Client) produceOnce(ctx context.Context, topic string, count, size int,
 		dst = protocol.AppendProduceRequestHeaderExpect(dst, id, topic, flags, expect, size)
 		return appendBatch(dst, meta)
 	}
-	p, err := c.do(ctx, protocol.OpProduce, 0, c.producer != nil, build)
+	p, err := c.produceOn(ctx, topic, build)
 	// On a Client of several servers, a replicated topic's produce goes
 	// on to its leader: the same batch, same producer id and sequence, so
 	// that one stored before the failover is answered with its offset.
@@ -247,7 +247,7 @@ func (c *Client) produceOnce(ctx context.Context, topic string, count, size int,
 		if s, err = s.reroute(ctx, topic, s, err); s == nil {
 			break
 		}
-		p, err = s.do(ctx, protocol.OpProduce, 0, c.producer != nil, build)
+		p, err = s.produceOn(ctx, topic, build)
 		if err == nil {
 			_, _ = s.reroute(ctx, topic, s, nil) // through: the budget starts afresh
 		}
