@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/haraqa/haraqa/client"
 	"github.com/haraqa/haraqa/protocol"
@@ -19,8 +20,9 @@ type fakeReplica struct {
 	hidden bool // topic info answers topic not found: searches land elsewhere
 
 	mu      sync.Mutex
-	produce func(corrID uint32) []byte
-	batches []protocol.BatchMeta // guarded by mu
+	produce func(corrID uint32, probe bool) []byte // probe: a question who leads (an expected offset)
+	batches []protocol.BatchMeta                   // guarded by mu; probes left out
+	probes  int                                    // guarded by mu
 }
 
 func startFakeReplica(t *testing.T, hidden bool) *fakeReplica {
@@ -44,11 +46,16 @@ func startFakeReplica(t *testing.T, hidden bool) *fakeReplica {
 				if err != nil {
 					return false
 				}
+				probe := req.Flags&protocol.ProduceExpectOffset != 0
 				f.mu.Lock()
-				f.batches = append(f.batches, protocol.BatchMeta{ProducerID: bt.ProducerID, Sequence: bt.Sequence})
+				if probe {
+					f.probes++
+				} else {
+					f.batches = append(f.batches, protocol.BatchMeta{ProducerID: bt.ProducerID, Sequence: bt.Sequence})
+				}
 				answer := f.produce
 				f.mu.Unlock()
-				nc.Write(answer(h.CorrID))
+				go func() { nc.Write(answer(h.CorrID, probe)) }() // a slow answer holds up no other
 			default:
 				nc.Write(protocol.AppendErrorResponse(nil, h.Op, h.CorrID, protocol.CodeUnknownOp, "unknown op"))
 			}
@@ -58,7 +65,7 @@ func startFakeReplica(t *testing.T, hidden bool) *fakeReplica {
 	return f
 }
 
-func (f *fakeReplica) answer(produce func(corrID uint32) []byte) {
+func (f *fakeReplica) answer(produce func(corrID uint32, probe bool) []byte) {
 	f.mu.Lock()
 	f.produce = produce
 	f.mu.Unlock()
@@ -80,11 +87,11 @@ func TestOutcomeUnknownFollowsIdempotent(t *testing.T) {
 	for _, idem := range []bool{true, false} {
 		t.Run(map[bool]string{true: "idempotent", false: "not idempotent"}[idem], func(t *testing.T) {
 			old, next := startFakeReplica(t, false), startFakeReplica(t, true)
-			old.answer(func(id uint32) []byte {
+			old.answer(func(id uint32, _ bool) []byte {
 				return protocol.AppendErrorResponse(nil, protocol.OpProduce, id, protocol.CodeOutcomeUnknown, next.addr)
 			})
-			next.answer(func(id uint32) []byte { return protocol.AppendProduceResponse(nil, id, 7, 1) })
-			c := dial(t, old.addr+","+next.addr, client.WithIdempotence(idem))
+			next.answer(func(id uint32, _ bool) []byte { return protocol.AppendProduceResponse(nil, id, 7, 1) })
+			c := dial(t, old.addr+","+next.addr, client.WithIdempotence(idem), client.WithAttemptTimeout(0))
 			ctx := testCtx(t)
 			off, err := c.Produce(ctx, "t", []byte("m"))
 			if len(old.sent()) != 1 {
@@ -136,5 +143,86 @@ func TestNotLeaderErrorNamesLeader(t *testing.T) {
 	}
 	if !errors.Is(&client.Error{Code: client.CodeOutcomeUnknown}, client.ErrOutcomeUnknown) {
 		t.Error("code 30 does not match ErrOutcomeUnknown")
+	}
+}
+
+func (f *fakeReplica) asked() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.probes
+}
+
+// TestAttemptTimeoutSlowLeaderKept: a produce its leader answers late
+// (an acks=all produce waiting for its replicas) while the other servers
+// still name that leader is not abandoned nor sent again: it gets the
+// leader's answer, idempotent or not.
+func TestAttemptTimeoutSlowLeaderKept(t *testing.T) {
+	for _, idem := range []bool{true, false} {
+		t.Run(map[bool]string{true: "idempotent", false: "not idempotent"}[idem], func(t *testing.T) {
+			slow, other := startFakeReplica(t, false), startFakeReplica(t, true)
+			slow.answer(func(id uint32, _ bool) []byte {
+				time.Sleep(600 * time.Millisecond)
+				return protocol.AppendProduceResponse(nil, id, 3, 1)
+			})
+			other.answer(func(id uint32, probe bool) []byte {
+				return protocol.AppendErrorResponse(nil, protocol.OpProduce, id, protocol.CodeNotLeader, slow.addr)
+			})
+			c := dial(t, slow.addr+","+other.addr, client.WithIdempotence(idem), client.WithAttemptTimeout(100*time.Millisecond))
+			off, err := c.Produce(testCtx(t), "t", []byte("m"))
+			if err != nil || off != 3 {
+				t.Fatalf("produce to a slow leader: %d, %v; want its answer, 3", off, err)
+			}
+			if n := len(slow.sent()); n != 1 {
+				t.Fatalf("the slow leader was sent the batch %d times, want 1", n)
+			}
+			if len(other.sent()) != 0 || other.asked() == 0 {
+				t.Fatalf("the other server was sent %d batches and %d questions; want none and some", len(other.sent()), other.asked())
+			}
+		})
+	}
+}
+
+// TestAttemptTimeoutLeaderMoved: a produce its leader does not answer,
+// once the other servers name another leader, goes there under the same
+// producer id and sequence (idempotent), or fails at once with
+// ErrOutcomeUnknown and is not sent again (without idempotence).
+func TestAttemptTimeoutLeaderMoved(t *testing.T) {
+	for _, idem := range []bool{true, false} {
+		t.Run(map[bool]string{true: "idempotent", false: "not idempotent"}[idem], func(t *testing.T) {
+			thawed := make(chan struct{})
+			t.Cleanup(func() { close(thawed) })
+			frozen, next := startFakeReplica(t, false), startFakeReplica(t, true)
+			frozen.answer(func(uint32, bool) []byte { <-thawed; return nil })
+			next.answer(func(id uint32, probe bool) []byte {
+				if probe { // it leads: the offset expected is not its next
+					return protocol.AppendErrorResponse(nil, protocol.OpProduce, id, protocol.CodeOffsetMismatch, "mismatch")
+				}
+				return protocol.AppendProduceResponse(nil, id, 7, 1)
+			})
+			c := dial(t, frozen.addr+","+next.addr, client.WithIdempotence(idem), client.WithAttemptTimeout(100*time.Millisecond))
+			start := time.Now()
+			off, err := c.Produce(testCtx(t), "t", []byte("m"))
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("produce to a frozen leader took %v", d)
+			}
+			if len(frozen.sent()) != 1 {
+				t.Fatalf("the frozen leader was sent %d batches, want 1", len(frozen.sent()))
+			}
+			if !idem {
+				if !errors.Is(err, client.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "may store it twice") {
+					t.Fatalf("produce to a frozen leader without idempotence: %v, want ErrOutcomeUnknown", err)
+				}
+				if len(next.sent()) != 0 {
+					t.Fatalf("sent again to the new leader without idempotence")
+				}
+				return
+			}
+			if err != nil || off != 7 {
+				t.Fatalf("idempotent produce to a frozen leader: %d, %v; want 7 from the new one", off, err)
+			}
+			if a, b := frozen.sent()[0], next.sent(); len(b) != 1 || b[0] != a {
+				t.Fatalf("sent %+v to the frozen leader, then %+v to the new one: want the same producer id and sequence once", a, b)
+			}
+		})
 	}
 }
