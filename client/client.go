@@ -34,6 +34,9 @@ type Client struct {
 	// send a produce to once this one refused it as not the topic's
 	// leader or could not be reached (cluster.reroute); nil for one.
 	reroute func(ctx context.Context, topic string, from *Client, err error) (*Client, error)
+	// k, on a server of a Client of several, is their cluster, which
+	// asks the others who leads a topic (produceOn); nil for one.
+	k *cluster
 }
 
 // Dial connects to the server at addr (host:port) and checks it answers.

@@ -41,6 +41,8 @@ type cluster struct {
 	where     map[string]*Client   // topic -> the server it was found or placed on
 	finding   map[string]*search   // searches under way, by topic: one at a time per topic
 	rerouting map[string]time.Time // topic -> when its produces began to look for its leader
+
+	leads leads // who leads a topic whose server does not answer (attempt.go)
 }
 
 // search is one find under way; requests for the same topic meanwhile
@@ -81,7 +83,7 @@ func dialCluster(ctx context.Context, addrs []string, o options) (*Client, error
 		if seq != nil {
 			s.producer = seq
 		}
-		s.reroute = k.reroute
+		s.reroute, s.k = k.reroute, k
 		k.servers = append(k.servers, s)
 	}
 	k.addrs = addrs
@@ -333,10 +335,38 @@ func (k *cluster) route(ctx context.Context, topic string, create bool) (*Client
 		return s, false, err
 	}
 	o := k.owner(topic)
-	if derr, ok := down[o]; ok {
-		return nil, false, fmt.Errorf("%w: topic %q belongs on %s, which did not answer: %w", ErrUnavailable, topic, o.addr, wrapAddr(o, derr))
+	if _, ok := down[o]; ok {
+		return nil, false, k.ownerDown(topic, o, down)
 	}
 	return o, false, nil
+}
+
+// ownerDown is the error of a search for topic that found it on none of
+// the servers that answered while its owner o is among those that did
+// not (down): it names them all, o first, since a replicated topic lives
+// on several and may be on any of them, and those that answered.
+func (k *cluster) ownerDown(topic string, o *Client, down map[*Client]error) error {
+	tried := []string{o.addr}
+	errs := []error{wrapAddr(o, down[o])}
+	var answered []string
+	for _, s := range k.servers {
+		switch derr, ok := down[s]; {
+		case !ok:
+			answered = append(answered, s.addr)
+		case s != o:
+			tried = append(tried, s.addr)
+			errs = append(errs, wrapAddr(s, derr))
+		}
+	}
+	had := "no server answered"
+	if len(answered) > 0 {
+		had = "it is not on " + strings.Join(answered, ", ")
+	}
+	if len(tried) == 1 {
+		return fmt.Errorf("%w: topic %q belongs on %s, which did not answer (%s): %w", ErrUnavailable, topic, o.addr, had, errs[0])
+	}
+	return fmt.Errorf("%w: topic %q belongs on %s, and may be on any of %s (its replicas, if it is replicated), none of which answered (%s): %w",
+		ErrUnavailable, topic, o.addr, strings.Join(tried, ", "), had, errors.Join(errs...))
 }
 
 // onTopic runs op on the server topic lives on (create: see route). If a

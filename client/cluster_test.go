@@ -540,3 +540,35 @@ func TestSeveralServersStreamErrorsNameServer(t *testing.T) {
 	_, err = r.Next(ctx)
 	named("Reader.Next", err)
 }
+
+// TestSeveralServersOwnerDownNamesAll: a produce to a topic that none of
+// the servers that answered has, while its owner and another server are
+// down, names both (a replicated topic may be on either) and those that
+// answered.
+func TestSeveralServersOwnerDownNamesAll(t *testing.T) {
+	ctx := testCtx(t)
+	srvs := []*brokertest.Server{brokertest.Start(t, 1), brokertest.Start(t, 1), brokertest.Start(t, 1)}
+	addrs := []string{srvs[0].Addr, srvs[1].Addr, srvs[2].Addr}
+	var topic string
+	for i := 0; topic == ""; i++ {
+		if tp := fmt.Sprintf("x%d", i); client.Place(tp, addrs) == 1 {
+			topic = tp
+		}
+	}
+	srvs[1].Close()
+	srvs[2].Close()
+	c, err := client.Dial(ctx, strings.Join(addrs, ","), client.WithLocateTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Produce(ctx, topic, []byte("m"))
+	if !errors.Is(err, client.ErrUnavailable) {
+		t.Fatalf("produce with its owner down: %v, want ErrUnavailable", err)
+	}
+	for _, want := range []string{"belongs on " + addrs[1], addrs[1] + ", " + addrs[2], "not on " + addrs[0]} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q should say %q", err, want)
+		}
+	}
+}

@@ -95,7 +95,8 @@
 // ErrTopicExists, ErrInvalidTopic, ErrOffsetOutOfRange, ErrFrameTooLarge,
 // ErrBadBatch, ErrUnreadable, ErrReadOnly, ErrShuttingDown,
 // ErrInvalidArgument, ErrLimitReached, ErrOutOfOrderSequence,
-// ErrProducerFenced, ErrUnknownProducer; its Code is one of the package's
+// ErrProducerFenced, ErrUnknownProducer, ErrNotLeader,
+// ErrNotEnoughReplicas, ErrOutcomeUnknown; its Code is one of the package's
 // Code constants (CodeTopicNotFound, ...), so ordinary use needs no import
 // of the wire package, protocol (nor does compression: CompressionS2,
 // CompressionZstd). ErrConnection wraps network failures, ErrClosed
@@ -266,7 +267,25 @@
 // another in-sync replica when its server goes down, shuts down or stops
 // serving the topic, and waits, until its context ends, while none serves
 // it. A Producer follows a replicated topic's leader (with idempotence,
-// across a broken connection too). Of a topic on one server alone, a
+// across a broken connection too).
+//
+// A Produce to a replicated topic follows its leader: a server that
+// refuses it as not the leader (ErrNotLeader) stored nothing, and it is
+// sent where that server says, or, during an election, to whichever
+// server answers next. A leader that wrote the batch but lost the lead
+// before it was committed answers ErrOutcomeUnknown (code 30): the new
+// leader may hold the batch or not. A leader that does not answer within
+// WithAttemptTimeout (1 s; a frozen process, a paused VM) is watched: the
+// other servers are asked who leads, and once they name another server
+// the produce is abandoned there. With idempotence either is sent to the
+// new leader under the same producer id and sequence, which it answers
+// with the batch's offset if it holds it: stored once. Without, the
+// produce fails with ErrOutcomeUnknown: sending it again (at least once)
+// may store it twice, not sending it (at most once) may lose it. A
+// leader that is only slow (acks=all waiting for its replicas) is still
+// named by the others, and its produce waits for its answer.
+//
+// Of a topic on one server alone, a
 // Reader or Producer fails with that server's error. An operation added
 // to the package that this routing does not know fails with
 // ErrSeveralServers.

@@ -69,6 +69,21 @@ var (
 	// replicas than the server's -min-insync, or they did not confirm it
 	// in time; an idempotent producer may send it again.
 	ErrNotEnoughReplicas = errors.New("client: not enough in-sync replicas")
+	// ErrOutcomeUnknown: a produce to a replicated topic may or may not
+	// have been stored. Either its leader wrote the batch but stopped
+	// leading the topic before the in-sync replicas confirmed it (code
+	// 30; the *Error's message names the new leader, as ErrNotLeader's
+	// does, LeaderOf), or, on a Client of several servers, the leader
+	// did not answer within WithAttemptTimeout and the other servers
+	// name another leader now. The new leader may hold the batch or not.
+	// A Client with idempotence (the default) never returns it for a
+	// produce it can follow to the new leader: it sends the batch there
+	// under the same producer id and sequence, which the new leader
+	// answers with the batch's offset if it holds it. Without
+	// idempotence it is returned: sending the batch again may store it
+	// twice, not sending it may lose it; the caller chooses (at least
+	// once or at most once).
+	ErrOutcomeUnknown = errors.New("client: outcome unknown: the batch may or may not have been stored")
 	// ErrFencedEpoch: a replica request under a stale leader epoch.
 	ErrFencedEpoch = errors.New("client: fenced leader epoch")
 	// ErrOutcomeUnknown: a produce to a replicated topic was written on
@@ -139,10 +154,25 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if e.Op == 0 { // an answer to no request: about the connection
-		return fmt.Sprintf("haraqa: %s: %s", e.Code, e.Message)
+	msg := e.Message
+	switch e.Code {
+	case protocol.CodeNotLeader: // the message is the leader's address alone
+		if msg == "" {
+			msg = "the topic has no leader: none is elected yet; retry shortly"
+		} else {
+			msg = "the topic is led by " + msg
+		}
+	case protocol.CodeOutcomeUnknown:
+		lead := "no leader is elected yet"
+		if msg != "" {
+			lead = "the topic is now led by " + msg
+		}
+		msg = "the leader wrote the batch but stopped leading the topic before it was committed: it may or may not be kept (" + lead + ")"
 	}
-	return fmt.Sprintf("haraqa: %s: %s: %s", e.Op, e.Code, e.Message)
+	if e.Op == 0 { // an answer to no request: about the connection
+		return fmt.Sprintf("haraqa: %s: %s", e.Code, msg)
+	}
+	return fmt.Sprintf("haraqa: %s: %s: %s", e.Op, e.Code, msg)
 }
 
 // Is matches the sentinel of the error's code, so
@@ -198,13 +228,16 @@ const (
 	CodeOffsetMismatch     = protocol.CodeOffsetMismatch
 	CodeProducerFenced     = protocol.CodeProducerFenced
 	CodeUnknownProducer    = protocol.CodeUnknownProducer
+	CodeNotLeader          = protocol.CodeNotLeader
+	CodeOutcomeUnknown     = protocol.CodeOutcomeUnknown
 )
 
-// LeaderOf returns the leader's address an ErrNotLeader error names, and
+// LeaderOf returns the leader's address an ErrNotLeader error names, or
+// the new leader's an ErrOutcomeUnknown error of the server names, and
 // whether err is one that names it.
 func LeaderOf(err error) (string, bool) {
 	var e *Error
-	if !errors.As(err, &e) || e.Code != protocol.CodeNotLeader || e.Message == "" {
+	if !errors.As(err, &e) || (e.Code != protocol.CodeNotLeader && e.Code != protocol.CodeOutcomeUnknown) || e.Message == "" {
 		return "", false
 	}
 	return e.Message, true

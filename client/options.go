@@ -25,6 +25,7 @@ type options struct {
 	name           string      // the client's name in the hello
 	tls            *tls.Config // nil: plaintext
 	locateTimeout  time.Duration
+	attemptTimeout time.Duration // WithAttemptTimeout; 0: off
 	idempotent     bool
 }
 
@@ -40,6 +41,7 @@ func defaultOptions() options {
 		idleTimeout:    DefaultIdleTimeout,
 		name:           "haraqa-go",
 		locateTimeout:  DefaultLocateTimeout,
+		attemptTimeout: DefaultAttemptTimeout,
 		idempotent:     true,
 	}
 }

@@ -239,7 +239,7 @@ func (c *Client) produceOnce(ctx context.Context, topic string, count, size int,
 		dst = protocol.AppendProduceRequestHeaderExpect(dst, id, topic, flags, expect, size)
 		return appendBatch(dst, meta)
 	}
-	p, err := c.do(ctx, protocol.OpProduce, 0, c.producer != nil, build)
+	p, err := c.produceOn(ctx, topic, build)
 	// On a Client of several servers, a replicated topic's produce goes
 	// on to its leader: the same batch, same producer id and sequence, so
 	// that one stored before the failover is answered with its offset.
@@ -247,12 +247,15 @@ func (c *Client) produceOnce(ctx context.Context, topic string, count, size int,
 		if s, err = s.reroute(ctx, topic, s, err); s == nil {
 			break
 		}
-		p, err = s.do(ctx, protocol.OpProduce, 0, c.producer != nil, build)
+		p, err = s.produceOn(ctx, topic, build)
 		if err == nil {
 			_, _ = s.reroute(ctx, topic, s, nil) // through: the budget starts afresh
 		}
 	}
 	if err != nil {
+		if errors.Is(err, ErrOutcomeUnknown) {
+			err = fmt.Errorf("client: produce to topic %q: sending the batch again may store it twice: %w", topic, err)
+		}
 		return 0, pid, 0, err
 	}
 	r, err := protocol.ParseProduceResponse(p)
@@ -424,14 +427,18 @@ func (p *producerSeq) renew(old uint64) {
 // mayReroute reports whether a produce that failed with err, its frame
 // built builds times, may be sent to another server: a server that is not
 // the leader stored nothing; a server that could not be reached may have
-// stored it only if it was sent (errNotSent says it was not), which an
-// idempotent producer's id and sequence make harmless.
+// stored it only if it was sent (errNotSent says it was not), and a
+// leader that lost the lead before the batch was committed (outcome
+// unknown) did, both of which an idempotent producer's id and sequence
+// make harmless.
 func (c *Client) mayReroute(err error, builds int32) bool {
 	switch {
 	case err == nil:
 		return false
 	case errors.Is(err, ErrNotLeader):
 		return true
+	case errors.Is(err, ErrOutcomeUnknown):
+		return c.producer != nil
 	case errors.Is(err, ErrConnection):
 		return c.producer != nil || builds == 0 || errors.Is(err, errNotSent)
 	case errors.Is(err, ErrShuttingDown):

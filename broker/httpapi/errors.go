@@ -81,6 +81,13 @@ func statusOf(code protocol.Code) int {
 		return http.StatusInsufficientStorage
 	case protocol.CodeTopicReadOnly, protocol.CodeShuttingDown, protocol.CodeNotLeader, protocol.CodeNotEnoughReplicas:
 		return http.StatusServiceUnavailable // not leader: no leader known yet
+	case protocol.CodeOutcomeUnknown:
+		// Not 503, which here means nothing was written, and never a
+		// redirect, which curl -L and browsers would follow by sending
+		// the body again: 504 is the status a proxy answers when the
+		// server behind it took a request and its answer never came,
+		// which operators read as "it may have been applied".
+		return http.StatusGatewayTimeout
 	case protocol.CodeUnauthenticated:
 		return http.StatusUnauthorized
 	case protocol.CodeForbidden:
@@ -95,7 +102,9 @@ func statusOf(code protocol.Code) int {
 
 // failOn answers err for request r: as fail does, except that a request
 // for a replicated topic that another server serves (its leader, for a
-// write) is answered 307 to that server, same path and query.
+// write) is answered 307 to that server, same path and query. An
+// outcome unknown is never redirected: following it sends the body
+// again, which may store it twice.
 func (a *API) failOn(w http.ResponseWriter, r *http.Request, err error) {
 	var nl *service.NotLeaderError
 	if !errors.As(err, &nl) || nl.LeaderHTTP == "" {
@@ -126,6 +135,9 @@ func redirect(w http.ResponseWriter, r *http.Request, base, text string) {
 func (a *API) fail(w http.ResponseWriter, err error) {
 	code := service.Code(err)
 	msg := service.Message(err, code)
+	if m, ok := leaderText(err); ok {
+		msg = m // the wire's message is an address alone
+	}
 	if code == protocol.CodeUnknown {
 		a.cfg.Logger.Error("http request failed", "err", err)
 		msg = "internal error"
@@ -148,8 +160,40 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Del("Content-Length")
+	if nl := (*service.NotLeaderError)(nil); errors.As(err, &nl) && nl.Leader == "" {
+		h.Set("Retry-After", "1") // an election takes about a second (docs/replication.md)
+	}
 	w.WriteHeader(statusOf(code))
 	_, _ = io.WriteString(w, msg+"\n")
+}
+
+// leaderText is the line answering a refusal that names a replicated
+// topic's leader, whose wire message is the leader's address alone: a
+// topic with no leader yet, a leader whose HTTP port is not known, or a
+// produce whose outcome is unknown. ok is false for any other error.
+func leaderText(err error) (msg string, ok bool) {
+	var ou *service.OutcomeUnknownError
+	if errors.As(err, &ou) {
+		lead := "no leader is elected yet"
+		switch {
+		case ou.LeaderHTTP != "":
+			lead = "it is now led by " + ou.LeaderHTTP
+		case ou.Leader != "":
+			lead = "it is now led by " + ou.Leader + " (binary port; its HTTP port is not known)"
+		}
+		return fmt.Sprintf("outcome unknown: topic %q: the messages were written on this server, but it stopped leading the topic before they were committed, so they may or may not be kept; sending them again may store them twice (%s)", ou.Topic, lead), true
+	}
+	var nl *service.NotLeaderError
+	if errors.As(err, &nl) {
+		switch {
+		case nl.Leader == "":
+			return fmt.Sprintf("not leader: topic %q has no leader: none is elected yet; retry shortly", nl.Topic), true
+		case nl.LeaderHTTP != "":
+			return fmt.Sprintf("not leader: topic %q is led by %s", nl.Topic, nl.LeaderHTTP), true
+		}
+		return fmt.Sprintf("not leader: topic %q is led by %s (binary port; its HTTP port is not known)", nl.Topic, nl.Leader), true
+	}
+	return "", false
 }
 
 // isAPIError reports whether err is one of the port's own refusals.
