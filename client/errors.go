@@ -86,12 +86,6 @@ var (
 	ErrOutcomeUnknown = errors.New("client: outcome unknown: the batch may or may not have been stored")
 	// ErrFencedEpoch: a replica request under a stale leader epoch.
 	ErrFencedEpoch = errors.New("client: fenced leader epoch")
-	// ErrOutcomeUnknown: a produce to a replicated topic was written on
-	// its leader, but the lead changed before it was committed (code 30):
-	// it may or may not be kept. An idempotent producer may send it
-	// again (the server answers with its first offset if it was kept);
-	// without idempotence it is not resent.
-	ErrOutcomeUnknown = errors.New("client: outcome unknown: the batch may or may not have been stored")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrHTTPPort: the address answered in HTTP: it is a server's HTTP
