@@ -58,11 +58,14 @@ const (
 	// ledger is checked against the cluster then, as a check of the
 	// check.
 	cfWarmUp = 6 * time.Second
+	// cfBetween is how long the producers run between two faults, once
+	// the cluster is healthy again.
+	cfBetween = 7 * time.Second
 	// cfFreeze is how long a leader is stopped.
 	cfFreeze = 8 * time.Second
 	// cfBudget: steps not begun by then are skipped, so the phase ends
 	// within about five minutes.
-	cfBudget = 150 * time.Second
+	cfBudget = 170 * time.Second
 	// cfCutTo is the part of a segment kept when it is cut short (60%).
 	cfCutNum, cfCutDen = 6, 10
 	// cfFlip is how many bytes of a follower's segment are flipped.
@@ -161,6 +164,7 @@ func runClusterFaults(ctx context.Context, e *env) (string, error) {
 		{"kill leader", func(ctx context.Context) error { return r.killLeader(ctx, a) }},
 		{"freeze leader", func(ctx context.Context) error { return r.freezeLeader(ctx, f) }},
 		{"kill leader", func(ctx context.Context) error { return r.killLeader(ctx, a) }},
+		{"cut leader", func(ctx context.Context) error { return r.cutLeader(ctx, a) }},
 	}
 	done := 0
 	var fatal error
@@ -211,7 +215,8 @@ func runClusterFaults(ctx context.Context, e *env) (string, error) {
 }
 
 // ready waits, bounded, for a healthy cluster and for the producers to
-// make progress before a step; what does not come is noted.
+// make progress before a step, then lets them run cfBetween; what does
+// not come is noted.
 func (r *cfRun) ready(ctx context.Context, step string) {
 	if err := clusterHealthy(ctx, r.c.servers, len(cfTopics), cfHealthyWait, false); err != nil {
 		r.note("before %s: %v", step, err)
@@ -219,6 +224,7 @@ func (r *cfRun) ready(ctx context.Context, step string) {
 	if err := r.ps.progress(ctx, cfProgress, cfProgressWait); err != nil {
 		r.note("before %s: %v", step, err)
 	}
+	time.Sleep(cfBetween)
 }
 
 // leaderOf returns the index of topic's leader, waiting a little while
@@ -602,7 +608,8 @@ func (r *cfRun) verdict(n cfCounts, warm string, fatal error) (string, error) {
 }
 
 // longGaps lists each producer's gaps of foReportGap or more, longest
-// first, each with the last fault step begun before it ended.
+// first, each with the last fault made before it began (or within its
+// first foKillSlack).
 func (r *cfRun) longGaps() string {
 	type long struct {
 		p    *cfProd
@@ -618,8 +625,8 @@ func (r *cfRun) longGaps() string {
 			}
 			l := long{p: p, g: g, last: "before any fault"}
 			for _, ev := range r.events {
-				if ev.at.Before(g.from.Add(g.d)) {
-					l.last = fmt.Sprintf("%v after the start of: %s", g.from.Sub(ev.at).Round(time.Millisecond), ev.detail)
+				if ev.at.Before(g.from.Add(foKillSlack)) {
+					l.last = fmt.Sprintf("%v after: %s", g.from.Sub(ev.at).Round(time.Millisecond), ev.detail)
 				}
 			}
 			ls = append(ls, l)

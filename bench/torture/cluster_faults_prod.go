@@ -56,7 +56,7 @@ const (
 	// cfRate bounds each producer's messages a second, so that the phase
 	// writes a few hundred megabytes, not gigabytes that every restart
 	// would read: unpaced, the nine write 150,000 a second.
-	cfRate = 1000
+	cfRate = 700
 )
 
 // cfProd is one producer and its ledger.
@@ -186,7 +186,8 @@ type cfProds struct {
 	acked  atomic.Int64
 	wg     sync.WaitGroup
 
-	closers []func(ctx context.Context) error // each Producer's flush and close, and each client's close
+	producers []func(ctx context.Context) error // each Producer's flush and close
+	closers   []func(ctx context.Context) error // each client's close, after the Producers
 }
 
 // startCfProds starts the producers: on topics[0] two Producers and a
@@ -227,7 +228,7 @@ func startCfProds(ctx context.Context, addrs string, webs []string, topics []str
 			// Small batches, a short linger, four or eight in flight.
 			pr := c.NewProducer(x.topic, client.WithBatchSize(10+10*(i%2)), client.WithLinger(time.Millisecond),
 				client.WithMaxInFlight(4+4*(i%2)), client.WithMaxBuffered(20000, 16<<20))
-			ps.closers = append(ps.closers, func(ctx context.Context) error {
+			ps.producers = append(ps.producers, func(ctx context.Context) error {
 				if err := pr.Flush(ctx); err != nil {
 					return err
 				}
@@ -435,26 +436,34 @@ func (ps *cfProds) finish() error {
 	return err
 }
 
-// close flushes and closes the Producers, then closes the clients, all at
-// once, waiting cfCloseWait at most.
+// close flushes and closes the Producers, then closes the clients, each
+// group at once, waiting cfCloseWait at most for each.
 func (ps *cfProds) close() error {
 	ps.stop.Store(true)
+	err := cfCloseAll(ps.producers)
+	ps.producers = nil
+	err = errors.Join(err, cfCloseAll(ps.closers))
+	ps.closers = nil
+	return err
+}
+
+// cfCloseAll calls every fn at once and waits cfCloseWait at most.
+func cfCloseAll(fns []func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cfCloseWait)
 	defer cancel()
-	errs := make(chan error, len(ps.closers))
-	for _, c := range ps.closers {
-		go func() { errs <- c(ctx) }()
+	errs := make(chan error, len(fns))
+	for _, fn := range fns {
+		go func() { errs <- fn(ctx) }()
 	}
 	var all []error
-	for range ps.closers {
+	for range fns {
 		select {
 		case err := <-errs:
 			all = append(all, err)
 		case <-ctx.Done():
-			all = append(all, fmt.Errorf("a producer's flush or close did not return within %v", cfCloseWait))
+			return errors.Join(append(all, fmt.Errorf("a producer's flush or close did not return within %v", cfCloseWait))...)
 		}
 	}
-	ps.closers = nil
 	return errors.Join(all...)
 }
 
