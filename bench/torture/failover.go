@@ -209,11 +209,15 @@ type foEvent struct {
 }
 
 // newFoCluster picks the servers' ports and starts them.
-func newFoCluster(e *env) (*foCluster, error) {
+func newFoCluster(e *env) (*foCluster, error) { return newClusterIn(e, "failover") }
+
+// newClusterIn is newFoCluster with the volumes under the run's
+// directory name.
+func newClusterIn(e *env, name string) (*foCluster, error) {
 	c := &foCluster{e: e, servers: make([]*foServer, foServers)}
 	var entries []string
 	for i := range c.servers {
-		f := &foServer{vol: filepath.Join(e.dir, "failover", fmt.Sprintf("s%d", i))}
+		f := &foServer{vol: filepath.Join(e.dir, name, fmt.Sprintf("s%d", i))}
 		for _, p := range []*int{&f.bin, &f.web, &f.clu} {
 			var err error
 			if *p, err = lowPort(e); err != nil {
@@ -414,6 +418,11 @@ func foStatusOf(ctx context.Context, srv []*foServer) (foStatus, error) {
 // foHealthy waits until every topic has a leader, all its replicas in
 // sync and, on every server, the leader's end as its high-water mark.
 func foHealthy(ctx context.Context, srv []*foServer, wait time.Duration, end bool) error {
+	return clusterHealthy(ctx, srv, len(foTopics), wait, end)
+}
+
+// clusterHealthy is foHealthy for a cluster of topics topics.
+func clusterHealthy(ctx context.Context, srv []*foServer, topics int, wait time.Duration, end bool) error {
 	deadline := time.Now().Add(wait)
 	var last string
 	for time.Now().Before(deadline) {
@@ -434,7 +443,7 @@ func foHealthy(ctx context.Context, srv []*foServer, wait time.Duration, end boo
 				ok, last = false, err.Error()
 				break
 			}
-			if len(st.Topics) != len(foTopics) {
+			if len(st.Topics) != topics {
 				ok, last = false, fmt.Sprintf("%s knows %d topics", f.addr(), len(st.Topics))
 				break
 			}

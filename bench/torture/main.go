@@ -7,7 +7,11 @@
 // then (hostile2) each row of the second security review's threat table
 // against a server with -auth-file, one tenant attacking another; then
 // (failover) three servers as one cluster of replicated topics, their
-// leaders killed under idempotent producers with acks=all.
+// leaders killed under idempotent producers with acks=all; then
+// (cluster-faults) the same cluster's leaders cut short and restarted, a
+// follower's segment damaged while it is down, a leader frozen with
+// SIGSTOP under producers with and without idempotence, and leader kills
+// under Producers with batches in flight.
 // Every phase prints one line of what it checked (hostile2 one per row
 // too); the exit status is 1 if any acknowledged message was lost,
 // changed or stored twice, or a check failed.
@@ -15,6 +19,7 @@
 //	go run ./bench/torture                       # everything (make torture)
 //	go run ./bench/torture -cycles 3 -attack 5s  # shorter
 //	go run ./bench/torture -phases crash,faults  # some phases only
+//	go run ./bench/torture -phases cluster-faults # a cluster's leaders cut short, frozen
 //	go run ./bench/torture -phases hostile2 -rows2 1,3,D  # some rows of hostile2
 package main
 
@@ -72,6 +77,7 @@ var phases = []phase{
 	{"hostile", runHostile},
 	{"hostile2", runHostile2},
 	{"failover", runFailover},
+	{"cluster-faults", runClusterFaults},
 }
 
 func main() {
@@ -82,7 +88,7 @@ func run() int {
 	var cfg config
 	flag.StringVar(&cfg.dir, "dir", os.TempDir(), "parent directory of the run's volumes")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the volumes and logs")
-	flag.StringVar(&cfg.phases, "phases", "crash,idempotent,faults,enospc,emfile,hostile,hostile2,failover", "phases to run")
+	flag.StringVar(&cfg.phases, "phases", "crash,idempotent,faults,enospc,emfile,hostile,hostile2,failover,cluster-faults", "phases to run")
 	flag.IntVar(&cfg.cycles, "cycles", 10, "kill -9 cycles")
 	flag.IntVar(&cfg.faults, "faults", 10, "volume-fault cycles")
 	flag.IntVar(&cfg.producers, "producers", 6, "concurrent producers in the kill cycles")
