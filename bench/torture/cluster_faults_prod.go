@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,6 +51,11 @@ const (
 	// Go or HTTP: after it the outcome is unknown and the batch is not
 	// sent again; the next batch is new messages.
 	cfNonIdemTimeout = 3 * time.Second
+	// cfHTTPTimeout bounds one request of the HTTP producer (curl
+	// --max-time): a leader that does not answer in time is suspect for
+	// cfSuspect, and a 307 to it is not followed meanwhile.
+	cfHTTPTimeout = 1500 * time.Millisecond
+	cfSuspect     = 3 * time.Second
 	// cfNoteGap is the time without an acknowledgement from which a
 	// producer notes the gap, for the frozen window and the report.
 	cfNoteGap = 100 * time.Millisecond
@@ -325,12 +331,30 @@ func (ps *cfProds) collect(p *cfProd, in <-chan cfFuture) {
 
 // http POSTs batches of 10 messages to the servers' HTTP ports, following
 // 307 redirects as curl -L does, moving to the next server after a
-// failure. A batch is sent again only when a connection was refused (no
-// server read it: a 307's target refused, or the first server); a
-// timeout, a broken connection or any status but 200 leaves its outcome
-// unknown, and the next batch is new messages.
+// failure. A batch is sent again only when no server stored it: a
+// connection was refused (a 307's target, or the first server), or a 307
+// named a server that did not answer this producer within cfSuspect (a
+// frozen leader the cluster has not replaced yet: the producer asks
+// another server shortly instead, as the Go client's attempt timeout
+// does). A timeout, a broken connection or any status but 200 and 307
+// leaves its outcome unknown, and the next batch is new messages.
 func (ps *cfProds) http(ctx context.Context, p *cfProd, webs []string) {
-	hc := &http.Client{Timeout: cfNonIdemTimeout}
+	var mu sync.Mutex
+	hung := map[string]time.Time{} // host -> when a request to it timed out
+	suspect := func(host string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return time.Since(hung[host]) < cfSuspect
+	}
+	hc := &http.Client{Timeout: cfHTTPTimeout, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		if suspect(req.URL.Host) {
+			return errSuspectLeader
+		}
+		return nil
+	}}
 	defer hc.CloseIdleConnections()
 	srv := p.id % len(webs)
 	for !ps.stop.Load() {
@@ -343,14 +367,25 @@ func (ps *cfProds) http(ctx context.Context, p *cfProd, webs []string) {
 		}
 		body := bytes.Join(msgs, nil)
 		for try := 0; ; try++ {
+			if suspect(webs[srv]) {
+				srv = (srv + 1) % len(webs)
+			}
 			base, err := cfPost(ctx, hc, "http://"+webs[srv]+"/topics/"+p.topic, strings.Join(sizes, ":"), body, n)
 			if err == nil {
 				p.ack(first, n, base)
 				ps.acked.Add(n)
 				break
 			}
+			var ue *url.Error
+			if errors.As(err, &ue) && ue.Timeout() {
+				if u, perr := url.Parse(ue.URL); perr == nil {
+					mu.Lock()
+					hung[u.Host] = time.Now()
+					mu.Unlock()
+				}
+			}
 			srv = (srv + 1) % len(webs)
-			if errors.Is(err, syscall.ECONNREFUSED) && try < 20 && !ps.stop.Load() {
+			if (errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, errSuspectLeader)) && try < 100 && !ps.stop.Load() {
 				p.mu.Lock()
 				p.resent++
 				p.mu.Unlock()
@@ -363,6 +398,11 @@ func (ps *cfProds) http(ctx context.Context, p *cfProd, webs []string) {
 		}
 	}
 }
+
+// errSuspectLeader: a 307 named a server that did not answer this HTTP
+// producer lately; nothing was stored (a redirect is answered before any
+// write).
+var errSuspectLeader = errors.New("redirected to a server that did not answer lately")
 
 // cfPost is one produce over HTTP: the base offset of the n messages.
 func cfPost(ctx context.Context, hc *http.Client, url, sizes string, body []byte, n int) (int64, error) {

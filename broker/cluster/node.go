@@ -37,6 +37,8 @@ const (
 	// at once, so this is what a failover waits, after the election when
 	// the Raft leader itself died.
 	DefaultMemberTimeout = 1500 * time.Millisecond
+	// maxRPCTimeout bounds a Raft RPC's I/O (rpcTimeout).
+	maxRPCTimeout = 2 * time.Second
 	// forwardTimeout bounds a forwarded command, its commit included.
 	forwardTimeout = 10 * time.Second
 	// applyTimeout bounds the Raft leader's wait to enqueue a command.
@@ -150,7 +152,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.layer = newLayer(l, adv, &cfg, n.serveForward)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: n.layer, MaxPool: 3, Timeout: 2 * time.Second, Logger: hlog})
+		Stream: n.layer, MaxPool: 3, Timeout: rpcTimeout(cfg.MemberTimeout), Logger: hlog})
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.Self.ID)
@@ -261,6 +263,17 @@ func (n *Node) waitApplied(ctx context.Context, index uint64) error {
 // stops serving its topics, since the others may have moved them.
 func (n *Node) InContact(d time.Duration) bool {
 	return n.IsLeader() || time.Since(n.raft.LastContact()) < d
+}
+
+// rpcTimeout is the I/O deadline of a Raft RPC: two thirds of the member
+// timeout, within a second and maxRPCTimeout. A member that froze
+// (SIGSTOP, a paused VM) refuses nothing: the Raft leader's heartbeat to
+// it fails only at this deadline, and the library reports the failure
+// (FailedHeartbeatObservation, which the controller counts from the
+// member's last contact) only then. Under the member timeout, the
+// controller decides at the member timeout, as for a member that died.
+func rpcTimeout(member time.Duration) time.Duration {
+	return min(max(member*2/3, time.Second), maxRPCTimeout)
 }
 
 // ID returns this member's ID.
