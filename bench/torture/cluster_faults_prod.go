@@ -436,18 +436,7 @@ func cfPost(ctx context.Context, hc *http.Client, url, sizes string, body []byte
 
 // progress waits until n more messages are acknowledged, or fails after wait.
 func (ps *cfProds) progress(ctx context.Context, n int64, wait time.Duration) error {
-	from := ps.acked.Load()
-	deadline := time.Now().Add(wait)
-	for ps.acked.Load() < from+n {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d messages acknowledged in %v, want %d", ps.acked.Load()-from, wait, n)
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return nil
+	return waitAcked(ctx, &ps.acked, n, wait)
 }
 
 // cfCloseWait bounds the flush and close of the producers at the end,

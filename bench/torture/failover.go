@@ -609,11 +609,16 @@ func (ps *foProducers) maxGap() time.Duration {
 }
 
 func (ps *foProducers) progress(ctx context.Context, n int64, wait time.Duration) error {
-	from := ps.acked.Load()
+	return waitAcked(ctx, &ps.acked, n, wait)
+}
+
+// waitAcked waits until acked has grown by n, or fails after wait.
+func waitAcked(ctx context.Context, acked *atomic.Int64, n int64, wait time.Duration) error {
+	from := acked.Load()
 	deadline := time.Now().Add(wait)
-	for ps.acked.Load() < from+n {
+	for acked.Load() < from+n {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d messages acknowledged in %v, want %d", ps.acked.Load()-from, wait, n)
+			return fmt.Errorf("%d messages acknowledged in %v, want %d", acked.Load()-from, wait, n)
 		}
 		if err := ctx.Err(); err != nil {
 			return err

@@ -218,10 +218,7 @@ func TestClusterFollowerCopyFails(t *testing.T) {
 	const topic = "fdisk"
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	bc := startBroken(t, ctx, topic, 50, nil, func(_ int, cfg *server.Config) {
-		cfg.Cluster.MemberTimeout = time.Minute
-		cfg.Cluster.LagTime = time.Minute
-	})
+	bc := startBroken(t, ctx, topic, 50, nil, noDetection)
 	tc, fss, c, st, acked := bc.tc, bc.fss, bc.c, bc.st, bc.acked
 	follower := st.ISR[1]
 	i := tc.index(follower)

@@ -21,10 +21,7 @@ import (
 // messages acknowledged.
 func slowDetection(t *testing.T, ctx context.Context, topic string, n int) (*testCluster, *client.Client, topicStatus, []string) {
 	t.Helper()
-	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
-		cfg.Cluster.MemberTimeout = time.Minute
-		cfg.Cluster.LagTime = time.Minute
-	})
+	tc := startTestCluster(t, 3, 3, 2, noDetection)
 	c := dialAll(t, tc.addrs, client.WithIdempotence(true))
 	if err := c.CreateTopic(ctx, topic); err != nil {
 		t.Fatal(err)

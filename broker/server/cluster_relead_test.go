@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haraqa/haraqa/broker/server"
 	"github.com/haraqa/haraqa/client"
 )
 
@@ -18,10 +17,7 @@ import (
 // its followers cut back to its end of the old one, and every
 // acknowledged message is on every replica.
 func TestClusterLeaderRestartsUnnoticed(t *testing.T) {
-	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
-		cfg.Cluster.MemberTimeout = time.Minute
-		cfg.Cluster.LagTime = time.Minute
-	})
+	tc := startTestCluster(t, 3, 3, 2, noDetection)
 	c := dialAll(t, tc.addrs, client.WithIdempotence(true))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

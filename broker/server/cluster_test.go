@@ -59,6 +59,15 @@ func startTestCluster(t *testing.T, n, replicas, minInsync int, setup ...func(i 
 	return tc
 }
 
+// noDetection is a setup of startTestCluster under which only the members
+// themselves change a topic's leader or in-sync set: a member timeout and
+// a lag time of a minute keep the controller and the leaders' lag checks
+// from acting within a test.
+func noDetection(_ int, cfg *server.Config) {
+	cfg.Cluster.MemberTimeout = time.Minute
+	cfg.Cluster.LagTime = time.Minute
+}
+
 // newTestCluster is startTestCluster without the start (startAll).
 func newTestCluster(t *testing.T, n, replicas, minInsync int, setup ...func(i int, cfg *server.Config)) *testCluster {
 	t.Helper()

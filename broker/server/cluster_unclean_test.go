@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haraqa/haraqa/broker/server"
 	"github.com/haraqa/haraqa/client"
 )
 
@@ -89,10 +88,7 @@ func TestClusterUncleanRestart(t *testing.T) {
 		{"leader killed", true, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
-				cfg.Cluster.MemberTimeout = time.Minute
-				cfg.Cluster.LagTime = time.Minute
-			})
+			tc := startTestCluster(t, 3, 3, 2, noDetection)
 			c := dialAll(t, tc.addrs, client.WithIdempotence(true))
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
