@@ -194,7 +194,13 @@ func TestClusterLeaderCopyFails(t *testing.T) {
 // want topics read-only (haraqa_topics_read_only).
 func waitReadOnly(t *testing.T, httpAddr string, want int) {
 	t.Helper()
-	line := fmt.Sprintf("haraqa_topics_read_only %d", want)
+	waitMetric(t, httpAddr, fmt.Sprintf("haraqa_topics_read_only %d", want))
+}
+
+// waitMetric waits up to 20 s until the server on httpAddr's /metrics
+// holds line.
+func waitMetric(t *testing.T, httpAddr, line string) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		_, body := get(t, "http://"+httpAddr+"/metrics")

@@ -115,6 +115,12 @@ func TestClusterUncleanRestart(t *testing.T) {
 			for _, a := range tc.addrs {
 				checkTopic(t, dialOne(t, a), topic, acked)
 			}
+			if tt.name == "leader corrupted" || tt.name == "follower corrupted" {
+				// Cut at its hole and copied again: counted, and no
+				// longer under repair once back in sync.
+				waitMetric(t, tc.cfgs[i].HTTPAddr, "haraqa_replica_repairs_total 1")
+				waitMetric(t, tc.cfgs[i].HTTPAddr, "haraqa_replica_repairing_topics 0")
+			}
 			if tt.leader && st.Leader == victim {
 				t.Fatal(fmt.Sprintf("the restarted leader %s leads again", victim))
 			}
