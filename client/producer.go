@@ -138,6 +138,7 @@ type Producer struct {
 	// servers, 0 otherwise: batches in flight longer are watched (watch).
 	attempt time.Duration
 	flew    chan struct{} // a batch flew: wakes the watcher
+	flights uint64        // guarded by mu: batches flown (attempt > 0)
 	watched chan struct{} // the watcher has stopped
 }
 
@@ -809,6 +810,7 @@ func (p *Producer) fly(b *pbatch, srv *Client, cn *conn) bool {
 	b.cn, b.srv, b.answered = cn, srv, make(chan struct{})
 	if p.attempt > 0 {
 		b.flown, b.abandon, b.abandonErr = time.Now(), make(chan struct{}), nil
+		p.flights++
 		select {
 		case p.flew <- struct{}{}:
 		default:

@@ -48,9 +48,19 @@ func (p *Producer) watch() {
 	// Batches flown before since are left to wait: their topic is on
 	// their server alone, with no other leader to go to.
 	var since time.Time
+	var flights uint64
 	for {
-		b := p.oldestWatched(since)
+		b, n := p.oldestWatched(since)
 		if b == nil {
+			if n != flights {
+				// Batches fly and are answered: look again in d rather
+				// than be woken by every one.
+				flights = n
+				if !sleep(d) {
+					return
+				}
+				continue
+			}
 			select {
 			case <-p.flew:
 				continue
@@ -81,8 +91,9 @@ func (p *Producer) watch() {
 }
 
 // oldestWatched returns the batch in flight longest, of those flown at
-// or after since and not abandoned yet, or nil.
-func (p *Producer) oldestWatched(since time.Time) *pbatch {
+// or after since and not abandoned yet, or nil, and the count of batches
+// flown so far.
+func (p *Producer) oldestWatched(since time.Time) (*pbatch, uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var old *pbatch
@@ -91,7 +102,7 @@ func (p *Producer) oldestWatched(since time.Time) *pbatch {
 			old = b
 		}
 	}
-	return old
+	return old, p.flights
 }
 
 // abandonServer moves the Producer from from, which did not answer
