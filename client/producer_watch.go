@@ -50,8 +50,8 @@ func (p *Producer) watch() {
 	var since time.Time
 	var flights uint64
 	for {
-		b, n := p.oldestWatched(since)
-		if b == nil {
+		flown, from, n := p.oldestWatched(since)
+		if from == nil {
 			if n != flights {
 				// Batches fly and are answered: look again in d rather
 				// than be woken by every one.
@@ -68,13 +68,12 @@ func (p *Producer) watch() {
 				return
 			}
 		}
-		if wait := time.Until(b.flown.Add(d)); wait > 0 {
+		if wait := time.Until(flown.Add(d)); wait > 0 {
 			if !sleep(wait) {
 				return
 			}
 			continue
 		}
-		from := b.srv
 		a := from.k.leaderOf(context.Background(), p.topic, from, d)
 		switch to := from.k.server(a.leader); {
 		case a.alone:
@@ -90,19 +89,18 @@ func (p *Producer) watch() {
 	}
 }
 
-// oldestWatched returns the batch in flight longest, of those flown at
-// or after since and not abandoned yet, or nil, and the count of batches
-// flown so far.
-func (p *Producer) oldestWatched(since time.Time) (*pbatch, uint64) {
+// oldestWatched returns when the batch in flight longest, of those
+// flown at or after since and not abandoned yet, flew and to which
+// server (nil: none), and the count of batches flown so far.
+func (p *Producer) oldestWatched(since time.Time) (flown time.Time, srv *Client, flights uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var old *pbatch
 	for _, b := range p.flying {
-		if b.abandon != nil && b.abandonErr == nil && !b.flown.Before(since) && (old == nil || b.flown.Before(old.flown)) {
-			old = b
+		if b.abandon != nil && b.abandonErr == nil && !b.flown.Before(since) && (srv == nil || b.flown.Before(flown)) {
+			flown, srv = b.flown, b.srv
 		}
 	}
-	return old, p.flights
+	return flown, srv, p.flights
 }
 
 // abandonServer moves the Producer from from, which did not answer
