@@ -24,6 +24,8 @@ import (
 // While they still name the same leader (which waits for its in-sync
 // replicas under acks=all, or is not yet found out) or none, the attempt
 // goes on waiting: nothing is sent twice for a leader that is only slow.
+// A Producer's batches in flight are bounded the same way
+// (producer_watch.go).
 
 // DefaultAttemptTimeout is the default WithAttemptTimeout.
 const DefaultAttemptTimeout = time.Second
@@ -40,7 +42,10 @@ const DefaultAttemptTimeout = time.Second
 // produce that cannot be stored (one empty message, expected at an offset
 // no topic reaches), each within d, and one question per topic serves
 // every produce waiting on it. A topic no other server has is not
-// replicated: its produce waits as on one server.
+// replicated: its produce waits as on one server. A Producer's batches
+// are bounded the same way, by their oldest in flight: once abandoned,
+// all those in flight on the server go to the new leader in sequence
+// order (idempotent) or fail with ErrOutcomeUnknown.
 func WithAttemptTimeout(d time.Duration) Option {
 	return func(o *options) { o.attemptTimeout = max(d, 0) }
 }

@@ -186,7 +186,8 @@
 // HTTP produces are never idempotent. WithIdempotence(false)
 // turns all of this off: batches are then version 1, and a produce that
 // may have reached the server is never sent again: a Producer's batch
-// answered with ErrOutcomeUnknown fails, and one refused as not leader
+// answered with ErrOutcomeUnknown, or abandoned on a leader that did not
+// answer within the attempt timeout, fails, and one refused as not leader
 // (nothing stored) is sent again, but without sequences a later batch
 // may then be stored before it.
 //
@@ -283,7 +284,14 @@
 // produce fails with ErrOutcomeUnknown: sending it again (at least once)
 // may store it twice, not sending it (at most once) may lose it. A
 // leader that is only slow (acks=all waiting for its replicas) is still
-// named by the others, and its produce waits for its answer.
+// named by the others, and its produce waits for its answer. A
+// Producer's batches are bounded the same way: once the oldest in flight
+// has had no answer within the attempt timeout and the others name
+// another leader, every batch in flight on the silent server is
+// abandoned, and the Producer moves to the new leader. With idempotence
+// they are sent there in sequence order, under the same producer ids and
+// sequences: stored once, offsets in Send order. Without, their Futures
+// fail with ErrOutcomeUnknown.
 //
 // Of a topic on one server alone, a
 // Reader or Producer fails with that server's error. An operation added

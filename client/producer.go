@@ -72,14 +72,19 @@ func WithMaxBuffered(msgs, bytes int) ProducerOption {
 // earlier one refused by the old leader (not leader) is refused as out
 // of order, and both are sent again, the earlier first. The same goes for
 // a batch whose outcome is unknown (ErrOutcomeUnknown: written, but the
-// lead changed before it was committed). A batch that fails for good
-// leaves a gap in the sequences, so the batches after it go out under a
-// fresh producer id. Without idempotence, a batch that fails after it
-// was sent (a broken connection, ErrOutcomeUnknown) fails every Future
-// in it and is not resent, since it may have been stored; one refused as
-// not leader is sent to the new leader, but a later batch may be stored
-// before it. A batch the server refuses otherwise fails its Futures
-// either way. A Producer is safe for concurrent use.
+// lead changed before it was committed), and for the batches in flight
+// on a leader that does not answer (frozen): on a Client of several
+// servers, once the oldest has had no answer within WithAttemptTimeout
+// and the other servers name another leader, all of them are abandoned
+// there and sent to the new one. A batch that fails for good leaves a
+// gap in the sequences, so the batches after it go out under a fresh
+// producer id. Without idempotence, a batch that fails after it was sent
+// (a broken connection, ErrOutcomeUnknown, abandoned on a leader that
+// does not answer) fails every Future in it and is not resent, since it
+// may have been stored; one refused as not leader is sent to the new
+// leader, but a later batch may be stored before it. A batch the server
+// refuses otherwise fails its Futures either way. A Producer is safe for
+// concurrent use.
 type Producer struct {
 	// cp is the Client of the server the batches go to: over several
 	// servers, a replicated topic's Producer follows its leader (follow).
@@ -128,6 +133,13 @@ type Producer struct {
 	quit  chan struct{}
 	sem   chan struct{} // in-flight slots
 	done  chan struct{} // the sender has stopped
+
+	// attempt is the Client's attempt timeout on a Client of several
+	// servers, 0 otherwise: batches in flight longer are watched (watch).
+	attempt time.Duration
+	flew    chan struct{} // a batch flew: wakes the watcher
+	flights uint64        // guarded by mu: batches flown (attempt > 0)
+	watched chan struct{} // the watcher has stopped
 }
 
 type pbatch struct {
@@ -146,8 +158,17 @@ type pbatch struct {
 	reseal   bool          // refused out of order under a pid given up since: not stored, sent again under the current one
 	deadline time.Time     // its first send plus the request timeout
 	sends    int           // times it was handed to a connection
+	moved    bool          // put back to follow the topic's leader to another server: sent again at once
 	cn       *conn         // the connection it is in flight on
+	srv      *Client       // the server of cn
 	answered chan struct{} // closed when its answer (or failure) is handled
+
+	// Set by fly when the Producer watches its batches (attempt > 0).
+	flown   time.Time     // when it was handed to cn
+	abandon chan struct{} // closed when its server is abandoned (watch), with abandonErr set
+	// abandonErr is the error it fails with once abandoned (code 30,
+	// naming the new leader); set under p.mu before abandon is closed.
+	abandonErr error
 }
 
 // Future is the outcome of one sent message.
@@ -192,31 +213,40 @@ func (c *Client) NewProducer(topic string, opts ...ProducerOption) *Producer {
 		p.idem, p.pid = true, randomProducerID()
 	}
 	go p.sender()
+	if d := c.opts.attemptTimeout; c.k != nil && c.reroute != nil && d > 0 {
+		p.attempt, p.flew, p.watched = d, make(chan struct{}, 1), make(chan struct{})
+		go p.watch()
+	}
 	return p
 }
 
 // cl is the Client of the server the batches go to now.
 func (p *Producer) cl() *Client { return p.cp.Load() }
 
-// follow, after a batch failed with err on a server of a Client of
+// follow, after a batch failed with err on server from of a Client of
 // several, moves the Producer to the topic's leader when err says the
 // server does not lead it or, for an idempotent Producer (whose batches
-// a server answers once), could not be reached or is stopping; it
-// reports whether it moved. The batch is then sent again, as it was
-// built: same producer id and sequence.
-func (p *Producer) follow(ctx context.Context, err error) bool {
-	c := p.cl()
-	if c.reroute == nil || !(errors.Is(err, ErrNotLeader) || (p.idem && (errors.Is(err, ErrConnection) || errors.Is(err, ErrShuttingDown)))) {
+// a server answers once), could not be reached, is stopping, or lost the
+// lead with the batch's outcome unknown (code 30, or no answer within
+// the attempt timeout: watch); it reports whether it moved, or had moved
+// off from already (another batch's answer, or the watcher). The batch
+// is then sent again, as it was built: same producer id and sequence.
+func (p *Producer) follow(ctx context.Context, from *Client, err error) bool {
+	if from.reroute == nil || !(errors.Is(err, ErrNotLeader) ||
+		(p.idem && (errors.Is(err, ErrConnection) || errors.Is(err, ErrShuttingDown) || errors.Is(err, ErrOutcomeUnknown)))) {
 		return false
+	}
+	if p.cl() != from {
+		return true
 	}
 	for {
 		// reroute pauses between tries and gives up after its budget.
-		s, rerr := c.reroute(ctx, p.topic, c, err)
+		s, rerr := from.reroute(ctx, p.topic, from, err)
 		if rerr != nil || s == nil {
 			return false
 		}
-		if s != c {
-			return p.cp.CompareAndSwap(c, s) || p.cl() != c
+		if s != from {
+			return p.cp.CompareAndSwap(from, s) || p.cl() != from
 		}
 	}
 }
@@ -385,7 +415,8 @@ func (p *Producer) takeLocked() *pbatch {
 // never waits for a dial, a backoff or the socket.
 func (p *Producer) sendNow(b *pbatch) {
 	defer p.endSending()
-	cn := p.cl().liveConn(&p.cl().main)
+	c := p.cl()
+	cn := c.liveConn(&c.main)
 	if cn == nil || cn.sock == nil {
 		p.handBack(b)
 		return
@@ -395,8 +426,11 @@ func (p *Producer) sendNow(b *pbatch) {
 		p.handBack(b)
 		return
 	}
+	if !p.fly(b, c, cn) {
+		p.handBack(b)
+		return
+	}
 	ctx, cancel := context.WithDeadline(context.Background(), b.deadline)
-	p.fly(b, cn)
 	id, ch, err := cn.post(deadlineOf(ctx), p.request(b), nil)
 	if err != nil {
 		cancel()
@@ -543,7 +577,11 @@ func (p *Producer) send(b *pbatch) {
 	p.encode(b)
 	ctx, cancel := context.WithDeadline(context.Background(), b.deadline)
 	rt := p.cl().newRetrier(untilDone, producerBackoffMax)
-	if b.sends > 0 {
+	if b.moved {
+		// It follows the leader to another server (follow, which pauses
+		// itself while none is named): at once, each batch put back.
+		b.moved = false
+	} else if b.sends > 0 {
 		// A resend after a broken connection: not at once, in case the
 		// new connection breaks at once too.
 		rt.double(min(b.sends, 4))
@@ -562,13 +600,16 @@ func (p *Producer) send(b *pbatch) {
 	var ch chan response
 	for {
 		var err error
-		if cn, err = p.cl().connect(ctx, &p.cl().main); err == nil {
+		c := p.cl()
+		if cn, err = c.connect(ctx, &c.main); err == nil {
 			if p.idem && p.behindResends(b, cn) {
 				cancel()
 				<-p.sem
 				return
 			}
-			p.fly(b, cn)
+			if !p.fly(b, c, cn) {
+				continue // the Producer moved off c meanwhile
+			}
 			id, ch, err = cn.post(deadlineOf(ctx), p.request(b), nil)
 			if err != nil {
 				p.land(b)
@@ -577,7 +618,7 @@ func (p *Producer) send(b *pbatch) {
 		if err == nil {
 			break
 		}
-		if p.follow(ctx, err) {
+		if p.follow(ctx, c, err) {
 			continue
 		}
 		if err := rt.retry(ctx, err); err != nil {
@@ -672,7 +713,7 @@ func (p *Producer) request(b *pbatch) func(dst []byte, corrID uint32) []byte {
 // inFlight counts b, just queued on cn as request id, as sent, and leaves
 // its answer (on ch, or ctx's end) to a goroutine, which cancel ends.
 func (p *Producer) inFlight(ctx context.Context, cancel context.CancelFunc, b *pbatch, cn *conn, id uint32, ch chan response) {
-	count, batch := len(b.futures), b.batch
+	count, batch, srv, abandon := len(b.futures), b.batch, b.srv, b.abandon
 	b.sends++
 	p.cl().stats.msgsSent.Add(int64(count))
 	p.cl().stats.bytesSent.Add(int64(len(batch)))
@@ -685,6 +726,13 @@ func (p *Producer) inFlight(ctx context.Context, cancel context.CancelFunc, b *p
 		case <-ctx.Done():
 			cn.forget(id)
 			resp.err = ctx.Err()
+		case <-abandon:
+			select {
+			case resp = <-ch: // answered meanwhile after all
+			default:
+				cn.forget(id)
+				resp.err = b.abandonErr // set before abandon was closed
+			}
 		}
 		// Out of flight before the futures complete, so that Stats
 		// after Flush counts it so.
@@ -701,7 +749,8 @@ func (p *Producer) inFlight(ctx context.Context, cancel context.CancelFunc, b *p
 				p.cl().stats.bytesAcked.Add(int64(len(batch)))
 			}
 		}
-		if err != nil && p.follow(ctx, err) {
+		if err != nil && p.follow(ctx, srv, err) {
+			b.moved = true
 			p.resend(b) // nothing stored (not the leader), or stored once (idempotent)
 			return
 		}
@@ -749,12 +798,26 @@ func (p *Producer) mayResend(ctx context.Context, b *pbatch, err error) bool {
 	return false
 }
 
-// fly records b as in flight on cn.
-func (p *Producer) fly(b *pbatch, cn *conn) {
+// fly records b as in flight on cn, a connection to srv, unless the
+// Producer moved off srv meanwhile (follow, or the watcher abandoning
+// it): it then reports false, and b goes to the server it is on now.
+func (p *Producer) fly(b *pbatch, srv *Client, cn *conn) bool {
 	p.mu.Lock()
-	b.cn, b.answered = cn, make(chan struct{})
+	defer p.mu.Unlock()
+	if p.cl() != srv {
+		return false
+	}
+	b.cn, b.srv, b.answered = cn, srv, make(chan struct{})
+	if p.attempt > 0 {
+		b.flown, b.abandon, b.abandonErr = time.Now(), make(chan struct{}), nil
+		p.flights++
+		select {
+		case p.flew <- struct{}{}:
+		default:
+		}
+	}
 	p.flying = append(p.flying, b)
-	p.mu.Unlock()
+	return true
 }
 
 // land records that b's answer is handled.
@@ -893,6 +956,9 @@ func (p *Producer) Close() error {
 	err := p.Flush(context.Background())
 	close(p.quit)
 	<-p.done
+	if p.watched != nil {
+		<-p.watched
+	}
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -195,6 +196,145 @@ func TestFrozenLeaderProducersMove(t *testing.T) {
 	for _, m := range ri.acked {
 		if seen[m] != 1 {
 			t.Errorf("acknowledged %s stored %d times", m, seen[m])
+		}
+	}
+}
+
+// TestFrozenLeaderProducerMoves: the leader of a replicated topic is
+// frozen (SIGSTOP) for 8 s while an idempotent client.Producer (four
+// batches in flight, a short linger) sends through a Client of the three
+// servers. Its batches in flight on the frozen leader are sent again to
+// the new one once the others name it, so acknowledgements stop for no
+// longer than about the member timeout, an election and an attempt
+// timeout (without the attempt bound: the whole freeze); every message
+// acknowledged is stored once, at the offset acknowledged, and offsets
+// follow Send order.
+func TestFrozenLeaderProducerMoves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three server processes and an 8 s freeze")
+	}
+	bin := buildServer(t, t.TempDir())
+	procs, addrs := clusterProcs(t, bin)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, strings.Join(addrs, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const topic = "frozen-producer"
+	if err := c.CreateTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	leader := leaderOf(t, c, topic)
+	frozen := slices.Index(addrs, leader)
+	if frozen < 0 {
+		t.Fatalf("leader %s is none of %v", leader, addrs)
+	}
+	p := c.NewProducer(topic, client.WithMaxInFlight(4), client.WithLinger(2*time.Millisecond))
+
+	// One goroutine sends a message about every millisecond, another
+	// waits for their futures in Send order and notes the longest time
+	// between two acknowledgements.
+	type sent struct {
+		msg string
+		f   *client.Future
+	}
+	futures := make(chan sent, 1<<16)
+	stop := make(chan struct{})
+	var sendErr error
+	var sending, waiting sync.WaitGroup
+	sending.Go(func() {
+		defer close(futures)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			msg := fmt.Sprintf("p%06d", i)
+			f, err := p.Send(ctx, []byte(msg))
+			if err != nil {
+				sendErr = fmt.Errorf("send %s: %w", msg, err)
+				return
+			}
+			futures <- sent{msg, f}
+		}
+	})
+	acked := map[string]int64{}
+	var order []string
+	var maxGap time.Duration
+	var ackErr error
+	waiting.Go(func() {
+		last := time.Now()
+		for s := range futures {
+			off, err := s.f.Wait(ctx)
+			if err != nil {
+				ackErr = fmt.Errorf("message %s: %w", s.msg, err)
+				return
+			}
+			now := time.Now()
+			maxGap = max(maxGap, now.Sub(last))
+			last = now
+			acked[s.msg] = off
+			order = append(order, s.msg)
+		}
+	})
+
+	time.Sleep(time.Second) // steady producing first
+	if err := procs[frozen].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("froze %s, the leader", leader)
+	time.Sleep(8 * time.Second)
+	if err := procs[frozen].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	close(stop)
+	sending.Wait()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waiting.Wait()
+	t.Logf("producer: %d acked, longest without an acknowledgement %v", len(order), maxGap)
+	if sendErr != nil || ackErr != nil {
+		t.Fatalf("producer failed: %v; %v", sendErr, ackErr)
+	}
+	// As TestFrozenLeaderProducersMove: the member timeout, an election,
+	// the attempt timeout and slack for a loaded machine.
+	const bound = 5 * time.Second
+	if maxGap > bound {
+		t.Fatalf("a frozen leader held the producer's acknowledgements %v; want at most %v", maxGap, bound)
+	}
+
+	// Offsets follow Send order, and every acknowledged message is
+	// stored once, at its offset.
+	for i := 1; i < len(order); i++ {
+		if a, b := acked[order[i-1]], acked[order[i]]; b <= a {
+			t.Fatalf("%s acknowledged at %d, after %s at %d: offsets do not follow Send order", order[i], b, order[i-1], a)
+		}
+	}
+	seen := map[string][]int64{}
+	var next int64
+	for {
+		msgs, err := c.Consume(ctx, topic, next, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		for _, m := range msgs {
+			seen[string(m.Value)] = append(seen[string(m.Value)], m.Offset)
+			next = m.Offset + 1
+		}
+	}
+	for _, m := range order {
+		if got := seen[m]; len(got) != 1 || got[0] != acked[m] {
+			t.Errorf("acknowledged %s at %d, stored at %v", m, acked[m], got)
 		}
 	}
 }
