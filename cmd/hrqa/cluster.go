@@ -51,7 +51,8 @@ var clusterStatusCmd = &command{
 with -cluster, docs/replication.md): the members, which of them leads the Raft
 group, and for each replicated topic its replicas, leader, leader epoch, in-sync
 set and high-water mark, and where this server's copy ends (NEXT HERE; "read-only"
-once a failed write turned it so: it needs a restart). Ask a topic's leader to see
+once a failed write turned it so: it needs a restart; "repairing" while a copy that
+recovery found damaged at the start is copied again from the leader). Ask a topic's leader to see
 its followers' lag.
 
 Examples:
