@@ -16,11 +16,12 @@ import (
 //
 // A topic whose leader is down gets the live member of its in-sync set
 // whose log ends furthest as leader (elect.go; the first one when none
-// tells), under the next epoch; the down member leaves the set. When no in-sync member is live the topic is left without a
-// leader, its in-sync set as it was ("last replica standing", KIP-966):
-// only a member that held everything acknowledged may lead it again,
-// and the first of them to come back does. A live leader's followers
-// that are down leave the in-sync set under the same epoch.
+// tells), under the next epoch; the down member leaves the set. When no
+// in-sync member is live the topic is left without a leader, its in-sync
+// set as it was ("last replica standing", KIP-966): only a member that
+// held everything acknowledged may lead it again, and the first of them
+// to come back does. A live leader's followers that are down leave the
+// in-sync set under the same epoch.
 type controller struct {
 	n      *Node
 	obs    chan raft.Observation
