@@ -62,7 +62,7 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 	case protocol.OpReplicaFetch:
 		cs.handleReplicaFetch(h, payload, start)
 		return h.Op, true
-	case protocol.OpEpochEnd, protocol.OpClusterStatus, protocol.OpProducerOwners:
+	case protocol.OpEpochEnd, protocol.OpClusterStatus, protocol.OpProducerOwners, protocol.OpLogEnds:
 		cs.clusterOp(h, payload)
 		return h.Op, false
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTopicInfo:
@@ -172,7 +172,8 @@ func (b *Broker) offLoop(j *job) bool {
 }
 
 // clusterOp answers the cluster's small ops on the loop: a follower's
-// epoch end and producer owners requests, and cluster status. (Producer
+// epoch end and producer owners requests, the controller's log ends and
+// cluster status. (Producer
 // owners takes the topic's write lock, which an append holds for a page
 // cache write: a follower asks it only for producers new to it.)
 func (cs *conn) clusterOp(h protocol.RequestHeader, payload []byte) {
@@ -187,6 +188,10 @@ func (cs *conn) clusterOp(h protocol.RequestHeader, payload []byte) {
 			return
 		}
 		cs.end(protocol.AppendProducerOwnersResponse(cs.begin(), h.CorrID, owners))
+		return
+	}
+	if h.Op == protocol.OpLogEnds {
+		cs.logEnds(h, payload)
 		return
 	}
 	if h.Op == protocol.OpClusterStatus {
@@ -208,6 +213,25 @@ func (cs *conn) clusterOp(h protocol.RequestHeader, payload []byte) {
 		return
 	}
 	cs.end(protocol.AppendEpochEndResponse(cs.begin(), h.CorrID, found, end))
+}
+
+// logEnds answers a log ends request: for each topic, a look at its
+// epochs and next offset in memory (storage.Store.Info and Epochs).
+func (cs *conn) logEnds(h protocol.RequestHeader, payload []byte) {
+	names, err := protocol.ParseLogEndsRequest(payload)
+	var ends []protocol.LogEnd
+	if err == nil {
+		topics := make([]string, len(names))
+		for i, n := range names {
+			topics[i] = string(n)
+		}
+		ends, err = cs.b.svc.LogEnds(cs.caller, topics)
+	}
+	if err != nil {
+		cs.respondError(h.Op, h.CorrID, err)
+		return
+	}
+	cs.end(protocol.AppendLogEndsResponse(cs.begin(), h.CorrID, ends))
 }
 
 // decodeFits refuses at once, on the loop, a compressed batch that

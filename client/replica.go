@@ -90,6 +90,34 @@ func (c *Client) ProducerOwners(ctx context.Context, topic string, ids []uint64)
 	return protocol.ParseProducerOwnersResponse(p)
 }
 
+// LogEnds asks a server where its logs of topics (1 to
+// protocol.MaxLogEndsQuery) end: for each, in order, the last leader
+// epoch it holds batches of and its next offset, protocol.LogEndNone for
+// a topic it does not hold. It is for servers (the cluster's controller
+// asks it before it elects a leader).
+func (c *Client) LogEnds(ctx context.Context, topics []string) ([]protocol.LogEnd, error) {
+	if c.cl != nil {
+		return nil, fmt.Errorf("%w: log ends", ErrSeveralServers)
+	}
+	if len(topics) == 0 || len(topics) > protocol.MaxLogEndsQuery {
+		return nil, fmt.Errorf("%w: %d topics, 1 to %d", ErrInvalidArgument, len(topics), protocol.MaxLogEndsQuery)
+	}
+	p, err := c.do(ctx, protocol.OpLogEnds, 0, true, func(dst []byte, id uint32) []byte {
+		return protocol.AppendLogEndsRequest(dst, id, topics)
+	})
+	if err != nil {
+		return nil, err
+	}
+	ends, err := protocol.ParseLogEndsResponse(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	if len(ends) != len(topics) {
+		return nil, fmt.Errorf("%w: %d log ends for %d topics", ErrCorrupt, len(ends), len(topics))
+	}
+	return ends, nil
+}
+
 // AddMember adds a server to the cluster, given as in the servers'
 // -peers (host:port/http/cluster); the server must have been started
 // with -cluster-join. RemoveMember removes member id (its binary

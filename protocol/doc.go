@@ -406,7 +406,8 @@
 // leader change, ask where the leader's log of their last leader epoch
 // ends with epoch end (op 18), and for the owners of the idempotent
 // producers their copy holds bound to none with producer owners (op 20);
-// the three need the replication right. Cluster status (op 19, any valid
+// the three need the replication right, as does log ends (op 23), which
+// the cluster's controller asks before it elects a topic's leader. Cluster status (op 19, any valid
 // token) tells who leads what.
 //
 // Replica fetch (op 17) is a consume that names its follower and epoch:
@@ -485,6 +486,24 @@
 // n below -min-insync, above the members, or for a topic still moving is
 // code 14; without a cluster only n = 1 is taken (a create that leaves an
 // existing topic as it is).
+//
+// Log ends (op 23): where the server's logs of topics end. The cluster's
+// controller asks it of the live in-sync replicas of topics whose leader
+// died, and elects the one whose log ends furthest (by last epoch, then
+// next offset), so that an acks=leader tail only one follower copied is
+// kept. Any replica answers, from its own log, with the replication right
+// on every topic named:
+//
+//	request                                    response
+//	0  4  count      uint32, 1 to 1024         0  4  count   uint32, as asked
+//	                 (MaxLogEndsQuery)         then count times, in the order asked:
+//	then count times:                             8  epoch  int64, the last leader epoch
+//	   2  topic len                                         the log holds batches of
+//	   n  topic                                             (0: none recorded)
+//	                                              8  next   int64, the next offset
+//
+// A topic the server does not hold is answered epoch -1, next -1. More
+// than 1024 topics, or none, is code 14 (invalid argument).
 //
 // # Hello and tokens
 //

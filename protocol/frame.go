@@ -71,8 +71,9 @@ const (
 	OpProducerOwners Op = 20 // which owners a leader binds idempotent producer ids to (servers only)
 	OpClusterMember  Op = 21 // add a server to the cluster, or remove one
 	OpTopicReplicas  Op = 22 // create a topic on n replicas, or change a topic's replication factor
+	OpLogEnds        Op = 23 // where a replica's logs of topics end, by last leader epoch and next offset (servers only)
 
-	opMax = OpTopicReplicas
+	opMax = OpLogEnds
 )
 
 // Valid reports whether op is known to this protocol version.
@@ -124,6 +125,8 @@ func (op Op) String() string {
 		return "cluster member"
 	case OpTopicReplicas:
 		return "topic replicas"
+	case OpLogEnds:
+		return "log ends"
 	}
 	return "unknown op"
 }

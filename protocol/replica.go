@@ -244,6 +244,96 @@ func ParseProducerOwnersResponse(payload []byte) (map[uint64]string, error) {
 	return out, r.end()
 }
 
+// MaxLogEndsQuery bounds the topics of one log ends request.
+const MaxLogEndsQuery = 1024
+
+// LogEnd is where a server's log of a topic ends (op 23): the last leader
+// epoch it holds batches of (0: none recorded) and its next offset. Both
+// are -1 when the server does not hold the topic (LogEndNone).
+type LogEnd struct {
+	Epoch, Next int64
+}
+
+// LogEndNone answers a log ends request for a topic the server does not
+// hold.
+var LogEndNone = LogEnd{Epoch: -1, Next: -1}
+
+// logEndSize is the size of one topic's answer: epoch and next, int64s.
+const logEndSize = 16
+
+// AppendLogEndsRequest appends a log ends request: where the server's
+// logs of topics end. The cluster's controller asks it of the in-sync
+// replicas of topics whose leader died, to elect the one holding the most.
+func AppendLogEndsRequest(dst []byte, corrID uint32, topics []string) []byte {
+	start := len(dst)
+	dst = appendRequestHeader(dst, OpLogEnds, corrID)
+	dst = appendU32(dst, uint32(len(topics)))
+	for _, t := range topics {
+		dst = appendString(dst, t)
+	}
+	return finishFrame(dst, start)
+}
+
+// ParseLogEndsRequest parses the payload of a log ends request: 1 to
+// MaxLogEndsQuery valid topic names. The names alias payload.
+func ParseLogEndsRequest(payload []byte) ([][]byte, error) {
+	r := reader{b: payload}
+	n := r.u32()
+	// Each name takes at least 3 bytes (its length and one byte): checked
+	// before the slice is allocated.
+	if r.err == nil && (n == 0 || n > MaxLogEndsQuery || uint64(n)*3 > uint64(len(r.b))) {
+		return nil, fmt.Errorf("%w: %d topics in %d bytes, 1 to %d topics", ErrInvalidArgument, n, len(r.b), MaxLogEndsQuery)
+	}
+	topics := make([][]byte, 0, n)
+	for range n {
+		topics = append(topics, r.str())
+	}
+	if err := r.end(); err != nil {
+		return nil, err
+	}
+	for _, t := range topics {
+		if err := validTopic(t); err != nil {
+			return nil, err
+		}
+	}
+	return topics, nil
+}
+
+// AppendLogEndsResponse appends the answer to a log ends request: a
+// count, then each topic's end, in the order asked.
+func AppendLogEndsResponse(dst []byte, corrID uint32, ends []LogEnd) []byte {
+	start := len(dst)
+	dst = appendResponseHeader(dst, OpLogEnds, CodeOK, corrID)
+	dst = appendU32(dst, uint32(len(ends)))
+	for _, e := range ends {
+		dst = appendI64(dst, e.Epoch)
+		dst = appendI64(dst, e.Next)
+	}
+	return finishFrame(dst, start)
+}
+
+// ParseLogEndsResponse parses the payload of a log ends response: at
+// most MaxLogEndsQuery ends, each LogEndNone or two values >= 0.
+func ParseLogEndsResponse(payload []byte) ([]LogEnd, error) {
+	r := reader{b: payload}
+	n := r.u32()
+	if r.err == nil && (n > MaxLogEndsQuery || uint64(n)*logEndSize != uint64(len(r.b))) {
+		return nil, fmt.Errorf("%w: %d log ends in %d bytes, at most %d", ErrInvalidArgument, n, len(r.b), MaxLogEndsQuery)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	ends := make([]LogEnd, 0, n)
+	for range n {
+		e := LogEnd{Epoch: r.i64(), Next: r.i64()}
+		if e != LogEndNone && (e.Epoch < 0 || e.Next < 0) {
+			return nil, fmt.Errorf("%w: a log end at epoch %d, offset %d", ErrInvalidArgument, e.Epoch, e.Next)
+		}
+		ends = append(ends, e)
+	}
+	return ends, r.end()
+}
+
 // The actions of a cluster member request.
 const (
 	MemberAdd    uint8 = 1 // add a server: its -peers entry, host:port/http/cluster

@@ -83,7 +83,7 @@ func TestReplicaCodesNamed(t *testing.T) {
 			t.Errorf("code %d has no name", c)
 		}
 	}
-	for _, op := range []Op{OpReplicaFetch, OpEpochEnd, OpClusterStatus, OpProducerOwners, OpClusterMember} {
+	for _, op := range []Op{OpReplicaFetch, OpEpochEnd, OpClusterStatus, OpProducerOwners, OpClusterMember, OpLogEnds} {
 		if !op.Valid() || op.String() == "unknown op" {
 			t.Errorf("op %d", op)
 		}
@@ -180,4 +180,105 @@ func TestClusterMemberRoundTrip(t *testing.T) {
 	if _, _, err := ParseClusterMemberRequest(p[:len(p)-1]); err == nil {
 		t.Error("a short request parsed")
 	}
+}
+
+func TestLogEndsRoundTrip(t *testing.T) {
+	h, p, err := ParseRequestHeader(AppendLogEndsRequest(nil, 3, []string{"orders", "t"}))
+	if err != nil || h.Op != OpLogEnds || h.CorrID != 3 {
+		t.Fatal(h, err)
+	}
+	topics, err := ParseLogEndsRequest(p)
+	if err != nil || len(topics) != 2 || string(topics[0]) != "orders" || string(topics[1]) != "t" {
+		t.Fatalf("%q %v", topics, err)
+	}
+	want := []LogEnd{{Epoch: 4, Next: 1 << 40}, LogEndNone, {Epoch: 0, Next: 0}}
+	_, p, err = ParseResponseHeader(AppendLogEndsResponse(nil, 3, want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := ParseLogEndsResponse(p)
+	if err != nil || len(ends) != 3 || ends[0] != want[0] || ends[1] != want[1] || ends[2] != want[2] {
+		t.Fatalf("%v %v", ends, err)
+	}
+}
+
+// TestLogEndsBadInput: cut-short frames, counts past the bound or past
+// the bytes, bad topic names and bad ends are refused, never a panic.
+func TestLogEndsBadInput(t *testing.T) {
+	req := AppendLogEndsRequest(nil, 1, []string{"orders", "t"})[HeaderSize:]
+	for i := range len(req) {
+		if _, err := ParseLogEndsRequest(req[:i]); err == nil {
+			t.Errorf("a request cut to %d bytes parsed", i)
+		}
+	}
+	many := make([]string, MaxLogEndsQuery+1)
+	for i := range many {
+		many[i] = "t"
+	}
+	u32 := func(n uint32) []byte { return appendU32(nil, n) }
+	for _, bad := range []struct {
+		what    string
+		payload []byte
+		want    error
+	}{
+		{"too many topics", AppendLogEndsRequest(nil, 1, many)[HeaderSize:], ErrInvalidArgument},
+		{"no topic", u32(0), ErrInvalidArgument},
+		{"a count past the bytes", append(u32(1<<31), req[4:]...), ErrInvalidArgument},
+		{"a count past the bound, bytes to match", append(u32(MaxLogEndsQuery+1), make([]byte, 3*(MaxLogEndsQuery+1))...), ErrInvalidArgument},
+		{"an empty name", append(u32(2), 0, 0, 2, 0, 'a', 'b'), ErrInvalidTopic},
+		{"trailing bytes", append(append([]byte(nil), req...), 0), errTrailingPayload},
+	} {
+		if _, err := ParseLogEndsRequest(bad.payload); !errors.Is(err, bad.want) {
+			t.Errorf("%s: %v, want %v", bad.what, err, bad.want)
+		}
+	}
+	resp := AppendLogEndsResponse(nil, 1, []LogEnd{{Epoch: 2, Next: 9}})[HeaderSize:]
+	for i := range len(resp) {
+		if _, err := ParseLogEndsResponse(resp[:i]); err == nil {
+			t.Errorf("a response cut to %d bytes parsed", i)
+		}
+	}
+	for _, bad := range []struct {
+		what    string
+		payload []byte
+	}{
+		{"a count past the bytes", append(u32(1<<31), resp[4:]...)},
+		{"a count past the bound", append(u32(MaxLogEndsQuery+1), make([]byte, logEndSize*(MaxLogEndsQuery+1))...)},
+		{"a negative epoch", AppendLogEndsResponse(nil, 1, []LogEnd{{Epoch: -1, Next: 9}})[HeaderSize:]},
+		{"a negative offset", AppendLogEndsResponse(nil, 1, []LogEnd{{Epoch: 1, Next: -2}})[HeaderSize:]},
+		{"trailing bytes", append(append([]byte(nil), resp...), 0)},
+	} {
+		if _, err := ParseLogEndsResponse(bad.payload); err == nil {
+			t.Errorf("%s: parsed", bad.what)
+		}
+	}
+}
+
+// FuzzParseLogEnds: neither parser panics or allocates past its bound,
+// and what parses encodes back to the same bytes.
+func FuzzParseLogEnds(f *testing.F) {
+	f.Add(AppendLogEndsRequest(nil, 1, []string{"orders", "t"})[HeaderSize:])
+	f.Add(AppendLogEndsResponse(nil, 1, []LogEnd{{Epoch: 3, Next: 7}, LogEndNone})[HeaderSize:])
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		if topics, err := ParseLogEndsRequest(payload); err == nil {
+			if len(topics) == 0 || len(topics) > MaxLogEndsQuery {
+				t.Fatalf("%d topics parsed", len(topics))
+			}
+			names := make([]string, len(topics))
+			for i, tp := range topics {
+				names[i] = string(tp)
+			}
+			if b := AppendLogEndsRequest(nil, 1, names)[HeaderSize:]; !bytes.Equal(b, payload) {
+				t.Fatalf("re-encoded %x, parsed %x", b, payload)
+			}
+		}
+		if ends, err := ParseLogEndsResponse(payload); err == nil {
+			if len(ends) > MaxLogEndsQuery {
+				t.Fatalf("%d ends parsed", len(ends))
+			}
+			if b := AppendLogEndsResponse(nil, 1, ends)[HeaderSize:]; !bytes.Equal(b, payload) {
+				t.Fatalf("re-encoded %x, parsed %x", b, payload)
+			}
+		}
+	})
 }

@@ -14,13 +14,14 @@ import (
 // leadership off members whose Raft heartbeats fail for MemberTimeout:
 // the library's failure detection (FailedHeartbeatObservation), no other.
 //
-// A topic whose leader is down gets the first live member of its
-// in-sync set as leader, under the next epoch; the down member leaves
-// the set. When no in-sync member is live the topic is left without a
-// leader, its in-sync set as it was ("last replica standing", KIP-966):
-// only a member that held everything acknowledged may lead it again,
-// and the first of them to come back does. A live leader's followers
-// that are down leave the in-sync set under the same epoch.
+// A topic whose leader is down gets the live member of its in-sync set
+// whose log ends furthest as leader (elect.go; the first one when none
+// tells), under the next epoch; the down member leaves the set. When no
+// in-sync member is live the topic is left without a leader, its in-sync
+// set as it was ("last replica standing", KIP-966): only a member that
+// held everything acknowledged may lead it again, and the first of them
+// to come back does. A live leader's followers that are down leave the
+// in-sync set under the same epoch.
 type controller struct {
 	n      *Node
 	obs    chan raft.Observation
@@ -160,19 +161,26 @@ func (c *controller) failingSince(id string, lastContact, now time.Time) time.Ti
 // reconcile makes the changes the controller owes: the member list
 // first (and the Raft group's voters after it, membership.go), then each
 // topic whose leader or in-sync set holds a down member or that has no
-// leader while an in-sync member is up, then the topics to move.
+// leader while an in-sync member is up, then the topics to move. An
+// election among several live in-sync members waits up to
+// logEndsTimeout for their logs' ends (preferLongest).
 func (c *controller) reconcile() {
 	var members int
 	var cmds []Command
+	var elect []int // those of cmds that elect a leader among several live in-sync members
 	c.n.fsm.read(func(s *State) {
 		members = len(s.Members)
 		for _, name := range sortedTopics(s) {
 			if cmd, ok := c.decide(s.Topics[name]); ok {
+				if cmd.Op == opLeader && cmd.Leader != "" && len(cmd.ISR) > 1 {
+					elect = append(elect, len(cmds))
+				}
 				cmds = append(cmds, cmd)
 			}
 		}
 		cmds = append(cmds, c.moves(s)...)
 	})
+	c.preferLongest(cmds, elect) // asks the members: not under the fsm's lock
 	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
 	defer cancel()
 	if members == 0 {

@@ -74,7 +74,12 @@ type Config struct {
 	// changes the members or topics (not a group's offset or lease), in
 	// log order, on Raft's apply goroutine: it must not block.
 	OnChange func(Command)
-	Logger   *slog.Logger
+	// LogEnds, if set, returns where member's logs of topics end (those
+	// it holds): the controller asks it of a topic's live in-sync
+	// members, for at most logEndsTimeout, before it elects the leader
+	// (preferLongest). Without it the first live member is elected.
+	LogEnds func(ctx context.Context, member string, topics []string) (map[string]LogEnd, error)
+	Logger  *slog.Logger
 }
 
 // Node is one member's part of the cluster's Raft group: the metadata it

@@ -17,12 +17,17 @@ type testCluster struct {
 	peers []Member
 	dirs  []string
 	nodes []*Node
+	// logEnds, if set before a node opens, is its Config.LogEnds.
+	logEnds func(ctx context.Context, member string, topics []string) (map[string]LogEnd, error)
 }
 
-// startCluster starts n nodes.
-func startCluster(t *testing.T, n int) *testCluster {
+// startCluster starts n nodes, after setup.
+func startCluster(t *testing.T, n int, setup ...func(*testCluster)) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t}
+	for _, f := range setup {
+		f(tc)
+	}
 	ls := make([]net.Listener, n)
 	for i := range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -60,7 +65,7 @@ func (tc *testCluster) open(i int, l net.Listener) {
 		}
 	}
 	nd, err := Open(Config{Self: tc.peers[i], Peers: tc.peers, Dir: tc.dirs[i], Listener: l,
-		HeartbeatTimeout: 200 * time.Millisecond, MemberTimeout: 600 * time.Millisecond})
+		HeartbeatTimeout: 200 * time.Millisecond, MemberTimeout: 600 * time.Millisecond, LogEnds: tc.logEnds})
 	if err != nil {
 		tc.t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func (s *Server) startCluster() error {
 	node, err := cluster.Open(cluster.Config{
 		Self: peers[self], Peers: peers, Dir: filepath.Join(s.cfg.Storage.Volumes[0], "cluster"),
 		Listener: cc.Listener, ServerTLS: serverTLS, ClientTLS: clientTLS, Token: cc.Token, Authorize: authorize, Join: cc.Join,
-		MemberTimeout: cc.MemberTimeout, OnChange: func(cluster.Command) { s.repl.Poke() },
+		MemberTimeout: cc.MemberTimeout, OnChange: func(cluster.Command) { s.repl.Poke() }, LogEnds: s.repl.LogEndsOf,
 		Logger: s.log.With("part", "cluster"),
 	})
 	if err != nil {

@@ -182,6 +182,20 @@ func (s *Service) ProducerOwners(c Caller, topic string, ids []uint64) (map[uint
 	return s.repl.ProducerOwners(topic, ids)
 }
 
+// LogEnds answers a log ends request (the replication right on each
+// topic): where this server's logs of topics end.
+func (s *Service) LogEnds(c Caller, topics []string) ([]protocol.LogEnd, error) {
+	for _, t := range topics {
+		if err := s.Allow(c, protocol.OpLogEnds, t); err != nil {
+			return nil, err
+		}
+	}
+	if s.repl == nil {
+		return nil, fmt.Errorf("%w: this server is not in a cluster (-cluster)", protocol.ErrInvalidArgument)
+	}
+	return s.repl.LogEnds(topics), nil
+}
+
 // MembershipTopic is the topic a cluster member request is allowed on:
 // it needs the replication right on every topic, the cluster's token.
 const MembershipTopic = "*"

@@ -48,6 +48,10 @@ type Replication interface {
 	// ProducerOwners answers a follower's producer owners request on
 	// the leader: the owners topic's producers of ids are bound to.
 	ProducerOwners(topic string, ids []uint64) (map[uint64]string, error)
+	// LogEnds answers a log ends request (op 23), on any replica: where
+	// this server's logs of topics end, in their order,
+	// protocol.LogEndNone for a topic it does not hold.
+	LogEnds(topics []string) []protocol.LogEnd
 	// Create records a new topic in the cluster, on its default number of
 	// replicas (existed: it was there already), and returns once this
 	// server can take its writes (nil), or a *NotLeaderError naming the
