@@ -310,7 +310,7 @@
 //
 // A batch with protocol.FlagProducer names its producer (a random non-zero
 // 64-bit id) and its sequence on this topic. Per topic, the committer keeps
-// a table: for each producer, the 32 highest sequences it stored (each with
+// a table: for each producer, the 64 highest sequences it stored (each with
 // its base offset and message count), the append time of its last batch,
 // and its owner. Before a batch is written the table is consulted, under
 // the same lock that orders the commit:
@@ -320,7 +320,7 @@
 //   - its sequence is remembered: a duplicate, answered with the base
 //     offset the batch got the first time, and not written (the same count
 //     is required, else ErrOutOfOrderSequence);
-//   - all 32 slots are taken and its sequence is below them, or it is more
+//   - all 64 slots are taken and its sequence is below them, or it is more
 //     than MaxSequenceStep (2^32) above the highest stored: it fails with
 //     ErrOutOfOrderSequence and nothing is written;
 //   - its producer is not remembered but left a tombstone (below) and its
@@ -367,7 +367,7 @@
 // owner, at most MaxProducers of them (the oldest go first): its batches
 // other than a sequence 0 fail with ErrUnknownProducer rather than being
 // maybe stored twice, and a sequence 0 starts the producer afresh. At
-// most 32 x 24 bytes per producer, so a topic's table stays under 1 MiB
+// most 64 x 24 bytes per producer, so a topic's table stays under 2 MiB
 // with the default MaxProducers.
 //
 // The table is not stored: it is derived from the log. Recovery reads
