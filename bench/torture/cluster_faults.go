@@ -114,42 +114,61 @@ func runClusterFaults(ctx context.Context, e *env) (string, error) {
 		return "start", err
 	}
 	r := &cfRun{e: e, c: c}
-	all := strings.Join(c.addrs(), ",")
-	admin, err := client.Dial(ctx, all, client.WithDialTimeout(time.Second), client.WithRequestTimeout(10*time.Second))
-	if err != nil {
-		return "dial", err
-	}
-	defer admin.Close()
-	for _, t := range cfTopics {
-		if err := retry(ctx, 30*time.Second, func() error { return admin.CreateTopic(ctx, t) }); err != nil && !errors.Is(err, client.ErrTopicExists) {
-			return "create topics", err
-		}
-	}
-	if err := clusterHealthy(ctx, c.servers, len(cfTopics), cfHealthyWait, false); err != nil {
-		return "start", err
-	}
-	readers := make([]*cfReader, len(cfTopics))
-	for i, t := range cfTopics {
-		readers[i] = startCfReader(ctx, c.servers[i%len(c.servers)].addr(), t)
-	}
+	readers, stage, err := r.start(ctx)
 	defer func() {
 		for _, rd := range readers {
 			rd.end()
 		}
 	}()
-	webs := make([]string, len(c.servers))
-	for i, f := range c.servers {
-		webs[i] = fmt.Sprintf("127.0.0.1:%d", f.web)
-	}
-	if r.ps, err = startCfProds(ctx, all, webs, cfTopics); err != nil {
-		return "producers", err
+	if err != nil {
+		return stage, err
 	}
 	defer r.ps.finish()
 
 	time.Sleep(cfWarmUp)
 	warm := r.warmUpCheck(ctx)
 	fmt.Println(warm)
+	done, total, fatal := r.steps(ctx, begun)
+	return r.report(ctx, readers, warm, fatal, done, total)
+}
 
+// start creates the phase's topics, waits for a healthy cluster and
+// starts a reader per topic and the producers (r.ps). On failure it
+// returns the stage that failed.
+func (r *cfRun) start(ctx context.Context) (readers []*cfReader, stage string, err error) {
+	c := r.c
+	all := strings.Join(c.addrs(), ",")
+	admin, err := client.Dial(ctx, all, client.WithDialTimeout(time.Second), client.WithRequestTimeout(10*time.Second))
+	if err != nil {
+		return nil, "dial", err
+	}
+	defer admin.Close()
+	for _, t := range cfTopics {
+		if err := retry(ctx, 30*time.Second, func() error { return admin.CreateTopic(ctx, t) }); err != nil && !errors.Is(err, client.ErrTopicExists) {
+			return nil, "create topics", err
+		}
+	}
+	if err := clusterHealthy(ctx, c.servers, len(cfTopics), cfHealthyWait, false); err != nil {
+		return nil, "start", err
+	}
+	readers = make([]*cfReader, len(cfTopics))
+	for i, t := range cfTopics {
+		readers[i] = startCfReader(ctx, c.servers[i%len(c.servers)].addr(), t)
+	}
+	webs := make([]string, len(c.servers))
+	for i, f := range c.servers {
+		webs[i] = fmt.Sprintf("127.0.0.1:%d", f.web)
+	}
+	if r.ps, err = startCfProds(ctx, all, webs, cfTopics); err != nil {
+		return readers, "producers", err
+	}
+	return readers, "", nil
+}
+
+// steps injects the faults one after another, each once the cluster is
+// ready (ready), until the phase's budget is spent. It returns the steps
+// done, of how many, and the failure that stopped them, if any.
+func (r *cfRun) steps(ctx context.Context, begun time.Time) (done, total int, fatal error) {
 	a, f := cfTopics[0], cfTopics[2]
 	steps := []struct {
 		name string
@@ -166,8 +185,6 @@ func runClusterFaults(ctx context.Context, e *env) (string, error) {
 		{"kill leader", func(ctx context.Context) error { return r.killLeader(ctx, a) }},
 		{"cut leader", func(ctx context.Context) error { return r.cutLeader(ctx, a) }},
 	}
-	done := 0
-	var fatal error
 	for i, s := range steps {
 		if time.Since(begun) > cfBudget {
 			r.note("steps %d-%d skipped: the phase's budget of %v is spent", i, len(steps)-1, cfBudget)
@@ -180,6 +197,14 @@ func runClusterFaults(ctx context.Context, e *env) (string, error) {
 		}
 		done++
 	}
+	return done, len(steps), fatal
+}
+
+// report stops the producers and readers, checks every copy, prints the
+// verdict line and what explains it, stops the servers and returns the
+// phase's summary and error.
+func (r *cfRun) report(ctx context.Context, readers []*cfReader, warm string, fatal error, done, total int) (string, error) {
+	c := r.c
 	if err := r.ps.progress(ctx, cfProgress, cfProgressWait); err != nil {
 		r.note("after the last step: %v", err)
 	}
@@ -210,7 +235,7 @@ func runClusterFaults(ctx context.Context, e *env) (string, error) {
 		}
 	}
 	detail := strings.TrimPrefix(strings.TrimPrefix(line, "cluster-faults ok "), "cluster-faults FAIL ") +
-		fmt.Sprintf("; %d of %d fault steps done", done, len(steps))
+		fmt.Sprintf("; %d of %d fault steps done", done, total)
 	return detail, verr
 }
 

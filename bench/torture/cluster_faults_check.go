@@ -215,21 +215,7 @@ func cfCheckTopic(topic string, leader cfLog, copies []cfLog, ledgers []cfLedger
 		}
 		last[m.prod] = max(last[m.prod], m.seq)
 	}
-	for _, l := range ledgers {
-		for seq, off := range l.acks {
-			got, ok := first[[2]int{l.id, seq}]
-			if ok && got == off {
-				continue
-			}
-			if r.lost < 3 {
-				note("P%d S%d acknowledged at %d, found: %v (at %d)", l.id, seq, off, ok, got)
-			}
-			r.lost++
-			if ok {
-				r.misplaced++
-			}
-		}
-	}
+	cfCheckAcked(&r, ledgers, first, note)
 	for _, c := range copies {
 		if d := cfDiffer(leader.msgs, c.msgs); d != "" || len(c.broken) > 0 {
 			r.divergent++
@@ -247,6 +233,27 @@ func cfCheckTopic(topic string, leader cfLog, copies []cfLog, ledgers []cfLedger
 		}
 	}
 	return r, notes
+}
+
+// cfCheckAcked counts in r the acknowledged messages of ledgers that are
+// not at their acknowledged offset in first, the leader's log ((producer,
+// sequence) -> first offset): lost, and of those, misplaced.
+func cfCheckAcked(r *cfCounts, ledgers []cfLedger, first map[[2]int]int64, note func(string, ...any)) {
+	for _, l := range ledgers {
+		for seq, off := range l.acks {
+			got, ok := first[[2]int{l.id, seq}]
+			if ok && got == off {
+				continue
+			}
+			if r.lost < 3 {
+				note("P%d S%d acknowledged at %d, found: %v (at %d)", l.id, seq, off, ok, got)
+			}
+			r.lost++
+			if ok {
+				r.misplaced++
+			}
+		}
+	}
 }
 
 // cfDiffer says where b first differs from a, or "" if they are the same

@@ -204,6 +204,28 @@ func (s *State) applyStart(c Command) error {
 	return nil
 }
 
+// applyCreate creates topic c.Topic on c.Replicas (opCreate), led by the
+// first under epoch 1, every replica in sync.
+func (s *State) applyCreate(c Command) error {
+	if _, ok := s.Topics[c.Topic]; ok {
+		return fmt.Errorf("%w: %q", ErrTopicExists, c.Topic)
+	}
+	if len(c.Replicas) == 0 {
+		return fmt.Errorf("%w: topic %q with no replicas", ErrBadCommand, c.Topic)
+	}
+	for i, r := range c.Replicas {
+		if _, ok := s.Members[r]; !ok {
+			return fmt.Errorf("%w: replica %q of topic %q is not a member", ErrBadCommand, r, c.Topic)
+		}
+		if slices.Contains(c.Replicas[:i], r) {
+			return fmt.Errorf("%w: replica %q of topic %q twice", ErrBadCommand, r, c.Topic)
+		}
+	}
+	s.Topics[c.Topic] = &Topic{Name: c.Topic, Replicas: slices.Clone(c.Replicas),
+		Leader: c.Replicas[0], Epoch: 1, ISR: slices.Clone(c.Replicas), Version: 1}
+	return nil
+}
+
 // applyStepBack takes member c.Member out of the in-sync set of each
 // topic of c.Ends that it is in: it restarted after a crash, or part of
 // its copy is unreadable, and it may lack batches that were acknowledged
@@ -274,23 +296,7 @@ func (s *State) apply(c Command) error {
 		}
 		return nil
 	case opCreate:
-		if _, ok := s.Topics[c.Topic]; ok {
-			return fmt.Errorf("%w: %q", ErrTopicExists, c.Topic)
-		}
-		if len(c.Replicas) == 0 {
-			return fmt.Errorf("%w: topic %q with no replicas", ErrBadCommand, c.Topic)
-		}
-		for i, r := range c.Replicas {
-			if _, ok := s.Members[r]; !ok {
-				return fmt.Errorf("%w: replica %q of topic %q is not a member", ErrBadCommand, r, c.Topic)
-			}
-			if slices.Contains(c.Replicas[:i], r) {
-				return fmt.Errorf("%w: replica %q of topic %q twice", ErrBadCommand, r, c.Topic)
-			}
-		}
-		s.Topics[c.Topic] = &Topic{Name: c.Topic, Replicas: slices.Clone(c.Replicas),
-			Leader: c.Replicas[0], Epoch: 1, ISR: slices.Clone(c.Replicas), Version: 1}
-		return nil
+		return s.applyCreate(c)
 	case opDelete:
 		if _, ok := s.Topics[c.Topic]; !ok {
 			return fmt.Errorf("%w: %q", ErrTopicNotFound, c.Topic)
