@@ -98,16 +98,7 @@ func TestFrozenLeaderProducersMove(t *testing.T) {
 	if err := idem.CreateTopic(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
-	leader := leaderOf(t, idem, topic)
-	frozen := -1
-	for i, a := range addrs {
-		if a == leader {
-			frozen = i
-		}
-	}
-	if frozen < 0 {
-		t.Fatalf("leader %s is none of %v", leader, addrs)
-	}
+	leader, frozen := leaderIndex(t, idem, topic, addrs)
 
 	// Each producer sends one message at a time and notes the longest
 	// wait for an answer, and, for the idempotent one, between two
@@ -150,16 +141,7 @@ func TestFrozenLeaderProducersMove(t *testing.T) {
 	wg.Go(func() { produce(idem, "i", &ri) })
 	wg.Go(func() { produce(once, "o", &ro) })
 
-	time.Sleep(time.Second) // steady producing first
-	if err := procs[frozen].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("froze %s, the leader", leader)
-	time.Sleep(8 * time.Second)
-	if err := procs[frozen].cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * time.Second)
+	freezeFor8s(t, procs[frozen], leader)
 	close(stop)
 	wg.Wait()
 	t.Logf("idempotent: %d acked, longest without an acknowledgement %v, longest answer %v", len(ri.acked), ri.maxGap, ri.maxAnswer)
@@ -226,11 +208,7 @@ func TestFrozenLeaderProducerMoves(t *testing.T) {
 	if err := c.CreateTopic(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
-	leader := leaderOf(t, c, topic)
-	frozen := slices.Index(addrs, leader)
-	if frozen < 0 {
-		t.Fatalf("leader %s is none of %v", leader, addrs)
-	}
+	leader, frozen := leaderIndex(t, c, topic, addrs)
 	p := c.NewProducer(topic, client.WithMaxInFlight(4), client.WithLinger(2*time.Millisecond))
 
 	// One goroutine sends a message about every millisecond, another
@@ -283,16 +261,7 @@ func TestFrozenLeaderProducerMoves(t *testing.T) {
 		}
 	})
 
-	time.Sleep(time.Second) // steady producing first
-	if err := procs[frozen].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("froze %s, the leader", leader)
-	time.Sleep(8 * time.Second)
-	if err := procs[frozen].cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * time.Second)
+	freezeFor8s(t, procs[frozen], leader)
 	close(stop)
 	sending.Wait()
 	if err := p.Close(); err != nil {
@@ -337,4 +306,32 @@ func TestFrozenLeaderProducerMoves(t *testing.T) {
 			t.Errorf("acknowledged %s at %d, stored at %v", m, acked[m], got)
 		}
 	}
+}
+
+// leaderIndex returns topic's leader as c's servers see it, and its index
+// in addrs.
+func leaderIndex(t *testing.T, c *client.Client, topic string, addrs []string) (string, int) {
+	t.Helper()
+	leader := leaderOf(t, c, topic)
+	i := slices.Index(addrs, leader)
+	if i < 0 {
+		t.Fatalf("leader %s is none of %v", leader, addrs)
+	}
+	return leader, i
+}
+
+// freezeFor8s lets the producers run for a second, freezes p, the leader,
+// with SIGSTOP for 8 s, then lets them run 2 s more after SIGCONT.
+func freezeFor8s(t *testing.T, p *process, leader string) {
+	t.Helper()
+	time.Sleep(time.Second) // steady producing first
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("froze %s, the leader", leader)
+	time.Sleep(8 * time.Second)
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
 }
