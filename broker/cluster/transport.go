@@ -35,10 +35,26 @@ const (
 	maxToken      = 1024
 	maxForward    = 1 << 20
 	// preambleTimeout bounds how long an accepted connection may take
-	// to finish its TLS handshake and send its preamble.
-	preambleTimeout = 5 * time.Second
-	// refusalLogEvery spaces the warnings of failed TLS handshakes.
+	// to finish its TLS handshake and send its preamble. A member sends
+	// it at once: only a connection that is not a member's waits.
+	preambleTimeout = 2 * time.Second
+	// refusalLogEvery spaces the warnings of refused connections, of each
+	// kind: a member with a certificate the others refuse dials again all
+	// the time, and an attacker's connections are countless.
 	refusalLogEvery = 10 * time.Second
+	// MaxPending bounds the connections the cluster port holds before
+	// their preamble (a goroutine and a descriptor each, for up to
+	// preambleTimeout), and MaxPendingPerAddr those of one remote address:
+	// a member's come and go within milliseconds, so these bound what
+	// silent connections can take. Past either, a connection is closed at
+	// once.
+	MaxPending        = 64
+	MaxPendingPerAddr = 16
+	// MaxClusterConns bounds the cluster port's connections past their
+	// preamble (Raft's pooled ones, three per member at most each way, and
+	// the forwarded commands, one each while it is served). With
+	// -auth-file only a member's token gets that far.
+	MaxClusterConns = 256
 )
 
 // layer is the raft.StreamLayer on the cluster port: it accepts both
@@ -54,7 +70,13 @@ type layer struct {
 	forward   func(cmd []byte) []byte // serves a forwarded command
 	log       *slog.Logger
 
-	lastRefusal atomic.Int64 // unix ns of the last handshake failure logged as a warning
+	lastRefusal [refusalKinds]atomic.Int64 // unix ns of the last refusal of each kind logged as a warning
+	refusals    atomic.Int64               // connections refused: over a bound, no preamble, a bad token, a failed handshake
+
+	mu      sync.Mutex
+	pending map[string]int // remote address (host) -> connections before their preamble
+	npend   int
+	conns   int // connections past their preamble, not closed yet
 
 	raftConns chan net.Conn
 	done      chan struct{}
@@ -67,7 +89,7 @@ var _ raft.StreamLayer = (*layer)(nil)
 func newLayer(l net.Listener, advertise net.Addr, c *Config, forward func([]byte) []byte) *layer {
 	ly := &layer{l: l, advertise: advertise, serverTLS: c.ServerTLS, clientTLS: c.ClientTLS, token: c.Token,
 		authorize: c.Authorize, forward: forward, log: c.Logger,
-		raftConns: make(chan net.Conn), done: make(chan struct{})}
+		raftConns: make(chan net.Conn), done: make(chan struct{}), pending: map[string]int{}}
 	ly.wg.Go(ly.acceptLoop)
 	return ly
 }
@@ -89,33 +111,90 @@ func (ly *layer) acceptLoop() {
 			time.Sleep(50 * time.Millisecond) // e.g. out of descriptors: do not spin
 			continue
 		}
-		ly.wg.Go(func() { ly.route(c) })
+		host := remoteHost(c)
+		if !ly.admit(host) {
+			ly.refuse(refusedBound, c.RemoteAddr(), errors.New("too many connections before their preamble"),
+				"cluster port: a connection refused: too many connections waiting for their preamble", "pending", MaxPending, "pending_per_address", MaxPendingPerAddr)
+			c.Close()
+			continue
+		}
+		ly.wg.Go(func() { ly.route(c, host) })
 	}
 }
 
+// remoteHost is the host of c's remote address, the key of the bound per
+// address.
+func remoteHost(c net.Conn) string {
+	a := c.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(a); err == nil {
+		return h
+	}
+	return a
+}
+
+// admit counts a connection from host before its preamble, if the bounds
+// allow it.
+func (ly *layer) admit(host string) bool {
+	ly.mu.Lock()
+	defer ly.mu.Unlock()
+	if ly.npend >= MaxPending || ly.pending[host] >= MaxPendingPerAddr {
+		return false
+	}
+	ly.npend++
+	ly.pending[host]++
+	return true
+}
+
+// preambled moves a connection from host out of the count before the
+// preamble, and, if ok (its preamble was accepted), into the count of
+// connections past it, if MaxClusterConns allows it.
+func (ly *layer) preambled(host string, ok bool) bool {
+	ly.mu.Lock()
+	defer ly.mu.Unlock()
+	ly.npend--
+	if ly.pending[host]--; ly.pending[host] <= 0 {
+		delete(ly.pending, host)
+	}
+	if !ok || ly.conns >= MaxClusterConns {
+		return false
+	}
+	ly.conns++
+	return true
+}
+
+// closed is a connection past its preamble closing.
+func (ly *layer) closed() {
+	ly.mu.Lock()
+	ly.conns--
+	ly.mu.Unlock()
+}
+
+// countedConn is a connection past its preamble: its Close releases its
+// place under MaxClusterConns, once.
+type countedConn struct {
+	net.Conn
+	once sync.Once
+	ly   *layer
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.ly.closed)
+	return err
+}
+
 // route reads an accepted connection's preamble and hands it on.
-func (ly *layer) route(c net.Conn) {
-	_ = c.SetDeadline(time.Now().Add(preambleTimeout)) // the handshake's too
-	if ly.serverTLS != nil {
-		tc := tls.Server(c, ly.serverTLS)
-		if err := tc.Handshake(); err != nil {
-			ly.refused(c.RemoteAddr(), err)
-			c.Close()
-			return
+func (ly *layer) route(raw net.Conn, host string) {
+	c, kind, ok := ly.preamble(raw)
+	if !ly.preambled(host, ok) {
+		if ok {
+			ly.refuse(refusedBound, c.RemoteAddr(), errors.New("too many connections"),
+				"cluster port: a connection refused: the port holds its most connections", "max", MaxClusterConns)
 		}
-		c = tc
-	}
-	kind, token, err := readPreamble(c)
-	if err != nil {
-		ly.log.Debug("cluster port: bad preamble", "remote", c.RemoteAddr().String(), "err", err)
 		c.Close()
 		return
 	}
-	if ly.authorize != nil && !ly.authorize(token) {
-		ly.log.Warn("cluster port: a connection without the replication right refused", "remote", c.RemoteAddr().String())
-		c.Close()
-		return
-	}
+	c = &countedConn{Conn: c, ly: ly}
 	_ = c.SetDeadline(time.Time{})
 	switch kind {
 	case kindRaft:
@@ -137,17 +216,56 @@ func (ly *layer) route(c net.Conn) {
 	}
 }
 
-// refused logs a TLS handshake the cluster port failed: as a warning at
-// most once every refusalLogEvery (a member with a certificate the others
-// refuse dials again all the time), else at debug level.
-func (ly *layer) refused(remote net.Addr, err error) {
+// preamble runs an accepted connection's TLS handshake (with TLS) and
+// reads its preamble, within preambleTimeout, and checks its token. It
+// returns the connection to go on with and its kind, ok false when it is
+// refused (and logged so).
+func (ly *layer) preamble(c net.Conn) (net.Conn, byte, bool) {
+	_ = c.SetDeadline(time.Now().Add(preambleTimeout)) // the handshake's too
+	if ly.serverTLS != nil {
+		tc := tls.Server(c, ly.serverTLS)
+		if err := tc.Handshake(); err != nil {
+			ly.refuse(refusedTLS, c.RemoteAddr(), err,
+				"cluster port: TLS handshake failed: is the other side a member with a certificate of the cluster's CA?")
+			return c, 0, false
+		}
+		c = tc
+	}
+	kind, token, err := readPreamble(c)
+	if err != nil {
+		ly.refusals.Add(1)
+		ly.log.Debug("cluster port: bad preamble", "remote", c.RemoteAddr().String(), "err", err)
+		return c, 0, false
+	}
+	if ly.authorize != nil && !ly.authorize(token) {
+		ly.refuse(refusedToken, c.RemoteAddr(), errors.New("no replication right"),
+			"cluster port: a connection without the replication right refused")
+		return c, 0, false
+	}
+	return c, kind, true
+}
+
+// The kinds of refusal, each logged as a warning at most once every
+// refusalLogEvery.
+const (
+	refusedTLS = iota
+	refusedToken
+	refusedBound
+	refusalKinds
+)
+
+// refuse counts a connection the cluster port refused and logs it: as a
+// warning (msg, with args) at most once every refusalLogEvery for each
+// kind of refusal, else at debug level.
+func (ly *layer) refuse(kind int, remote net.Addr, err error, msg string, args ...any) {
+	ly.refusals.Add(1)
 	now := time.Now().UnixNano()
-	if last := ly.lastRefusal.Load(); now-last >= int64(refusalLogEvery) && ly.lastRefusal.CompareAndSwap(last, now) {
-		ly.log.Warn("cluster port: TLS handshake failed: is the other side a member with a certificate of the cluster's CA?",
-			"remote", remote.String(), "err", err)
+	last := &ly.lastRefusal[kind]
+	if l := last.Load(); now-l >= int64(refusalLogEvery) && last.CompareAndSwap(l, now) {
+		ly.log.Warn(msg, append([]any{"remote", remote.String(), "err", err, "refused_so_far", ly.refusals.Load()}, args...)...)
 		return
 	}
-	ly.log.Debug("cluster port: TLS handshake failed", "remote", remote.String(), "err", err)
+	ly.log.Debug(msg, "remote", remote.String(), "err", err)
 }
 
 func readPreamble(r io.Reader) (kind byte, token string, err error) {
