@@ -2,15 +2,10 @@ package server_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/haraqa/haraqa/broker/brokertest"
-	"github.com/haraqa/haraqa/broker/server"
 	"github.com/haraqa/haraqa/client"
 	"github.com/haraqa/haraqa/protocol"
 )
@@ -20,14 +15,7 @@ import (
 // -1, -1 for a topic it does not hold; a token without the replication
 // right on every topic named is refused.
 func TestClusterLogEnds(t *testing.T) {
-	hash := func(tok string) string { h := sha256.Sum256([]byte(tok)); return hex.EncodeToString(h[:]) }
-	authFile := filepath.Join(t.TempDir(), "auth")
-	brokertest.WriteFile(t, authFile, []byte(hash("cluster-tok")+" replication *\n"+
-		hash("alice")+" admin t\n"+hash("bob")+" replication t\n"))
-	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
-		cfg.AuthFile = authFile
-		cfg.Cluster.Token = "cluster-tok"
-	})
+	tc := startAuthCluster(t, map[string]string{"alice": "admin t", "bob": "replication t"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	alice := dialAll(t, tc.addrs, client.WithToken("alice"))

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,13 +23,7 @@ import (
 // leader, op 20), so the leader after a failover binds the producer to
 // the same token.
 func TestClusterProducerOwnerSurvivesFailover(t *testing.T) {
-	hash := func(tok string) string { h := sha256.Sum256([]byte(tok)); return hex.EncodeToString(h[:]) }
-	authFile := filepath.Join(t.TempDir(), "auth")
-	brokertest.WriteFile(t, authFile, []byte(hash("cluster-tok")+" replication *\n"+hash("alice")+" admin t\n"))
-	tc := startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
-		cfg.AuthFile = authFile
-		cfg.Cluster.Token = "cluster-tok"
-	})
+	tc := startAuthCluster(t, map[string]string{"alice": "admin t"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	alice := dialAll(t, tc.addrs, client.WithToken("alice"), client.WithIdempotence(true))
@@ -104,4 +100,23 @@ func dialOneWith(t *testing.T, addr string, opts ...client.Option) *client.Clien
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// startAuthCluster starts three servers as one cluster (3 replicas,
+// -min-insync 2) with an auth file holding the members' token
+// "cluster-tok" (replication on every topic) and tokens, each with its
+// rights as an auth file line spells them ("admin t").
+func startAuthCluster(t *testing.T, tokens map[string]string) *testCluster {
+	t.Helper()
+	hash := func(tok string) string { h := sha256.Sum256([]byte(tok)); return hex.EncodeToString(h[:]) }
+	lines := hash("cluster-tok") + " replication *\n"
+	for _, tok := range slices.Sorted(maps.Keys(tokens)) {
+		lines += hash(tok) + " " + tokens[tok] + "\n"
+	}
+	authFile := filepath.Join(t.TempDir(), "auth")
+	brokertest.WriteFile(t, authFile, []byte(lines))
+	return startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
+		cfg.AuthFile = authFile
+		cfg.Cluster.Token = "cluster-tok"
+	})
 }
