@@ -21,12 +21,13 @@ stop() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/
 trap 'stop; rm -rf "$bin"' EXIT
 peers=127.0.0.1:16351/16451/16551,127.0.0.1:16352/16452/16552,127.0.0.1:16353/16453/16553
 addrs=127.0.0.1:16351,127.0.0.1:16352,127.0.0.1:16353
+head -c 32 /dev/urandom | base64 >"$bin/cluster.token" # the members' secret
 # start R MIN: the three servers on fresh volumes, until each is in step.
 start() {
   for i in 1 2 3; do
     mkdir -p "$bin/r$1/v$i"
     "$bin/haraqa" -listen 127.0.0.1 -tcp 1635$i -http 1645$i -cluster-port 1655$i -cluster \
-      -replicas "$1" -min-insync "$2" -peers "$peers" "$bin/r$1/v$i" >"$bin/r$1/log$i" 2>&1 &
+      -replicas "$1" -min-insync "$2" -cluster-token-file "$bin/cluster.token" -peers "$peers" "$bin/r$1/v$i" >"$bin/r$1/log$i" 2>&1 &
     pids+=($!)
   done
   for i in 1 2 3; do

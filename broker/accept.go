@@ -61,8 +61,13 @@ func DefaultMaxConns() int {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
 		return 65536
 	}
-	n := (int(rl.Cur) - DescriptorReserve) * 3 / 8
-	return max(1, min(n, 65536))
+	return DefaultMaxConnsFor(int(rl.Cur))
+}
+
+// DefaultMaxConnsFor is DefaultMaxConns for a descriptor limit of nofile
+// (a server in a cluster passes what its cluster port leaves).
+func DefaultMaxConnsFor(nofile int) int {
+	return max(1, min((nofile-DescriptorReserve)*3/8, 65536))
 }
 
 // DefaultMaxConnsPerAddr is Config.MaxConnsPerAddr's default: more than a

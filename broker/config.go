@@ -120,6 +120,10 @@ type Config struct {
 	// Replication, when set, is the cluster this server is a member of
 	// (service.Config.Replication). Default nil.
 	Replication service.Replication
+	// ClusterSecret is the cluster members' shared secret
+	// (service.Config.ClusterSecret): without Auth, the token a hello must
+	// present for the server-to-server and membership ops. Default "".
+	ClusterSecret string
 	// Logger receives connection and request errors (default slog.Default()).
 	Logger *slog.Logger
 	// ObserveRequest, when set, is told each answered request's op, whether

@@ -130,8 +130,9 @@ func (cs *conn) closeHelloLate() gnet.Action {
 	return gnet.Close
 }
 
-// hello answers a hello request: without tokens always OK; with them the
-// token decides the connection's Caller (a failed hello drops it).
+// hello answers a hello request: without tokens always OK (a cluster's
+// secret, presented as the token, makes the caller a member); with them
+// the token decides the connection's Caller (a failed hello drops it).
 func (cs *conn) hello(h protocol.RequestHeader, payload []byte) {
 	b, c := cs.b, cs.c
 	req, err := protocol.ParseHelloRequest(payload)
@@ -163,6 +164,10 @@ func (cs *conn) hello(h protocol.RequestHeader, payload []byte) {
 		}
 		cs.caller, resp.Auth = caller, true
 		cs.helloDone()
+	} else if len(req.Token) > 0 {
+		// No tokens to check, but a cluster member presents the
+		// members' secret, which the server-to-server ops need.
+		cs.caller, _ = b.svc.Authenticate("", string(req.Token))
 	}
 	cs.end(protocol.AppendHelloResponse(cs.begin(), h.CorrID, resp))
 }

@@ -407,7 +407,11 @@
 // ends with epoch end (op 18), and for the owners of the idempotent
 // producers their copy holds bound to none with producer owners (op 20);
 // the three need the replication right, as does log ends (op 23), which
-// the cluster's controller asks before it elects a topic's leader. Cluster status (op 19, any valid
+// the cluster's controller asks before it elects a topic's leader, and
+// cluster member (op 21). With -auth-file that is a token of the rules
+// holding it on every topic; without, the members' secret
+// (-cluster-token-file), presented as the hello's token: no other caller
+// holds it (code 19, forbidden). Cluster status (op 19, any valid
 // token) tells who leads what.
 //
 // Replica fetch (op 17) is a consume that names its follower and epoch:

@@ -150,7 +150,13 @@ func DefaultMaxOpenFiles() int {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
 		return 65536
 	}
-	return max(16, min((int(rl.Cur)-64)/2, 65536))
+	return DefaultMaxOpenFilesFor(int(rl.Cur))
+}
+
+// DefaultMaxOpenFilesFor is DefaultMaxOpenFiles for a descriptor limit of
+// nofile.
+func DefaultMaxOpenFilesFor(nofile int) int {
+	return max(16, min((nofile-64)/2, 65536))
 }
 
 // transientOpenErr reports whether err, from starting or reopening a

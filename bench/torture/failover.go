@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -196,6 +198,7 @@ type foCluster struct {
 	e       *env
 	servers []*foServer
 	peers   string    // the -peers list every server is given
+	secret  string    // the -cluster-token-file every server is given: the members' secret
 	kills   []foEvent // each kill, when it was made and what it killed
 }
 
@@ -228,6 +231,10 @@ func newClusterIn(e *env, name string) (*foCluster, error) {
 		entries = append(entries, fmt.Sprintf("%s/%d/%d", f.addr(), f.web, f.clu))
 	}
 	c.peers = strings.Join(entries, ",")
+	c.secret = filepath.Join(e.dir, name, "cluster.token")
+	if err := writeSecret(c.secret); err != nil {
+		return c, err
+	}
 	for i := range c.servers {
 		if err := c.start(i); err != nil {
 			return c, err
@@ -241,7 +248,7 @@ func (c *foCluster) start(i int) error {
 	f := c.servers[i]
 	s, err := start(serverSpec{bin: c.e.bin, volumes: []string{f.vol}, tcp: f.bin,
 		args: []string{"-http", strconv.Itoa(f.web), "-cluster", "-replicas", "3", "-min-insync", "2",
-			"-cluster-port", strconv.Itoa(f.clu), "-peers", c.peers, "-entries", "2000", "-ballast", "0"}})
+			"-cluster-port", strconv.Itoa(f.clu), "-cluster-token-file", c.secret, "-peers", c.peers, "-entries", "2000", "-ballast", "0"}})
 	if err != nil {
 		return fmt.Errorf("server %d: %w", i, err)
 	}
@@ -781,4 +788,17 @@ func foLogBytes(vol, topic string) ([]byte, error) {
 		out = append(out, b...)
 	}
 	return out, nil
+}
+
+// writeSecret writes a members' secret of 32 random bytes, base64, to
+// path, as docs/replication.md makes one.
+func writeSecret(path string) error {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(b)+"\n"), 0o600)
 }

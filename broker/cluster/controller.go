@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -33,6 +34,17 @@ type controller struct {
 	// (finish).
 	ready map[string]time.Time
 
+	// reached: member -> when its cluster port last answered a check
+	// (reach), which runs apart from the loop; reaching: checks under way.
+	// unreached: when a failed check was last logged.
+	reachMu            sync.Mutex
+	reached, unreached map[string]time.Time
+	reaching           map[string]bool
+
+	// starvedLog: when the warning that this member is out of
+	// descriptors was last logged.
+	starvedLog time.Time
+
 	// followed is the Raft leader this member last followed and when it
 	// last heard from it; suspect is that leader once this member took
 	// over the Raft group, until a member timeout after (failingSince).
@@ -48,7 +60,8 @@ type leaderContact struct {
 
 func newController(n *Node) *controller {
 	return &controller{n: n, obs: make(chan raft.Observation, 256), pokeCh: make(chan struct{}, 1),
-		failing: map[string]time.Time{}, down: map[string]bool{}}
+		failing: map[string]time.Time{}, down: map[string]bool{},
+		reached: map[string]time.Time{}, unreached: map[string]time.Time{}, reaching: map[string]bool{}}
 }
 
 // observe registers the controller's observer of the node's Raft group,
@@ -62,6 +75,42 @@ func (c *controller) observe() {
 		}
 		return false
 	}))
+}
+
+// reachable reports whether m's cluster port answered a check within the
+// last member timeout. If not, it starts one, which pokes the controller
+// when it succeeds: a blackholed address must not hold up the loop.
+func (c *controller) reachable(m Member) bool {
+	c.reachMu.Lock()
+	defer c.reachMu.Unlock()
+	if t, ok := c.reached[m.ID]; ok && time.Since(t) < c.n.cfg.MemberTimeout {
+		return true
+	}
+	if !c.reaching[m.ID] {
+		c.reaching[m.ID] = true
+		go func() {
+			err := c.n.layer.reach(m.Raft, reachTimeout)
+			c.reachMu.Lock()
+			delete(c.reaching, m.ID)
+			warn := false
+			if err == nil {
+				c.reached[m.ID] = time.Now()
+			} else if time.Since(c.unreached[m.ID]) >= refusalLogEvery {
+				c.unreached[m.ID] = time.Now()
+				warn = true
+			}
+			c.reachMu.Unlock()
+			if err != nil {
+				if !warn {
+					return
+				}
+				c.n.log.Warn("cluster: a member not added to the Raft group yet: its cluster port does not answer", "member", m.ID, "raft", m.Raft, "err", err)
+				return
+			}
+			c.poke()
+		}()
+	}
+	return false
 }
 
 // poke asks for a reconcile (after a change was applied).
@@ -128,6 +177,19 @@ func (c *controller) run() {
 			continue
 		}
 		now := time.Now()
+		if c.n.layer.starvedWithin(c.n.cfg.MemberTimeout, now) {
+			// This member's own dials fail for want of descriptors: the
+			// members whose heartbeats fail may be well. Nobody is taken
+			// as down until its dials go through again.
+			if now.Sub(c.starvedLog) >= refusalLogEvery {
+				c.starvedLog = now
+				c.n.log.Warn("cluster: this server is out of file descriptors: members whose heartbeats fail are not taken as down while its own connections cannot be opened",
+					"failing", len(c.failing))
+			}
+			for id := range c.failing {
+				c.failing[id] = now
+			}
+		}
 		for id, since := range c.failing {
 			if !c.down[id] && now.Sub(since) >= c.n.cfg.MemberTimeout {
 				c.down[id] = true

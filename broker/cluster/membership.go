@@ -76,6 +76,9 @@ func (s *State) applyMembership(c Command) error {
 			return fmt.Errorf("%w: %q is not a member", ErrBadCommand, c.Member)
 		}
 		if c.Op == opLeave {
+			if !m.Leaving && s.staying() == 1 {
+				return fmt.Errorf("%w: %q is the last member staying", ErrNotEnoughMembers, c.Member)
+			}
 			m.Leaving = true
 			s.Members[c.Member] = m
 			return nil
@@ -248,15 +251,18 @@ func (n *Node) RecordHTTP(ctx context.Context) error {
 func (n *Node) RemoveMember(ctx context.Context, id string) error {
 	var err error
 	n.fsm.read(func(s *State) {
-		if _, ok := s.Members[id]; !ok {
+		m, ok := s.Members[id]
+		if !ok {
 			err = fmt.Errorf("%w: %q is not a member", ErrBadCommand, id)
 			return
 		}
-		staying := 0
-		for mid, m := range s.Members {
-			if !m.Leaving && mid != id {
-				staying++
-			}
+		staying := s.staying()
+		if !m.Leaving {
+			staying--
+		}
+		if staying == 0 {
+			err = fmt.Errorf("%w: %q is the last member staying", ErrNotEnoughMembers, id)
+			return
 		}
 		for _, t := range s.Topics {
 			need := len(t.Replicas)
@@ -273,6 +279,17 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 		return err
 	}
 	return n.Propose(ctx, Command{Op: opLeave, Member: id})
+}
+
+// staying counts the members not leaving.
+func (s *State) staying() int {
+	n := 0
+	for _, m := range s.Members {
+		if !m.Leaving {
+			n++
+		}
+	}
+	return n
 }
 
 // moves returns the commands that move topics where they belong: the
@@ -401,6 +418,12 @@ func (c *controller) voters() {
 		}
 	})
 	for _, m := range add {
+		if !c.reachable(m) {
+			// A voter that cannot be reached would count toward every
+			// quorum and answer none: with as many as the others, no
+			// command would commit any more.
+			continue
+		}
 		if err := c.n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.Raft), 0, applyTimeout).Error(); err != nil {
 			c.n.log.Warn("cluster: adding a member to the Raft group", "member", m.ID, "err", err)
 			continue

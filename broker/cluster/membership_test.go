@@ -61,6 +61,16 @@ func TestMembershipRules(t *testing.T) {
 		t.Fatal("a forgotten but listed")
 	}
 	refused(Command{Op: opLeave, Member: "a"}, ErrBadCommand)
+	// The member list is recorded once: a list that replaced it could
+	// drop every member at a stroke.
+	refused(Command{Op: opMembers, Members: []Member{{ID: "evil", Raft: "evil:1", HTTP: "http://evil.example"}}}, ErrBadCommand)
+	if _, ok := s.Members["evil"]; ok || len(s.Members) != 3 {
+		t.Fatalf("after a second member list: %+v", s.Members)
+	}
+	// The last member staying cannot leave.
+	must(Command{Op: opLeave, Member: "b"})
+	must(Command{Op: opLeave, Member: "c"})
+	refused(Command{Op: opLeave, Member: "d"}, ErrNotEnoughMembers)
 }
 
 // TestMovesPlaced: the controller moves a topic where placement over

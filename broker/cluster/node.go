@@ -43,6 +43,9 @@ const (
 	forwardTimeout = 10 * time.Second
 	// applyTimeout bounds the Raft leader's wait to enqueue a command.
 	applyTimeout = 5 * time.Second
+	// reachTimeout bounds the check that a member about to become a Raft
+	// voter answers on its cluster port (layer.reach).
+	reachTimeout = time.Second
 )
 
 // Config sets a Node up.
@@ -522,14 +525,29 @@ func (n *Node) applyLocal(b []byte) (uint64, []byte, error) {
 	return f.Index(), nil, nil
 }
 
-// serveForward commits a command forwarded by another member.
+// serveForward commits a command forwarded by another member, but for
+// those only the Raft leader's controller makes (localOnly).
 func (n *Node) serveForward(b []byte) []byte {
+	var c Command
+	if err := json.Unmarshal(b, &c); err != nil {
+		return encodeAnswer(0, nil, fmt.Errorf("%w: %w", ErrBadCommand, err))
+	}
+	if localOnly(c.Op) {
+		n.log.Warn("cluster: a forwarded command refused: only the Raft leader makes it", "op", c.Op)
+		return encodeAnswer(0, nil, fmt.Errorf("%w: %q is not a command a member forwards", ErrBadCommand, c.Op))
+	}
 	if !n.IsLeader() {
 		return encodeAnswer(0, nil, ErrNotLeader)
 	}
 	index, res, err := n.applyLocal(b)
 	return encodeAnswer(index, res, err)
 }
+
+// localOnly reports whether op is a command only the Raft leader's
+// controller makes, never one forwarded to it: the member list recorded
+// when the cluster forms (members change by join and leave, through
+// AddMember and RemoveMember) and the forgetting of a member that left.
+func localOnly(op string) bool { return op == opMembers || op == opForget }
 
 // The answer codes of a forwarded command.
 var answerErrs = []error{nil, ErrNotLeader, ErrNoLeader, ErrStaleEpoch, ErrTopicExists, ErrTopicNotFound, ErrBadCommand, ErrNotEnoughMembers,

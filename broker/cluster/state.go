@@ -290,6 +290,11 @@ func (s *State) apply(c Command) error {
 		if len(c.Members) == 0 {
 			return fmt.Errorf("%w: an empty member list", ErrBadCommand)
 		}
+		if len(s.Members) > 0 {
+			// Recorded once, when the cluster forms: a list that replaced
+			// it could drop every member at a stroke.
+			return fmt.Errorf("%w: the member list is recorded already: members join and leave one at a time", ErrBadCommand)
+		}
 		s.Members = map[string]Member{}
 		for _, m := range c.Members {
 			s.Members[m.ID] = m

@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -48,13 +49,20 @@ const (
 	// a member's come and go within milliseconds, so these bound what
 	// silent connections can take. Past either, a connection is closed at
 	// once.
-	MaxPending        = 64
-	MaxPendingPerAddr = 16
+	MaxPending        = 32
+	MaxPendingPerAddr = 8
 	// MaxClusterConns bounds the cluster port's connections past their
 	// preamble (Raft's pooled ones, three per member at most each way, and
 	// the forwarded commands, one each while it is served). With
 	// -auth-file only a member's token gets that far.
-	MaxClusterConns = 256
+	MaxClusterConns = 128
+	// Descriptors is what the cluster port and a member's own connections
+	// to the others may hold: MaxPending and MaxClusterConns, and 32 more
+	// for its dials (Raft keeps a few pooled per member). A server in a
+	// cluster takes it off the descriptor limit before the defaults of
+	// its other budgets are derived (-max-conns, -max-http-conns,
+	// -max-open-files), so that all of them fit the limit together.
+	Descriptors = MaxPending + MaxClusterConns + 32
 )
 
 // layer is the raft.StreamLayer on the cluster port: it accepts both
@@ -72,6 +80,10 @@ type layer struct {
 
 	lastRefusal [refusalKinds]atomic.Int64 // unix ns of the last refusal of each kind logged as a warning
 	refusals    atomic.Int64               // connections refused: over a bound, no preamble, a bad token, a failed handshake
+	// starved is when (unix ns) a dial of this member last failed for
+	// want of a descriptor here (EMFILE, ENFILE): the other member may
+	// be well (controller.run).
+	starved atomic.Int64
 
 	mu      sync.Mutex
 	pending map[string]int // remote address (host) -> connections before their preamble
@@ -322,6 +334,9 @@ func (ly *layer) dial(addr string, kind byte, timeout time.Duration) (net.Conn, 
 	d := net.Dialer{Timeout: timeout}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
+		if outOfDescriptors(err) {
+			ly.starved.Store(time.Now().UnixNano())
+		}
 		return nil, err
 	}
 	_ = c.SetDeadline(time.Now().Add(timeout))
@@ -344,6 +359,30 @@ func (ly *layer) dial(addr string, kind byte, timeout time.Duration) (net.Conn, 
 	}
 	_ = c.SetDeadline(time.Time{})
 	return c, nil
+}
+
+// reach checks that a member's cluster port at addr takes this member's
+// connections: a TLS handshake (with TLS) and the preamble of a
+// forwarded command, which the member, finding no command, closes.
+func (ly *layer) reach(addr string, timeout time.Duration) error {
+	c, err := ly.dial(addr, kindForward, timeout)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// outOfDescriptors reports whether err says this process or the system
+// ran out of file descriptors.
+func outOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// starvedWithin reports whether a dial failed for want of a descriptor
+// here within d before now.
+func (ly *layer) starvedWithin(d time.Duration, now time.Time) bool {
+	t := ly.starved.Load()
+	return t != 0 && now.Sub(time.Unix(0, t)) < d
 }
 
 // Dial implements raft.StreamLayer.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -42,8 +43,11 @@ type ClusterConfig struct {
 	// too (-replica-lag-bytes; 0, the default: off).
 	LagBytes int64
 	// Token is what this server presents to the others, on their cluster
-	// and binary ports: with -auth-file it must hold the replication
-	// right on every topic (-cluster-token-file).
+	// and binary ports (-cluster-token-file), required: without
+	// -auth-file, the members' shared secret (at least MinClusterSecret
+	// bytes), the one token the cluster port and the server-to-server and
+	// membership ops take; with -auth-file, a token of its rules holding
+	// the replication right on every topic.
 	Token string
 	// CAFile is a PEM file of the certificate authorities that issue the
 	// servers' certificates (-cluster-ca). With TLSCertFile the servers
@@ -68,6 +72,10 @@ type ClusterConfig struct {
 // DefaultClusterPort is the cluster port's default (-cluster-port).
 const DefaultClusterPort = 14355
 
+// MinClusterSecret is the shortest members' secret taken without
+// -auth-file: 16 bytes (`head -c 32 /dev/urandom | base64` gives 44).
+const MinClusterSecret = 16
+
 // startCluster opens the member's Raft node and starts the replica
 // manager, whose service calls the broker was given (s.repl). It runs
 // once the binary port serves, so that followers can fetch at once.
@@ -89,7 +97,12 @@ func (s *Server) startCluster() error {
 	if self < 0 {
 		return fmt.Errorf("%w: this server (%s) is not in -peers", ErrInvalidConfig, s.selfAddr())
 	}
-	var authorize func(string) bool
+	// The cluster port takes only members: with -auth-file a token with
+	// the replication right on every topic, else the members' secret.
+	secret := []byte(cc.Token)
+	authorize := func(tok string) bool {
+		return subtle.ConstantTimeCompare([]byte(tok), secret) == 1
+	}
 	if s.auth != nil {
 		a := s.auth
 		authorize = func(tok string) bool {
@@ -154,10 +167,8 @@ func (s *Server) newReplicas() *replica.Manager {
 	// No retries on a broken connection: the follower's loop retries,
 	// and a dial that retried a dead leader held up following the next
 	// one (replica.Manager.apply waits for the loop to stop).
-	opts := []client.Option{client.WithClientName("haraqa-replica"), client.WithAutoCreate(false), client.WithRetries(0, 0)}
-	if cc.Token != "" {
-		opts = append(opts, client.WithToken(cc.Token))
-	}
+	opts := []client.Option{client.WithClientName("haraqa-replica"), client.WithAutoCreate(false), client.WithRetries(0, 0),
+		client.WithToken(cc.Token)}
 	return replica.New(s.store, replica.Config{
 		Self: s.selfAddr(), Replicas: cc.Replicas, MinInsync: cc.MinInsync,
 		LagTime: cc.LagTime, LagBytes: cc.LagBytes, AckTimeout: cc.AckTimeout, FetchBytes: cc.FetchBytes,
@@ -267,8 +278,12 @@ func (c *Config) checkCluster() error {
 		return fmt.Errorf("%w: a cluster's servers speak TLS to each other with certificate files (-tls-cert, -tls-key), not a TLS configuration alone", ErrInvalidConfig)
 	case cc.CAFile != "" && c.TLSCertFile == "":
 		return fmt.Errorf("%w: -cluster-ca needs -tls-cert and -tls-key: without them the servers speak plaintext to each other", ErrInvalidConfig)
-	case c.AuthFile != "" && cc.Token == "":
+	case cc.Token == "" && c.AuthFile != "":
 		return fmt.Errorf("%w: with -auth-file a cluster needs -cluster-token-file: a token with the replication right on every topic, which each server presents to the others", ErrInvalidConfig)
+	case cc.Token == "":
+		return fmt.Errorf("%w: a cluster needs -cluster-token-file: the members' shared secret, the same file on every server; make one with `head -c 32 /dev/urandom | base64 > cluster.token`", ErrInvalidConfig)
+	case len(cc.Token) < MinClusterSecret && c.AuthFile == "":
+		return fmt.Errorf("%w: the -cluster-token-file secret is %d bytes: want at least %d (`head -c 32 /dev/urandom | base64 > cluster.token`)", ErrInvalidConfig, len(cc.Token), MinClusterSecret)
 	case !slices.ContainsFunc(c.Peers, func(p Peer) bool { return p.Raft != "" }):
 		return fmt.Errorf("%w: the peers have no cluster ports", ErrInvalidConfig)
 	}

@@ -37,7 +37,7 @@ func TestClusterElectsTheLongestLog(t *testing.T) {
 	}
 	tc.servers[behind] = nil
 	producing(t, ctx, dialOneWith(t, st.Leader, client.WithAcks(client.AcksLeader)), "t", &acked)(5)
-	probe := dialOne(t, tc.addrs[ahead])
+	probe := dialOneWith(t, tc.addrs[ahead], client.WithToken(testSecret))
 	for {
 		ends, err := probe.LogEnds(ctx, []string{"t"})
 		if err != nil {

@@ -149,7 +149,7 @@ func TestClusterMembersJoinAndLeave(t *testing.T) {
 
 	entry := tc.addServer()
 	newID := tc.addrs[3]
-	if err := dialOne(t, tc.addrs[0]).AddMember(ctx, entry); err != nil {
+	if err := dialOneWith(t, tc.addrs[0], client.WithToken(testSecret)).AddMember(ctx, entry); err != nil {
 		t.Fatal(err)
 	}
 	v := waitView(t, dialOne(t, tc.addrs[1]), "the topics placed over four members", func(v clusterView) bool {
@@ -213,6 +213,7 @@ func httpDo(t *testing.T, method, url, body string) (int, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Authorization", "Bearer "+testSecret) // membership changes need the members' secret
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

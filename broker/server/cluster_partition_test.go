@@ -3,16 +3,20 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/haraqa/haraqa/broker/brokertest"
 	"github.com/haraqa/haraqa/broker/server"
 	"github.com/haraqa/haraqa/client"
 )
@@ -119,7 +123,18 @@ func (c *prefixConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 // three.
 func TestClusterDeposedLeaderPartitioned(t *testing.T) {
 	p := newPartition()
+	// Tokens tell the dialers apart: an auth file gives each server its
+	// own, with the replication right, and the test's clients one of
+	// admin.
+	hash := func(tok string) string { h := sha256.Sum256([]byte(tok)); return hex.EncodeToString(h[:]) }
+	lines := hash("tester") + " admin *\n"
+	for i := range 3 {
+		lines += hash(fmt.Sprintf("node-%d", i)) + " replication *\n"
+	}
+	authFile := filepath.Join(t.TempDir(), "auth")
+	brokertest.WriteFile(t, authFile, []byte(lines))
 	tc := newTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
+		cfg.AuthFile = authFile
 		cfg.Cluster.Token = fmt.Sprintf("node-%d", i)
 	})
 	tc.wrap = p.listener
@@ -127,13 +142,13 @@ func TestClusterDeposedLeaderPartitioned(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const topic = "p"
-	all := dialAll(t, tc.addrs, client.WithIdempotence(true))
+	all := dialAll(t, tc.addrs, client.WithIdempotence(true), client.WithToken("tester"))
 	if err := all.CreateTopic(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
 	var acked []string
 	producing(t, ctx, all, topic, &acked)(50)
-	st := waitTopic(t, dialOne(t, tc.addrs[0]), topic, "50 messages in sync", func(st topicStatus) bool {
+	st := waitTopic(t, dialOneWith(t, tc.addrs[0], client.WithToken("tester")), topic, "50 messages in sync", func(st topicStatus) bool {
 		return len(st.ISR) == 3 && st.HighWater == 50
 	})
 	old := tc.index(st.Leader)
@@ -143,7 +158,7 @@ func TestClusterDeposedLeaderPartitioned(t *testing.T) {
 			others = append(others, a)
 		}
 	}
-	direct := dialOne(t, st.Leader)
+	direct := dialOneWith(t, st.Leader, client.WithToken("tester"))
 	p.isolate(old)
 	cutAt := time.Now()
 
@@ -168,23 +183,23 @@ func TestClusterDeposedLeaderPartitioned(t *testing.T) {
 	if _, err := direct.Consume(ctx, topic, 0, 1); !errors.Is(err, client.ErrNotLeader) {
 		t.Errorf("the cut-off leader served a read after its lease: %v", err)
 	}
-	st2 := waitTopic(t, dialOne(t, others[0]), topic, "a new leader among the others", func(s topicStatus) bool {
+	st2 := waitTopic(t, dialOneWith(t, others[0], client.WithToken("tester")), topic, "a new leader among the others", func(s topicStatus) bool {
 		return s.Leader != "" && s.Leader != st.Leader
 	})
 	t.Logf("leader %s cut off; %s leads at epoch %d", st.Leader, st2.Leader, st2.Epoch)
-	rest := dialAll(t, others, client.WithIdempotence(true))
+	rest := dialAll(t, others, client.WithIdempotence(true), client.WithToken("tester"))
 	producing(t, ctx, rest, topic, &acked)(50)
 
 	// Healed, the old leader cuts what it took alone and catches up.
 	p.heal()
-	waitTopic(t, dialOne(t, others[0]), topic, "all three in sync again", func(s topicStatus) bool {
+	waitTopic(t, dialOneWith(t, others[0], client.WithToken("tester")), topic, "all three in sync again", func(s topicStatus) bool {
 		return len(s.ISR) == 3
 	})
 	// Every server holds the same log; every acknowledged message is in
 	// it once, in order (a produce that timed out may be there too).
 	var ref []string
 	for i, a := range tc.addrs {
-		log := readTopic(t, dialOne(t, a), topic, int64(len(acked)))
+		log := readTopic(t, dialOneWith(t, a, client.WithToken("tester")), topic, int64(len(acked)))
 		if i == 0 {
 			ref = log
 		} else if !slices.Equal(ref, log) {

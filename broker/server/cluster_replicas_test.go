@@ -223,7 +223,7 @@ func TestClusterMoveOffLeaderKeepsAcksLeaderTail(t *testing.T) {
 	burst(200)
 	other := tc.addrs[(tc.index(leader)+1)%3]
 	waitInStep(t, dialOne(t, other))
-	if err := dialOne(t, other).RemoveMember(ctx, leader); err != nil {
+	if err := dialOneWith(t, other, client.WithToken(testSecret)).RemoveMember(ctx, leader); err != nil {
 		t.Fatal(err)
 	}
 	watch := dialOne(t, other)

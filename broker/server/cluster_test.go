@@ -52,6 +52,9 @@ func fixedPort(t *testing.T) int {
 
 // startTestCluster starts n servers as one cluster, each configuration
 // passed through setup (if given) before any starts.
+// testSecret is the test clusters' members' secret (-cluster-token-file).
+const testSecret = "test-cluster-secret-0123456789abcdef"
+
 func startTestCluster(t *testing.T, n, replicas, minInsync int, setup ...func(i int, cfg *server.Config)) *testCluster {
 	t.Helper()
 	tc := newTestCluster(t, n, replicas, minInsync, setup...)
@@ -99,7 +102,7 @@ func newTestCluster(t *testing.T, n, replicas, minInsync int, setup ...func(i in
 		}
 		cfg.Peers = peers
 		cfg.Cluster = &server.ClusterConfig{Addr: peers[i].Raft, Replicas: replicas, MinInsync: minInsync,
-			MemberTimeout: 600 * time.Millisecond, LagTime: 2 * time.Second, AckTimeout: 5 * time.Second}
+			MemberTimeout: 600 * time.Millisecond, LagTime: 2 * time.Second, AckTimeout: 5 * time.Second, Token: testSecret}
 		for _, f := range setup {
 			f(i, &cfg)
 		}
@@ -557,7 +560,7 @@ func TestClusterReplicaFetchFencing(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := waitTopic(t, dialOne(t, tc.addrs[0]), "f", "a leader", func(st topicStatus) bool { return st.Leader != "" && len(st.ISR) == 3 })
-	leader := dialOne(t, st.Leader)
+	leader := dialOneWith(t, st.Leader, client.WithToken(testSecret))
 	var follower string
 	for _, a := range tc.addrs {
 		if a != st.Leader {
@@ -592,7 +595,7 @@ func TestClusterReplicaFetchFencing(t *testing.T) {
 	if _, err := leader.ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: follower, Epoch: st.Epoch, Offset: 0, Buf: &small}); err != nil || cap(small) <= 8 {
 		t.Fatalf("a fetch into a buffer too small: %v; the buffer left of %d bytes", err, cap(small))
 	}
-	if _, err := dialOne(t, follower).ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: st.Leader, Epoch: st.Epoch}); !errors.Is(err, client.ErrNotLeader) {
+	if _, err := dialOneWith(t, follower, client.WithToken(testSecret)).ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: st.Leader, Epoch: st.Epoch}); !errors.Is(err, client.ErrNotLeader) {
 		t.Fatalf("a fetch from a follower: %v, want not leader", err)
 	}
 	found, end, err := leader.EpochEnd(ctx, "f", 7)

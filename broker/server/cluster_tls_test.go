@@ -283,7 +283,8 @@ func forwardOnce(addr string, cfg *tls.Config) error {
 	if nc, ok := conn.(interface{ SetDeadline(time.Time) error }); ok {
 		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
 	}
-	msg := append([]byte("HRQCF"), 0, 0) // a forwarded command, no token
+	msg := binary.LittleEndian.AppendUint16([]byte("HRQCF"), uint16(len(testSecret))) // a forwarded command
+	msg = append(msg, testSecret...)
 	msg = binary.LittleEndian.AppendUint32(msg, 2)
 	msg = append(msg, "{}"...)
 	if _, err := conn.Write(msg); err != nil {
@@ -311,7 +312,7 @@ func TestClusterTLSConfig(t *testing.T) {
 	config := func() server.Config {
 		cfg := testConfig(t, 1)
 		cfg.Broker.Addr, cfg.HTTPAddr, cfg.Peers = self, "", peers
-		cfg.Cluster = &server.ClusterConfig{Addr: peers[0].Raft, Replicas: 1, MinInsync: 1}
+		cfg.Cluster = &server.ClusterConfig{Addr: peers[0].Raft, Replicas: 1, MinInsync: 1, Token: testSecret}
 		return cfg
 	}
 	cfg := config()

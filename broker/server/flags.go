@@ -101,7 +101,7 @@ func newFlagSet(c *Config, f *cliFlags, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&f.memberTimeout, "member-timeout", 1500*time.Millisecond, "with -cluster: how long the Raft leader's heartbeats to a server may fail before its topics get new leaders")
 	fs.DurationVar(&f.leaderBalance, "leader-balance", 30*time.Second, "with -cluster: a topic's first replica (its preferred leader) that has been live and in sync this long while another replica leads takes the lead back, so that leaders spread again after failovers and restarts (0: never)")
 	fs.BoolVar(&f.clusterJoin, "cluster-join", false, "with -cluster: join a cluster that exists (its members and this server in -peers) rather than form one; a member adds it with hrqa cluster add")
-	fs.StringVar(&f.clusterTokenFile, "cluster-token-file", "", "with -cluster and -auth-file: file whose first line is the token this server presents to the others (it needs the replication right on every topic)")
+	fs.StringVar(&f.clusterTokenFile, "cluster-token-file", "", "with -cluster, required: file whose first line is the token this server presents to the others: the members' shared secret, the same file on every server (make one with: head -c 32 /dev/urandom | base64 > cluster.token); with -auth-file, a token of its rules with the replication right on every topic")
 	fs.StringVar(&f.clusterCA, "cluster-ca", "", "with -cluster and -tls-cert: PEM file of the CAs that issued the servers' certificates; each server verifies the others' against them, for the host of their -peers entry (default -tls-client-ca if given, else the system's roots; read at start)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: haraqa [flags] VOLUME...\n\n"+

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +130,10 @@ func TestParsePeers(t *testing.T) {
 		t.Errorf("cluster ports: %+v, %v", peers, err)
 	}
 	dir := t.TempDir()
+	shortSecret := filepath.Join(dir, "short.token")
+	if err := os.WriteFile(shortSecret, []byte("0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	c, err := server.ParseFlags([]string{"-peers", "h0:14353,h1:14353", "-http", "80", dir}, &bytes.Buffer{})
 	if err != nil || len(c.Peers) != 2 || c.Peers[1].HTTP != "http://h1:80" {
 		t.Errorf("-peers: %+v, %v", c.Peers, err)
@@ -146,6 +152,8 @@ func TestParsePeers(t *testing.T) {
 		{[]string{"-tcp", "1", "-peers", "127.0.0.1:1,b:1", "-cluster", "-auth-file", "x", dir}, "-cluster-token-file"},
 		{[]string{"-cluster-ca", "ca.pem", dir}, "-cluster-ca needs -cluster"},
 		{[]string{"-tcp", "1", "-peers", "127.0.0.1:1,b:1", "-cluster", "-cluster-ca", "ca.pem", dir}, "-cluster-ca needs -tls-cert"},
+		{[]string{"-tcp", "1", "-peers", "127.0.0.1:1,b:1", "-cluster", dir}, "head -c 32 /dev/urandom | base64 > cluster.token"},
+		{[]string{"-tcp", "1", "-peers", "127.0.0.1:1,b:1", "-cluster", "-cluster-token-file", shortSecret, dir}, "want at least 16"},
 	} {
 		if _, err := server.ParseFlags(tc.args, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("ParseFlags(%q): %v, want an error holding %q", tc.args, err, tc.err)
@@ -153,11 +161,21 @@ func TestParsePeers(t *testing.T) {
 	}
 }
 
+// secretFile writes a members' secret to a file and returns its path.
+func secretFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "cluster.token")
+	if err := os.WriteFile(p, []byte(testSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestParseFlagsClusterTLS: a cluster takes -tls-cert, and -cluster-ca
 // reaches its configuration.
 func TestParseFlagsClusterTLS(t *testing.T) {
 	c, err := server.ParseFlags([]string{"-tcp", "1", "-peers", "127.0.0.1:1,b:1", "-cluster", "-tls-cert", "srv.pem", "-tls-key", "srv.key",
-		"-tls-client-ca", "clients.pem", "-cluster-ca", "servers.pem", t.TempDir()}, &bytes.Buffer{})
+		"-tls-client-ca", "clients.pem", "-cluster-ca", "servers.pem", "-cluster-token-file", secretFile(t), t.TempDir()}, &bytes.Buffer{})
 	switch {
 	case err != nil:
 		t.Fatal(err)

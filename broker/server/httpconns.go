@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/haraqa/haraqa/broker"
+	"github.com/haraqa/haraqa/broker/cluster"
+	"github.com/haraqa/haraqa/storage"
 )
 
 // This file: the HTTP port's connection limit. The HTTP port's connections
@@ -35,8 +37,34 @@ func DefaultMaxHTTPConns() int {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
 		return 65536
 	}
-	n := (int(rl.Cur) - broker.DescriptorReserve) / 8
-	return max(1, min(n, 65536))
+	return DefaultMaxHTTPConnsFor(int(rl.Cur))
+}
+
+// DefaultMaxHTTPConnsFor is DefaultMaxHTTPConns for a descriptor limit of
+// nofile.
+func DefaultMaxHTTPConnsFor(nofile int) int {
+	return max(1, min((nofile-broker.DescriptorReserve)/8, 65536))
+}
+
+// fitCluster makes the descriptor budgets left at their defaults fit the
+// descriptor limit with the cluster port's (cluster.Descriptors): without
+// it, a flood of that port could take the descriptors the binary port,
+// the HTTP port and the segment files were promised.
+func (c *Config) fitCluster() {
+	var rl unix.Rlimit
+	if c.Cluster == nil || unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) != nil || rl.Cur > 1<<30 {
+		return
+	}
+	nofile := int(rl.Cur) - cluster.Descriptors
+	if c.Broker.MaxConns == broker.DefaultMaxConns() {
+		c.Broker.MaxConns = broker.DefaultMaxConnsFor(nofile)
+	}
+	if c.MaxHTTPConns == DefaultMaxHTTPConns() {
+		c.MaxHTTPConns = DefaultMaxHTTPConnsFor(nofile)
+	}
+	if c.Storage.MaxOpenFiles == storage.DefaultMaxOpenFiles() {
+		c.Storage.MaxOpenFiles = storage.DefaultMaxOpenFilesFor(nofile)
+	}
 }
 
 // refuseTimeout bounds the answer to a connection over the limit: reading

@@ -219,6 +219,7 @@ func (c *Config) Validate() error {
 	case c.MaxHTTPConns == 0:
 		c.MaxHTTPConns = DefaultMaxHTTPConns()
 	}
+	c.fitCluster()
 	if err := c.Storage.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
@@ -369,6 +370,7 @@ func (s *Server) Start() (err error) {
 	if s.cfg.Cluster != nil {
 		s.repl = s.newReplicas()
 		bc.Replication = s.repl
+		bc.ClusterSecret = s.cfg.Cluster.Token
 	}
 	if s.broker, err = broker.New(s.store, bc); err != nil {
 		return err

@@ -19,6 +19,7 @@
 package service
 
 import (
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"runtime"
@@ -45,6 +46,14 @@ type Config struct {
 	// only by its leader, produces with acks=all answered once its
 	// in-sync replicas have them, and reads stop at its high-water mark.
 	Replication Replication
+	// ClusterSecret is the cluster members' shared secret
+	// (-cluster-token-file). Without Auth, a caller that presents it holds
+	// the replication right, which the server-to-server and membership
+	// calls need (RightOf: ops 17, 18, 20, 21 and 23, and
+	// OpClusterMember), and nobody else does: every other call stays open
+	// to all. With Auth it plays no part here (the members present a token
+	// of the rules with the replication right). "": no cluster.
+	ClusterSecret string
 }
 
 // DefaultFilterWorkers is the default Config.FilterWorkers: half of
@@ -59,6 +68,7 @@ type Service struct {
 	auth    *auth.Authorizer
 	filters *filters
 	repl    Replication // nil: no cluster
+	secret  string      // Config.ClusterSecret
 }
 
 // New returns the service of store.
@@ -66,7 +76,8 @@ func New(store *storage.Store, cfg Config) *Service {
 	if cfg.FilterWorkers <= 0 {
 		cfg.FilterWorkers = DefaultFilterWorkers()
 	}
-	return &Service{store: store, auth: cfg.Auth, filters: newFilters(cfg.FilterWorkers), repl: cfg.Replication}
+	return &Service{store: store, auth: cfg.Auth, filters: newFilters(cfg.FilterWorkers), repl: cfg.Replication,
+		secret: cfg.ClusterSecret}
 }
 
 // Replicated reports whether topic is a replicated topic of this
@@ -90,6 +101,9 @@ func (s *Service) FsyncAlways() bool { return s.store.FsyncPolicy() == storage.F
 // checks no tokens.
 type Caller struct {
 	grant *auth.Grant
+	// member: the caller presented Config.ClusterSecret to a service
+	// without Auth.
+	member bool
 }
 
 // Owner names c's token for what is kept per token (see auth.Grant.Owner):
@@ -124,7 +138,9 @@ func (s *Service) ChecksTokens() bool { return s.auth != nil }
 // as no failure.
 func (s *Service) Authenticate(remote, token string) (Caller, error) {
 	if s.auth == nil {
-		return Caller{}, nil
+		// A wrong secret is no error: without Auth every other call is
+		// open, and the calls that need the secret refuse the caller.
+		return Caller{member: s.secret != "" && subtle.ConstantTimeCompare([]byte(token), []byte(s.secret)) == 1}, nil
 	}
 	g, err := s.auth.Authenticate(remote, token)
 	switch {
@@ -143,7 +159,10 @@ func (s *Service) Authenticated(c Caller) bool { return s.auth == nil || c.grant
 // HasRight reports whether c holds r on some topic (auth.Metrics for
 // /metrics, say). Without Config.Auth it is always true.
 func (s *Service) HasRight(c Caller, r auth.Right) bool {
-	return s.auth == nil || (c.grant != nil && c.grant.Has(r))
+	if s.auth == nil {
+		return s.openTo(c, r)
+	}
+	return c.grant != nil && c.grant.Has(r)
 }
 
 // HasRightOnAll reports whether c holds r on every topic and every group
@@ -151,7 +170,17 @@ func (s *Service) HasRight(c Caller, r auth.Right) bool {
 // page showing the whole server asks (pprof: auth.Admin). Without
 // Config.Auth it is always true.
 func (s *Service) HasRightOnAll(c Caller, r auth.Right) bool {
-	return s.auth == nil || c.grant.AllowAll(r)
+	if s.auth == nil {
+		return s.openTo(c, r)
+	}
+	return c.grant.AllowAll(r)
+}
+
+// openTo reports whether, without Config.Auth, c holds r: every right
+// but the replication right of a cluster's members, which needs
+// Config.ClusterSecret.
+func (s *Service) openTo(c Caller, r auth.Right) bool {
+	return r != auth.Replication || s.secret == "" || c.member
 }
 
 // AllowGroup returns nil if c may do op on topic (Allow) and use group
@@ -180,6 +209,10 @@ func (s *Service) allowsGroup(c Caller, group string) bool {
 // below checks it; a port may call it first to refuse early.
 func (s *Service) Allow(c Caller, op protocol.Op, topic string) error {
 	if s.auth == nil {
+		if !s.openTo(c, RightOf(op)) {
+			return &protocol.Error{Code: protocol.CodeForbidden,
+				Message: fmt.Sprintf("%s needs the cluster's secret (the servers' -cluster-token-file), given as the token", op)}
+		}
 		return nil
 	}
 	if c.grant == nil {

@@ -128,8 +128,9 @@ var clusterAddCmd = &command{
 cluster's -peers plus itself and -cluster-join, so that it waits to be added
 rather than form a cluster of its own. The topics then move so that each lives
 where rendezvous hashing over the members places it (a few at a time): follow
-with hrqa cluster status (MOVING TO). Needs the replication right on every
-topic (the cluster's token, -cluster-token-file) when the servers check tokens.
+with hrqa cluster status (MOVING TO). Needs the cluster's token (-token or
+$HARAQA_TOKEN): the servers' -cluster-token-file, the members' secret, or with
+-auth-file a token with the replication right on every topic.
 
 Examples:
   hrqa cluster add 10.0.0.8:14353/4353/14355
@@ -152,7 +153,7 @@ var clusterRemoveCmd = &command{
 hrqa cluster status lists it) as leaving. Its topics move to the other members
 (the cluster must keep as many members as a topic has replicas); once it holds
 none it leaves the member list and the Raft group, and can be stopped. Follow
-with hrqa cluster status. Needs the replication right on every topic.
+with hrqa cluster status. Needs the cluster's token, as cluster add.
 
 Examples:
   hrqa cluster remove 10.0.0.8:14353

@@ -36,7 +36,8 @@ func TestClusterStatus(t *testing.T) {
 	cfg := hserver.DefaultConfig(t.TempDir())
 	cfg.Broker.Addr, cfg.HTTPAddr, cfg.Peers = bin, "", peers
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	cfg.Cluster = &hserver.ClusterConfig{Addr: cl.Addr().String(), Replicas: 1, MinInsync: 1, Listener: cl}
+	cfg.Cluster = &hserver.ClusterConfig{Addr: cl.Addr().String(), Replicas: 1, MinInsync: 1, Listener: cl,
+		Token: "hrqa-test-cluster-secret-0123456789"}
 	s, err := hserver.New(cfg)
 	if err != nil {
 		t.Fatal(err)

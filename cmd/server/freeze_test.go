@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -26,12 +28,16 @@ func clusterProcs(t *testing.T, bin string) ([]*process, []string) {
 		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", tcp))
 		entries = append(entries, fmt.Sprintf("127.0.0.1:%d/%d/%d", tcp, web, clu))
 	}
+	secret := filepath.Join(t.TempDir(), "cluster.token")
+	if err := os.WriteFile(secret, []byte("freeze-test-cluster-secret-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var procs []*process
 	for i, a := range addrs {
 		web, clu, _ := strings.Cut(strings.SplitN(entries[i], "/", 2)[1], "/")
 		_, tcp, _ := strings.Cut(a, ":")
 		procs = append(procs, startProcess(t, bin, "-listen", "127.0.0.1", "-tcp", tcp, "-http", web, "-cluster-port", clu,
-			"-cluster", "-replicas", "3", "-min-insync", "2", "-peers", strings.Join(entries, ","), t.TempDir()))
+			"-cluster", "-replicas", "3", "-min-insync", "2", "-cluster-token-file", secret, "-peers", strings.Join(entries, ","), t.TempDir()))
 	}
 	for _, p := range procs {
 		p.waitServing()
