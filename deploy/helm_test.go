@@ -86,6 +86,9 @@ func TestChartDefaults(t *testing.T) {
 	if notes := files["haraqa/templates/NOTES.txt"]; !strings.Contains(notes, "HARAQA_ADDR="+podHost(sts, 0, "cluster.local")+":14353,") {
 		t.Errorf("NOTES.txt does not give clients the pods' names:\n%s", notes)
 	}
+	if notes := files["haraqa/templates/NOTES.txt"]; !strings.Contains(notes, "No TLS") {
+		t.Errorf("NOTES.txt does not say replication is in clear without TLS:\n%s", notes)
+	}
 	made := generatedAuth(t, o, "haraqa-auth", "cluster-token")
 
 	// The chart with TLS and the plain manifests describe the same pods.
@@ -304,8 +307,9 @@ func TestChartClusterTLS(t *testing.T) {
 		sts := checkObjects(t, s, o, want{replicas: 3, size: "10Gi", tls: true, mtls: tc.mtls, tlsSecret: tc.secret,
 			clusterCA: tc.ca, flags: flags, cluster: &cw})
 		af := generatedClusterSecret(t, o, "q-haraqa-auth", "cluster-token")
-		if !strings.Contains(files["haraqa/templates/NOTES.txt"], "No auth file") {
-			t.Errorf("NOTES.txt does not say auth is off")
+		if notes := files["haraqa/templates/NOTES.txt"]; !strings.Contains(notes, "No auth file") ||
+			!strings.Contains(notes, "TLS on every port and between the servers") || !strings.Contains(notes, "get secret "+tc.secret) {
+			t.Errorf("NOTES.txt does not say auth is off, or where the TLS Secret's CA is:\n%s", notes)
 		}
 		var names []string
 		if tc.certNames {
