@@ -30,21 +30,27 @@ type want struct {
 	size         string // of each PersistentVolume and the emptyDir's limit
 	storageClass string // "": none set
 	tls, mtls    bool
+	tlsSecret    string // the Secret mounted for TLS ("": the chart's haraqa-tls)
+	clusterCA    bool   // -cluster-ca is the TLS Secret's ca.crt
 	authFile     bool
 	flags        map[string]string // more server flags the args must set
 	cluster      *clusterWant      // nil: no cluster, each server on its own
+	noNetpol     bool              // no NetworkPolicy
+	clients      clientPeers       // who besides the pods reaches the client ports (nil: anyone)
 }
 
 // checkObjects checks one deployment: one StatefulSet, its headless and
 // client Services and a PodDisruptionBudget, all selecting its pods; the
 // server's args, ports, probe paths and metrics annotations against the
 // server's own; a cluster's flags, names and ports (checkCluster); the
-// volume layout; the security context. It returns the StatefulSet.
+// NetworkPolicy (checkNetworkPolicy); the volume layout and the Secrets
+// mounted where the flags point; the security context. It returns the
+// StatefulSet.
 func checkObjects(t *testing.T, s server, o objects, w want) *appsv1.StatefulSet {
 	t.Helper()
-	if len(o.statefulSets) != 1 || len(o.services) != 2 || len(o.pdbs) != 1 {
-		t.Fatalf("%d StatefulSets, %d Services, %d PodDisruptionBudgets; want 1, 2, 1",
-			len(o.statefulSets), len(o.services), len(o.pdbs))
+	if len(o.statefulSets) != 1 || len(o.services) != 2 || len(o.pdbs) != 1 || len(o.netpols) != 1-btoi(w.noNetpol) {
+		t.Fatalf("%d StatefulSets, %d Services, %d PodDisruptionBudgets, %d NetworkPolicies; want 1, 2, 1, %d",
+			len(o.statefulSets), len(o.services), len(o.pdbs), len(o.netpols), 1-btoi(w.noNetpol))
 	}
 	sts := o.statefulSets[0]
 	pod := sts.Spec.Template
@@ -98,6 +104,9 @@ func checkObjects(t *testing.T, s server, o objects, w want) *appsv1.StatefulSet
 				t.Errorf("-%s %s without a cluster", f, v)
 			}
 		}
+	}
+	if !w.noNetpol {
+		checkNetworkPolicy(t, o, pod.Labels, ports, w.cluster != nil, w.clients)
 	}
 	portOK := func(p intstr.IntOrString) bool {
 		if p.Type == intstr.String {
@@ -246,25 +255,47 @@ func checkObjects(t *testing.T, s server, o objects, w want) *appsv1.StatefulSet
 	if m, ok := mounts["/tmp"]; !ok || volumes[m.Name].EmptyDir == nil {
 		t.Errorf("/tmp is not an emptyDir: the root filesystem is read-only and the broker needs a temp dir")
 	}
-	secretAt := func(path string) bool {
+	// secretAt is the Secret and key mounted at path, "" if none.
+	secretAt := func(path string) (name, key string) {
 		for mp, m := range mounts {
-			if strings.HasPrefix(path, mp+"/") && volumes[m.Name].Secret != nil {
-				return true
+			sv := volumes[m.Name].Secret
+			if !strings.HasPrefix(path, mp+"/") || sv == nil {
+				continue
+			}
+			key = strings.TrimPrefix(path, mp+"/")
+			if len(sv.Items) == 0 {
+				return sv.SecretName, key
+			}
+			for _, it := range sv.Items {
+				if it.Path == key {
+					return sv.SecretName, it.Key
+				}
 			}
 		}
-		return false
+		return "", ""
 	}
+	tlsSecret := w.tlsSecret
+	if tlsSecret == "" {
+		tlsSecret = "haraqa-tls"
+	}
+	// Every cluster has its members' shared secret, with or without auth:
+	// the cluster port admits no one without it.
 	for _, f := range []struct {
-		flag string
-		want bool
-	}{{"tls-cert", w.tls}, {"tls-key", w.tls}, {"tls-client-ca", w.mtls}, {"auth-file", w.authFile},
-		{"cluster-token-file", w.authFile && w.cluster != nil}} {
+		flag, secret, key string // the Secret and the key a cert-manager Secret has
+		want              bool
+	}{{"tls-cert", tlsSecret, "tls.crt", w.tls}, {"tls-key", tlsSecret, "tls.key", w.tls},
+		{"tls-client-ca", tlsSecret, "ca.crt", w.mtls}, {"cluster-ca", tlsSecret, "ca.crt", w.clusterCA},
+		{"auth-file", "", "", w.authFile}, {"cluster-token-file", "", "", w.cluster != nil}} {
 		v, ok := set[f.flag]
 		if ok != f.want {
 			t.Errorf("-%s set %v, want %v", f.flag, ok, f.want)
 		}
-		if ok && !secretAt(v) {
-			t.Errorf("-%s %s is not in a mounted Secret", f.flag, v)
+		if !ok {
+			continue
+		}
+		name, key := secretAt(v)
+		if name == "" || (f.secret != "" && (name != f.secret || key != f.key)) {
+			t.Errorf("-%s %s is key %q of the Secret %q mounted there, want %q of %q", f.flag, v, key, name, f.key, f.secret)
 		}
 	}
 

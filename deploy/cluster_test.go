@@ -2,11 +2,13 @@ package deploy
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -205,7 +207,9 @@ func (p *pod) addr() string { return fmt.Sprintf("127.0.0.1:%d", p.bin) }
 type pods struct {
 	s     server
 	list  []*pod
-	token string // an admin token, "" without tokens
+	token string      // an admin token, "" without tokens
+	pki   *testPKI    // the CA and the servers' certificate with -tls-cert, else nil
+	tls   *tls.Config // a client's, trusting the CA (and presenting a client certificate under -tls-client-ca)
 }
 
 // startPods runs every pod of a cluster's StatefulSet as a server process
@@ -214,13 +218,22 @@ type pods struct {
 // mapped to loopback ports (the pods' names to 127.0.0.1 and ports of
 // their own, the list in the same order), the auth file and the cluster
 // token written where the Secret would be mounted, and volumes of its own.
-// It waits until every member is ready and in step with the Raft group.
-func startPods(t *testing.T, s server, sts *appsv1.StatefulSet, af authFile) *pods {
+// With -tls-cert the pods share one certificate, as a cert-manager Secret
+// of a wildcard would give them, for 127.0.0.1 (the name the members then
+// know each other by) and certNames, from a CA of the test's: tls.crt,
+// tls.key and ca.crt where the Secret is mounted. It waits until every
+// member is ready and in step with the Raft group.
+func startPods(t *testing.T, s server, sts *appsv1.StatefulSet, af authFile, certNames ...string) *pods {
 	t.Helper()
 	n := int(*sts.Spec.Replicas)
 	c := sts.Spec.Template.Spec.Containers[0]
 	dir := t.TempDir()
 	ps := &pods{s: s}
+	if set, _, err := s.parseArgs(c.Args); err == nil && set["tls-cert"] != "" {
+		ps.pki = newTestPKI(t, filepath.Join(dir, "tls"), certNames...)
+		_, mtls := set["tls-client-ca"]
+		ps.tls = ps.pki.clientConfig(mtls)
+	}
 	var entries []string
 	for range n {
 		p := &pod{bin: lowPort(t), web: lowPort(t), clus: lowPort(t)}
@@ -250,6 +263,8 @@ func startPods(t *testing.T, s server, sts *appsv1.StatefulSet, af authFile) *po
 				return "127.0.0.1"
 			case "peers":
 				return peers
+			case "tls-cert", "tls-key", "tls-client-ca", "cluster-ca":
+				return filepath.Join(ps.pki.dir, filepath.Base(v)) // tls.crt, tls.key, ca.crt as in the Secret
 			}
 			return v
 		})
@@ -317,14 +332,33 @@ func (ps *pods) addrs() string {
 	return strings.Join(a, ",")
 }
 
+// options are a client's options for the pods: their token and TLS.
+func (ps *pods) options(opts ...client.Option) []client.Option {
+	if ps.token != "" {
+		opts = append(opts, client.WithToken(ps.token))
+	}
+	if ps.tls != nil {
+		opts = append(opts, client.WithTLS(ps.tls))
+	}
+	return opts
+}
+
+// ready waits until pod i's /readyz answers 200, over HTTPS with TLS.
+func (ps *pods) ready(t *testing.T, i int) {
+	t.Helper()
+	hc, scheme := &http.Client{Timeout: 2 * time.Second}, "http://"
+	if ps.tls != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: ps.tls}
+		scheme = "https://"
+	}
+	getURL(t, hc, scheme+ps.list[i].r.http+"/readyz", "", 200, ps.log)
+}
+
 // dial connects to the servers of addr (one, or a list) with the admin
 // token.
 func (ps *pods) dial(t *testing.T, addr string) *client.Client {
 	t.Helper()
-	opts := []client.Option{client.WithDialTimeout(2 * time.Second), client.WithRequestTimeout(ioTimeout)}
-	if ps.token != "" {
-		opts = append(opts, client.WithToken(ps.token))
-	}
+	opts := ps.options(client.WithDialTimeout(2*time.Second), client.WithRequestTimeout(ioTimeout))
 	c, err := client.Dial(t.Context(), addr, opts...)
 	if err != nil {
 		t.Fatalf("dial %s: %v\n%s", addr, err, ps.log())
@@ -355,11 +389,7 @@ type clusterStatus struct {
 // status asks pod i for its cluster status.
 func (ps *pods) status(ctx context.Context, i int) (clusterStatus, error) {
 	var st clusterStatus
-	opts := []client.Option{client.WithDialTimeout(time.Second), client.WithRequestTimeout(2 * time.Second)}
-	if ps.token != "" {
-		opts = append(opts, client.WithToken(ps.token))
-	}
-	c, err := client.Dial(ctx, ps.list[i].addr(), opts...)
+	c, err := client.Dial(ctx, ps.list[i].addr(), ps.options(client.WithDialTimeout(time.Second), client.WithRequestTimeout(2*time.Second))...)
 	if err != nil {
 		return st, err
 	}
@@ -397,7 +427,7 @@ func (ps *pods) waitFor(t *testing.T, i int, what string, ok func(clusterStatus)
 // as a member.
 func (ps *pods) waitInStep(t *testing.T, i int) {
 	t.Helper()
-	get(t, ps.list[i].r.http, "/readyz", "", 200, ps.log)
+	ps.ready(t, i)
 	ps.waitFor(t, i, "in step", func(st clusterStatus) error {
 		switch {
 		case !st.InStep:

@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -23,6 +24,49 @@ type objects struct {
 	services     []*corev1.Service
 	pdbs         []*policyv1.PodDisruptionBudget
 	secrets      []*corev1.Secret
+	netpols      []*networkingv1.NetworkPolicy
+	certificates []*certificate
+	issuers      []*issuer
+}
+
+// certificate is the part of cert-manager's Certificate (cert-manager.io/v1)
+// the deployment writes: decoded strictly, a field it does not list here
+// is an error, as for the k8s.io/api types.
+type certificate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		IsCA        bool     `json:"isCA,omitempty"`
+		CommonName  string   `json:"commonName,omitempty"`
+		SecretName  string   `json:"secretName"`
+		Duration    string   `json:"duration,omitempty"`
+		RenewBefore string   `json:"renewBefore,omitempty"`
+		DNSNames    []string `json:"dnsNames,omitempty"`
+		Usages      []string `json:"usages,omitempty"`
+		PrivateKey  *struct {
+			Algorithm      string `json:"algorithm"`
+			Size           int    `json:"size"`
+			RotationPolicy string `json:"rotationPolicy,omitempty"`
+		} `json:"privateKey,omitempty"`
+		IssuerRef struct {
+			Name  string `json:"name"`
+			Kind  string `json:"kind"`
+			Group string `json:"group"`
+		} `json:"issuerRef"`
+	} `json:"spec"`
+}
+
+// issuer is the part of cert-manager's Issuer the deployment writes: a
+// self-signed one, or a CA's from a Secret.
+type issuer struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		SelfSigned *struct{} `json:"selfSigned,omitempty"`
+		CA         *struct {
+			SecretName string `json:"secretName"`
+		} `json:"ca,omitempty"`
+	} `json:"spec"`
 }
 
 // decode splits YAML documents and decodes each strictly into its
@@ -57,6 +101,15 @@ func decode(name string, data []byte, into *objects) error {
 		case "v1 Secret":
 			o := &corev1.Secret{}
 			into.secrets, obj = append(into.secrets, o), o
+		case "networking.k8s.io/v1 NetworkPolicy":
+			o := &networkingv1.NetworkPolicy{}
+			into.netpols, obj = append(into.netpols, o), o
+		case "cert-manager.io/v1 Certificate":
+			o := &certificate{}
+			into.certificates, obj = append(into.certificates, o), o
+		case "cert-manager.io/v1 Issuer":
+			o := &issuer{}
+			into.issuers, obj = append(into.issuers, o), o
 		case "policy/v1 PodDisruptionBudget":
 			o := &policyv1.PodDisruptionBudget{}
 			into.pdbs, obj = append(into.pdbs, o), o

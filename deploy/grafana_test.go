@@ -388,8 +388,9 @@ func scrape(t *testing.T, addrs []string, token string, want []string, log func(
 var groupFamilies = []string{"haraqa_consumer_group_lag_messages", "haraqa_consumer_group_committed_offset"}
 
 // TestGrafanaDashboard checks every metric the dashboard's queries name
-// against what real servers export: the cluster of deploy/kubernetes run
-// on loopback (startPods) and a single server (the chart with replicas 1),
+// against what real servers export: the chart's default cluster run on
+// loopback (startPods; the plain manifests' is the same with TLS) and a
+// single server (the chart with replicas 1),
 // each with a topic produced to, read and committed by a consumer group,
 // so that the per-topic, per-group and replication families are there
 // (the replication ones only a cluster's members export,
@@ -404,8 +405,11 @@ func TestGrafanaDashboard(t *testing.T) {
 	s := haraqa(t)
 	ctx := t.Context()
 
-	sts := loadManifests(t).statefulSets[0]
-	ps := startPods(t, s, sts, testAuth())
+	o, _, err := render(t, "haraqa", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := startPods(t, s, o.statefulSets[0], generatedAuth(t, o, "haraqa-auth", "cluster-token"))
 	ps.exercise(t, 3)
 	c := ps.dial(t, ps.addrs())
 	if err := c.CommitOffset(ctx, "dashboard", "deploy", 1); err != nil {

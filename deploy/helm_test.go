@@ -68,7 +68,8 @@ func TestChartLint(t *testing.T) {
 }
 
 // TestChartDefaults checks the chart's defaults: the cluster of the plain
-// manifests, with a Secret the chart makes, run on loopback.
+// manifests without TLS, with a Secret the chart makes, run on loopback;
+// and with a TLS Secret named haraqa-tls, the plain manifests themselves.
 func TestChartDefaults(t *testing.T) {
 	s := haraqa(t)
 	o, files, err := render(t, "haraqa", "")
@@ -85,11 +86,19 @@ func TestChartDefaults(t *testing.T) {
 	if notes := files["haraqa/templates/NOTES.txt"]; !strings.Contains(notes, "HARAQA_ADDR="+podHost(sts, 0, "cluster.local")+":14353,") {
 		t.Errorf("NOTES.txt does not give clients the pods' names:\n%s", notes)
 	}
+	if notes := files["haraqa/templates/NOTES.txt"]; !strings.Contains(notes, "No TLS") {
+		t.Errorf("NOTES.txt does not say replication is in clear without TLS:\n%s", notes)
+	}
 	made := generatedAuth(t, o, "haraqa-auth", "cluster-token")
 
-	// The chart's defaults and the plain manifests describe the same pods.
+	// The chart with TLS and the plain manifests describe the same pods.
+	ot, _, err := render(t, "haraqa", "tls: {enabled: true, secretName: haraqa-tls}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tsts := checkObjects(t, s, ot, want{replicas: 3, size: "10Gi", tls: true, clusterCA: true, authFile: true, cluster: &manifestsCluster})
 	plain := loadManifests(t).statefulSets[0]
-	pc, cc := plain.Spec.Template.Spec, sts.Spec.Template.Spec
+	pc, cc := plain.Spec.Template.Spec, tsts.Spec.Template.Spec
 	for _, f := range []struct {
 		what        string
 		plain, helm any
@@ -97,16 +106,17 @@ func TestChartDefaults(t *testing.T) {
 		{"container", pc.Containers, cc.Containers},
 		{"pod security context", pc.SecurityContext, cc.SecurityContext},
 		{"volumes", pc.Volumes, cc.Volumes},
-		{"annotations", plain.Spec.Template.Annotations, sts.Spec.Template.Annotations},
-		{"claims", claimSpecs(plain.Spec.VolumeClaimTemplates), claimSpecs(sts.Spec.VolumeClaimTemplates)},
+		{"annotations", plain.Spec.Template.Annotations, tsts.Spec.Template.Annotations},
+		{"claims", claimSpecs(plain.Spec.VolumeClaimTemplates), claimSpecs(tsts.Spec.VolumeClaimTemplates)},
 		{"grace period", pc.TerminationGracePeriodSeconds, cc.TerminationGracePeriodSeconds},
-		{"update strategy", plain.Spec.UpdateStrategy, sts.Spec.UpdateStrategy},
-		{"pod management", plain.Spec.PodManagementPolicy, sts.Spec.PodManagementPolicy},
-		{"replicas", plain.Spec.Replicas, sts.Spec.Replicas},
-		{"budget", loadManifests(t).pdbs[0].Spec.MaxUnavailable, o.pdbs[0].Spec.MaxUnavailable},
+		{"update strategy", plain.Spec.UpdateStrategy, tsts.Spec.UpdateStrategy},
+		{"pod management", plain.Spec.PodManagementPolicy, tsts.Spec.PodManagementPolicy},
+		{"replicas", plain.Spec.Replicas, tsts.Spec.Replicas},
+		{"budget", loadManifests(t).pdbs[0].Spec.MaxUnavailable, ot.pdbs[0].Spec.MaxUnavailable},
+		{"network policy's ports", policyPorts(loadManifests(t)), policyPorts(ot)},
 	} {
 		if !reflect.DeepEqual(f.plain, f.helm) {
-			t.Errorf("%s differ between kubernetes/ and the chart's defaults:\n%+v\n%+v", f.what, f.plain, f.helm)
+			t.Errorf("%s differ between kubernetes/ and the chart with TLS:\n%+v\n%+v", f.what, f.plain, f.helm)
 		}
 	}
 	if t.Failed() {
@@ -115,6 +125,21 @@ func TestChartDefaults(t *testing.T) {
 	ps := startPods(t, s, sts, made)
 	ps.exercise(t, 3)
 	ps.stop(t)
+}
+
+// policyPorts are the ports of each rule of the NetworkPolicies of o.
+func policyPorts(o objects) [][]string {
+	var out [][]string
+	for _, np := range o.netpols {
+		for _, r := range np.Spec.Ingress {
+			var ports []string
+			for _, p := range r.Ports {
+				ports = append(ports, p.Port.String())
+			}
+			out = append(out, ports)
+		}
+	}
+	return out
 }
 
 // generatedAuth checks the Secret the chart makes when no auth Secret is
@@ -241,22 +266,120 @@ func TestChartTLS(t *testing.T) {
 			flags["tls-client-ca"] = "/etc/haraqa/tls/ca.crt"
 		}
 		sts := checkObjects(t, s, o, want{replicas: 1, size: "10Gi", tls: true, mtls: mtls, flags: flags})
+		if len(o.secrets) != 0 || len(o.certificates) != 0 {
+			t.Errorf("%d Secrets and %d Certificates without auth or a cluster, with the TLS Secret named", len(o.secrets), len(o.certificates))
+		}
 		if !t.Failed() {
 			runContainerArgs(t, s, sts)
 		}
 	}
 }
 
+// TestChartClusterTLS renders a cluster with TLS between its servers: a
+// cert-manager Certificate the chart makes into the Secret the pods mount,
+// for every pod's name, and -cluster-ca the Secret's ca.crt; auth off, so
+// the Secret the chart makes holds the members' shared secret alone. Its
+// three pods run on loopback with the Certificate's names (and 127.0.0.1)
+// in a certificate of the test's CA, and form one cluster over TLS. Then
+// the same with mutual TLS and tls.clusterCA false: -tls-client-ca's CA
+// verifies the members.
+func TestChartClusterTLS(t *testing.T) {
+	s := haraqa(t)
+	for _, tc := range []struct {
+		values    string
+		mtls, ca  bool
+		secret    string
+		certNames bool
+	}{
+		{"tls: {enabled: true, certManager: {issuer: haraqa-ca}}", false, true, "q-haraqa-tls", true},
+		{"tls: {enabled: true, secretName: own-tls, clientCA: true, clusterCA: false}", true, false, "own-tls", false},
+	} {
+		o, files, err := render(t, "q", tc.values+"\nauth: {enabled: false}\nclusterDomain: example.internal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cw := clusterWant{replicas: 3, minInsync: 2, domain: "example.internal", tokenKey: "cluster-token"}
+		flags := map[string]string{"tls-cert": "/etc/haraqa/tls/tls.crt", "tls-key": "/etc/haraqa/tls/tls.key",
+			"cluster-token-file": "/etc/haraqa/auth/cluster-token"}
+		if tc.ca {
+			flags["cluster-ca"] = "/etc/haraqa/tls/ca.crt"
+		}
+		sts := checkObjects(t, s, o, want{replicas: 3, size: "10Gi", tls: true, mtls: tc.mtls, tlsSecret: tc.secret,
+			clusterCA: tc.ca, flags: flags, cluster: &cw})
+		af := generatedClusterSecret(t, o, "q-haraqa-auth", "cluster-token")
+		if notes := files["haraqa/templates/NOTES.txt"]; !strings.Contains(notes, "No auth file") ||
+			!strings.Contains(notes, "TLS on every port and between the servers") || !strings.Contains(notes, "get secret "+tc.secret) {
+			t.Errorf("NOTES.txt does not say auth is off, or where the TLS Secret's CA is:\n%s", notes)
+		}
+		var names []string
+		if tc.certNames {
+			if len(o.certificates) != 1 {
+				t.Fatalf("%d Certificates, want the one for the pods", len(o.certificates))
+			}
+			c := o.certificates[0]
+			if c.Spec.IssuerRef.Name != "haraqa-ca" || c.Spec.IssuerRef.Kind != "Issuer" || c.Spec.IssuerRef.Group != "cert-manager.io" {
+				t.Errorf("issuerRef %+v, want the Issuer haraqa-ca", c.Spec.IssuerRef)
+			}
+			names = checkCertificate(t, c, sts, testNamespace, cw.domain)
+		} else if len(o.certificates) != 0 {
+			t.Errorf("a Certificate with the operator's Secret")
+		}
+		if t.Failed() {
+			return
+		}
+		ps := startPods(t, s, sts, af, names...)
+		if tc.certNames {
+			checkServerCert(t, ps, sts, cw.domain)
+		}
+		ps.exercise(t, 3)
+		ps.stop(t)
+	}
+}
+
+// generatedClusterSecret checks the Secret the chart makes for a cluster
+// without auth: the members' shared secret under key, alone.
+func generatedClusterSecret(t *testing.T, o objects, name, key string) authFile {
+	t.Helper()
+	if len(o.secrets) != 1 || o.secrets[0].Name != name {
+		t.Fatalf("%d Secrets (%v), want the generated %s", len(o.secrets), o.secrets, name)
+	}
+	data := o.secrets[0].Data
+	if len(data) != 1 || len(data[key]) < 43 {
+		t.Fatalf("the generated Secret holds %d keys, want %s alone, of 43 characters or more", len(data), key)
+	}
+	return authFile{clusterToken: string(data[key])}
+}
+
+// TestChartNetworkPolicy renders the NetworkPolicy with the client ports
+// narrowed to another namespace, and without it.
+func TestChartNetworkPolicy(t *testing.T) {
+	s := haraqa(t)
+	o, _, err := render(t, "haraqa", "networkPolicy: {clientFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: apps}}}]}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, lookalike, _ := peersOf(nil)
+	checkObjects(t, s, o, want{replicas: 3, size: "10Gi", authFile: true, cluster: &manifestsCluster, clients: clientPeers{lookalike}})
+	o, _, err = render(t, "haraqa", "networkPolicy: {enabled: false}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkObjects(t, s, o, want{replicas: 3, size: "10Gi", authFile: true, cluster: &manifestsCluster, noNetpol: true})
+}
+
 func TestChartRefusesIncompleteValues(t *testing.T) {
 	for values, want := range map[string]string{
 		"tls: {enabled: true}":                         "secretName",
+		"tls: {certManager: {kind: Issuers}}":          "kind",
+		"tls: {clusterCa: true}":                       "clusterCa",
+		"networkPolicy: {clientFrom: apps}":            "clientFrom",
+		"networkPolicy: {enable: false}":               "enable",
 		"volume: {size: 100Gi}":                        "volume", // a misspelt key: the schema allows no others
 		"volumes: {sise: 100Gi}":                       "sise",
 		"replicas: three":                              "replicas",
 		"flags: -fsync":                                "flags",
 		"local: {medium: Memroy}":                      "medium",
 		"cluster: {replicas: 3}":                       "replicas", // the pods' count is replicas, the topics' replicationFactor
-		"tls: {enabled: true, secretName: haraqa-tls}": "does not work with the cluster",
 		"cluster: {replicationFactor: 4}":              "replicationFactor 4 is more than the 3 replicas",
 		"cluster: {minInsync: 4}":                      "minInsync 4 is more than cluster.replicationFactor 3",
 		"cluster: {minInsync: 0}":                      "minInsync",
@@ -264,7 +387,6 @@ func TestChartRefusesIncompleteValues(t *testing.T) {
 		"cluster: {tokenKey: token}":                   "another key",
 		"clusterDomain: Cluster_Local":                 "clusterDomain",
 		"replicas: 2\ncluster: {replicationFactor: 3}": "replicationFactor 3 is more than the 2 replicas",
-		"replicas: 3\ntls: {enabled: true, secretName: x}\nauth: {enabled: false}": "does not work with the cluster",
 	} {
 		if _, _, err := render(t, "haraqa", values); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("values %q: %v, want an error naming %s", values, err, want)

@@ -16,16 +16,20 @@ import (
 	"time"
 )
 
-// testPKI is a CA with a server certificate for 127.0.0.1 and a client
-// certificate, written as a kubernetes.io/tls Secret mounts them: tls.crt,
-// tls.key and ca.crt in dir.
+// testPKI is a CA with a server certificate for 127.0.0.1 and the DNS
+// names given, and a client certificate, written as a kubernetes.io/tls
+// Secret mounts them: tls.crt, tls.key and ca.crt in dir. The server
+// certificate allows client authentication too, as the servers of a
+// cluster present it to each other (docs/replication.md, "TLS between the
+// servers").
 type testPKI struct {
 	dir    string
 	pool   *x509.CertPool
 	client tls.Certificate
+	server *x509.Certificate
 }
 
-func newTestPKI(t *testing.T, dir string) *testPKI {
+func newTestPKI(t *testing.T, dir string, dnsNames ...string) *testPKI {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -41,13 +45,13 @@ func newTestPKI(t *testing.T, dir string) *testPKI {
 		t.Fatal(err)
 	}
 	ca, _ := x509.ParseCertificate(caDER)
-	leaf := func(serial int64, usage x509.ExtKeyUsage) ([]byte, *ecdsa.PrivateKey) {
+	leaf := func(serial int64, names []string, usage ...x509.ExtKeyUsage) ([]byte, *ecdsa.PrivateKey) {
 		key := newKey(t)
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "haraqa"},
 			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usage,
+			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: names,
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 		if err != nil {
@@ -55,8 +59,8 @@ func newTestPKI(t *testing.T, dir string) *testPKI {
 		}
 		return der, key
 	}
-	srvDER, srvKey := leaf(2, x509.ExtKeyUsageServerAuth)
-	cliDER, cliKey := leaf(3, x509.ExtKeyUsageClientAuth)
+	srvDER, srvKey := leaf(2, dnsNames, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	cliDER, cliKey := leaf(3, nil, x509.ExtKeyUsageClientAuth)
 	write := func(name, typ string, der []byte) []byte {
 		b := pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
@@ -72,7 +76,11 @@ func newTestPKI(t *testing.T, dir string) *testPKI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &testPKI{dir: dir, pool: x509.NewCertPool(), client: cli}
+	srv, err := x509.ParseCertificate(srvDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &testPKI{dir: dir, pool: x509.NewCertPool(), client: cli, server: srv}
 	p.pool.AddCert(ca)
 	return p
 }

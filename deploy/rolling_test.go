@@ -179,7 +179,7 @@ func TestClusterRollingRestart(t *testing.T) {
 	for i := len(ps.list) - 1; i >= 0; i-- {
 		ps.list[i].r.stop(t)
 		ps.start(t, i)
-		get(t, ps.list[i].r.http, "/readyz", "", 200, ps.log)
+		ps.ready(t, i)
 		if st, err := ps.status(ctx, i); err == nil {
 			t.Logf("pod %d: ready; its cluster status then: in step %v, raft leader %q, topics %+v", i, st.InStep, st.RaftLeader, st.Topics)
 		}

@@ -28,6 +28,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- .Values.auth.secretName | default (printf "%s-auth" (include "haraqa.fullname" . | trunc 58 | trimSuffix "-")) -}}
 {{- end -}}
 
+{{/* The Secret of tls: the one named, else the one certManager makes (certificate.yaml). */}}
+{{- define "haraqa.tlsSecret" -}}
+{{- .Values.tls.secretName | default (printf "%s-tls" (include "haraqa.fullname" . | trunc 59 | trimSuffix "-")) -}}
+{{- end -}}
+
+{{/* "true" when the pods mount the auth Secret: for the auth file, or for a cluster's shared secret. */}}
+{{- define "haraqa.authMounted" -}}
+{{- if or .Values.auth.enabled (include "haraqa.cluster" .) -}}true{{- end -}}
+{{- end -}}
+
 {{/* "true" when the pods form one cluster (cluster.enabled, more than one pod), else "". */}}
 {{- define "haraqa.cluster" -}}
 {{- if and .Values.cluster.enabled (gt (int .Values.replicas) 1) -}}true{{- end -}}
