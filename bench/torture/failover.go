@@ -199,6 +199,8 @@ type foCluster struct {
 	servers []*foServer
 	peers   string    // the -peers list every server is given
 	secret  string    // the -cluster-token-file every server is given: the members' secret
+	extra   []string  // more flags for every server
+	nofile  int       // every server's descriptor limit; 0: inherited
 	kills   []foEvent // each kill, when it was made and what it killed
 }
 
@@ -217,7 +219,14 @@ func newFoCluster(e *env) (*foCluster, error) { return newClusterIn(e, "failover
 // newClusterIn is newFoCluster with the volumes under the run's
 // directory name.
 func newClusterIn(e *env, name string) (*foCluster, error) {
-	c := &foCluster{e: e, servers: make([]*foServer, foServers)}
+	return newClusterWith(e, name, "", nil, 0)
+}
+
+// newClusterWith is newClusterIn with a -cluster-token-file holding
+// token ("": a members' secret made for it), more flags for every
+// server and a descriptor limit (0: inherited).
+func newClusterWith(e *env, name, token string, extra []string, nofile int) (*foCluster, error) {
+	c := &foCluster{e: e, servers: make([]*foServer, foServers), extra: extra, nofile: nofile}
 	var entries []string
 	for i := range c.servers {
 		f := &foServer{vol: filepath.Join(e.dir, name, fmt.Sprintf("s%d", i))}
@@ -232,7 +241,13 @@ func newClusterIn(e *env, name string) (*foCluster, error) {
 	}
 	c.peers = strings.Join(entries, ",")
 	c.secret = filepath.Join(e.dir, name, "cluster.token")
-	if err := writeSecret(c.secret); err != nil {
+	if token == "" {
+		if err := writeSecret(c.secret); err != nil {
+			return c, err
+		}
+	} else if err := os.MkdirAll(filepath.Dir(c.secret), 0o755); err != nil {
+		return c, err
+	} else if err := os.WriteFile(c.secret, []byte(token+"\n"), 0o600); err != nil {
 		return c, err
 	}
 	for i := range c.servers {
@@ -246,9 +261,9 @@ func newClusterIn(e *env, name string) (*foCluster, error) {
 // start starts server i on its ports and volume.
 func (c *foCluster) start(i int) error {
 	f := c.servers[i]
-	s, err := start(serverSpec{bin: c.e.bin, volumes: []string{f.vol}, tcp: f.bin,
-		args: []string{"-http", strconv.Itoa(f.web), "-cluster", "-replicas", "3", "-min-insync", "2",
-			"-cluster-port", strconv.Itoa(f.clu), "-cluster-token-file", c.secret, "-peers", c.peers, "-entries", "2000", "-ballast", "0"}})
+	args := append([]string{"-http", strconv.Itoa(f.web), "-cluster", "-replicas", "3", "-min-insync", "2",
+		"-cluster-port", strconv.Itoa(f.clu), "-cluster-token-file", c.secret, "-peers", c.peers, "-entries", "2000", "-ballast", "0"}, c.extra...)
+	s, err := start(serverSpec{bin: c.e.bin, volumes: []string{f.vol}, tcp: f.bin, nofile: c.nofile, args: args})
 	if err != nil {
 		return fmt.Errorf("server %d: %w", i, err)
 	}

@@ -11,7 +11,10 @@
 // (cluster-faults) the same cluster's leaders cut short and restarted, a
 // follower's segment damaged while it is down, a leader frozen with
 // SIGSTOP under producers with and without idempotence, and leader kills
-// under Producers with batches in flight.
+// under Producers with batches in flight; then (cluster-attack) the
+// cluster surface attacked: commands and connections without the
+// members' secret, a connection storm, a log flood, a tenant reading
+// cluster status or flooding group commits, 500 replicated topics.
 // Every phase prints one line of what it checked (hostile2 one per row
 // too); the exit status is 1 if any acknowledged message was lost,
 // changed or stored twice, or a check failed.
@@ -20,6 +23,7 @@
 //	go run ./bench/torture -cycles 3 -attack 5s  # shorter
 //	go run ./bench/torture -phases crash,faults  # some phases only
 //	go run ./bench/torture -phases cluster-faults # a cluster's leaders cut short, frozen
+//	go run ./bench/torture -phases cluster-attack # the cluster port and replication attacked
 //	go run ./bench/torture -phases hostile2 -rows2 1,3,D  # some rows of hostile2
 package main
 
@@ -78,6 +82,7 @@ var phases = []phase{
 	{"hostile2", runHostile2},
 	{"failover", runFailover},
 	{"cluster-faults", runClusterFaults},
+	{"cluster-attack", runClusterAttack},
 }
 
 func main() {
@@ -88,7 +93,7 @@ func run() int {
 	var cfg config
 	flag.StringVar(&cfg.dir, "dir", os.TempDir(), "parent directory of the run's volumes")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the volumes and logs")
-	flag.StringVar(&cfg.phases, "phases", "crash,idempotent,faults,enospc,emfile,hostile,hostile2,failover,cluster-faults", "phases to run")
+	flag.StringVar(&cfg.phases, "phases", "crash,idempotent,faults,enospc,emfile,hostile,hostile2,failover,cluster-faults,cluster-attack", "phases to run")
 	flag.IntVar(&cfg.cycles, "cycles", 10, "kill -9 cycles")
 	flag.IntVar(&cfg.faults, "faults", 10, "volume-fault cycles")
 	flag.IntVar(&cfg.producers, "producers", 6, "concurrent producers in the kill cycles")
