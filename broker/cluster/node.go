@@ -90,6 +90,7 @@ type Node struct {
 	raft  *raft.Raft
 	fsm   *fsm
 	layer *layer
+	fwd   *forwarder // the forward connections to the Raft leader
 	trans *raft.NetworkTransport
 	store *raftboltdb.BoltStore
 	log   *slog.Logger
@@ -156,6 +157,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: the cluster port's address %q: %w", cfg.Self.Raft, err)
 	}
 	n.layer = newLayer(l, adv, &cfg, n.serveForward)
+	n.fwd = newForwarder(n.layer)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.layer, MaxPool: 3, Timeout: rpcTimeout(cfg.MemberTimeout), Logger: hlog})
 
@@ -204,6 +206,7 @@ func (n *Node) bootstrap(rc *raft.Config, snaps raft.SnapshotStore) error {
 }
 
 func (n *Node) closeTransport() {
+	n.fwd.close()
 	n.trans.Close()
 	n.layer.Close()
 	n.store.Close()
@@ -217,6 +220,7 @@ func (n *Node) Close() error {
 		close(n.done)
 		n.wg.Wait()
 		err = n.raft.Shutdown().Error()
+		n.fwd.close()
 		n.trans.Close()
 		n.layer.Close()
 		n.layer.wait()
@@ -489,16 +493,7 @@ func (n *Node) propose(ctx context.Context, b []byte) (uint64, []byte, error) {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(d))
 	}
-	conn, err := n.layer.dial(string(addr), kindForward, timeout)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%w: the Raft leader %s: %w", ErrNoLeader, id, err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(timeout))
-	if err := writeMsg(conn, b); err != nil {
-		return 0, nil, fmt.Errorf("%w: the Raft leader %s: %w", ErrNoLeader, id, err)
-	}
-	ans, err := readMsg(conn)
+	ans, err := n.fwd.do(ctx, string(addr), timeout, b)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: the Raft leader %s: %w", ErrNoLeader, id, err)
 	}
