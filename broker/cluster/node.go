@@ -91,6 +91,7 @@ type Node struct {
 	fsm   *fsm
 	layer *layer
 	fwd   *forwarder // the forward connections to the Raft leader
+	batch *batcher   // the commands this member applies as the Raft leader
 	trans *raft.NetworkTransport
 	store *raftboltdb.BoltStore
 	log   *slog.Logger
@@ -158,6 +159,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.layer = newLayer(l, adv, &cfg, n.serveForward)
 	n.fwd = newForwarder(n.layer)
+	n.batch = newBatcher(n)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.layer, MaxPool: 3, Timeout: rpcTimeout(cfg.MemberTimeout), Logger: hlog})
 
@@ -179,6 +181,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n.raft = r
+	go n.batch.run()
 	n.ctl.observe()
 	n.wg.Go(n.ctl.run)
 	return n, nil
@@ -220,6 +223,7 @@ func (n *Node) Close() error {
 		close(n.done)
 		n.wg.Wait()
 		err = n.raft.Shutdown().Error()
+		<-n.batch.stopped
 		n.fwd.close()
 		n.trans.Close()
 		n.layer.Close()
@@ -500,21 +504,11 @@ func (n *Node) propose(ctx context.Context, b []byte) (uint64, []byte, error) {
 	return decodeAnswer(ans)
 }
 
+// applyLocal applies a command on this member, the Raft leader, through
+// its queue: with the commands that arrive while an entry is in flight,
+// in the next entry (batch.go).
 func (n *Node) applyLocal(b []byte) (uint64, []byte, error) {
-	f := n.raft.Apply(b, applyTimeout)
-	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-			return 0, nil, fmt.Errorf("%w: %w", ErrNotLeader, err)
-		}
-		return 0, nil, fmt.Errorf("cluster: %w", err)
-	}
-	switch r := f.Response().(type) {
-	case error:
-		return 0, nil, r
-	case []byte:
-		return f.Index(), r, nil
-	}
-	return f.Index(), nil, nil
+	return n.batch.apply(b)
 }
 
 // serveForward commits a command forwarded by another member.
