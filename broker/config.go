@@ -120,6 +120,13 @@ type Config struct {
 	// Replication, when set, is the cluster this server is a member of
 	// (service.Config.Replication). Default nil.
 	Replication service.Replication
+	// MaxGroupChangeRate bounds, with Auth and Replication, each token's
+	// group commits, leases, releases and deletions on the replicated
+	// topics this server leads, in changes a second, with bursts of a
+	// second's worth (default service.DefaultMaxGroupChangeRate, 1000; 0:
+	// no bound): each is a Raft entry on every member. Past it a change
+	// is refused with CodeLimitReached naming the limit (HTTP 429).
+	MaxGroupChangeRate int
 	// Logger receives connection and request errors (default slog.Default()).
 	Logger *slog.Logger
 	// ObserveRequest, when set, is told each answered request's op, whether
@@ -148,6 +155,8 @@ func DefaultConfig() Config {
 		MaxPreHelloFrame: DefaultMaxPreHelloFrame,
 		HelloTimeout:     DefaultHelloTimeout,
 		FilterWorkers:    DefaultFilterWorkers(),
+
+		MaxGroupChangeRate: service.DefaultMaxGroupChangeRate,
 	}
 }
 
@@ -178,6 +187,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: max conns per address %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxConnsPerAddr)
 	case c.MaxControlRate < 0:
 		return fmt.Errorf("%w: max control rate %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxControlRate)
+	case c.MaxGroupChangeRate < 0:
+		return fmt.Errorf("%w: max group change rate %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxGroupChangeRate)
 	case c.MaxBufferedBytes < 0:
 		return fmt.Errorf("%w: max buffered bytes %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxBufferedBytes)
 	case c.IdleTimeout < 0:

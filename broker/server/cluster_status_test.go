@@ -3,12 +3,16 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/haraqa/haraqa/broker/server"
 	"github.com/haraqa/haraqa/client"
 )
 
@@ -132,4 +136,82 @@ func TestClusterStatusFilteredByRights(t *testing.T) {
 			t.Fatalf("list topics as %s: %v %v, want %v as the status shows", tok, topics, err, want)
 		}
 	}
+}
+
+// TestClusterGroupChangeRate: a tenant committing a group of a replicated
+// topic in a loop is refused past -max-group-change-rate (code 15 naming
+// the flag on the binary port, 429 over HTTP), while another tenant's
+// commits on the same servers go through.
+func TestClusterGroupChangeRate(t *testing.T) {
+	const rate = 5
+	tc := startAuthCluster(t, map[string]string{"root": "admin *", "flood": "consume flood", "quiet": "consume quiet"},
+		func(_ int, cfg *server.Config) { cfg.Broker.MaxGroupChangeRate = rate })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	root := dialAll(t, tc.addrs, client.WithToken("root"))
+	for _, topic := range []string{"flood", "quiet"} {
+		if err := root.CreateTopic(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := root.Produce(ctx, topic, []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	status := dialOneWith(t, tc.addrs[0], client.WithToken("cluster-tok"))
+	leaderOf := func(topic string) string {
+		return waitTopic(t, status, topic, "in sync", func(st topicStatus) bool { return len(st.ISR) == 3 && st.HighWater == 3 }).Leader
+	}
+	floodLeader, quietLeader := leaderOf("flood"), leaderOf("quiet")
+	flood := dialOneWith(t, floodLeader, client.WithToken("flood"))
+	quiet := dialOneWith(t, quietLeader, client.WithToken("quiet"))
+
+	// floodUntilRefused commits until the flood token is refused, after
+	// a burst of a second's worth when its bucket is full.
+	floodUntilRefused := func(full bool) {
+		t.Helper()
+		for i := range 10 * rate {
+			err := flood.CommitOffset(ctx, "g", "flood", 1)
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, client.ErrLimitReached) || !strings.Contains(err.Error(), "-max-group-change-rate") {
+				t.Fatalf("commit %d: %v, want limit reached naming -max-group-change-rate", i, err)
+			}
+			if full && i < rate {
+				t.Fatalf("refused after %d commits, want a burst of %d first", i, rate)
+			}
+			return
+		}
+		t.Fatalf("%d commits in a row taken at %d a second", 10*rate, rate)
+	}
+	floodUntilRefused(true)
+	for i := range rate {
+		if err := quiet.CommitOffset(ctx, "q", "quiet", int64(i%3)); err != nil {
+			t.Fatalf("another token's commit %d while the first is refused: %v", i, err)
+		}
+	}
+
+	// Over HTTP: a consume with a group commits, refused 429.
+	httpAddr := tc.cfgs[tc.index(floodLeader)].HTTPAddr
+	var last string
+	for range 10 {
+		floodUntilRefused(false)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/topics/flood", nil)
+		req.Header.Set("Authorization", "Bearer flood")
+		req.Header.Set("X-Consumer-Group", "h")
+		req.Header.Set("X-Limit", "1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests && strings.Contains(string(b), "-max-group-change-rate") {
+			return
+		}
+		last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}
+	t.Fatalf("an HTTP consume with a group after the token's commits were refused: %s, want 429", last)
 }
