@@ -71,7 +71,7 @@ type forwarder struct {
 	mu     sync.Mutex
 	idle   []idleConn // mu must be held
 	closed bool       // mu must be held
-	dials  int        // connections dialed; mu must be held
+	dials  int        // connections dialed (or tried); mu must be held
 }
 
 // idleConn is a forward connection waiting for its next command.
@@ -160,7 +160,7 @@ func (f *forwarder) put(addr string, c net.Conn) {
 	f.idle = append(f.idle, idleConn{c: c, addr: addr, since: time.Now()})
 }
 
-// dialed returns how many connections the forwarder dialed.
+// dialed returns how many connections the forwarder dialed or tried to.
 func (f *forwarder) dialed() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
