@@ -71,7 +71,8 @@ func New(store *storage.Store, cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	svc := service.New(store, service.Config{Auth: cfg.Auth, FilterWorkers: cfg.FilterWorkers, Replication: cfg.Replication, ClusterSecret: cfg.ClusterSecret})
+	svc := service.New(store, service.Config{Auth: cfg.Auth, FilterWorkers: cfg.FilterWorkers, Replication: cfg.Replication,
+		MaxGroupChangeRate: cfg.MaxGroupChangeRate, ClusterSecret: cfg.ClusterSecret})
 	return &Broker{
 		cfg:        cfg,
 		svc:        svc,

@@ -124,6 +124,13 @@ type Config struct {
 	// (service.Config.ClusterSecret): without Auth, the token a hello must
 	// present for the server-to-server and membership ops. Default "".
 	ClusterSecret string
+	// MaxGroupChangeRate bounds, with Auth and Replication, each token's
+	// group commits, leases, releases and deletions on the replicated
+	// topics this server leads, in changes a second, with bursts of a
+	// second's worth (default service.DefaultMaxGroupChangeRate, 1000; 0:
+	// no bound): each is a Raft entry on every member. Past it a change
+	// is refused with CodeLimitReached naming the limit (HTTP 429).
+	MaxGroupChangeRate int
 	// Logger receives connection and request errors (default slog.Default()).
 	Logger *slog.Logger
 	// ObserveRequest, when set, is told each answered request's op, whether
@@ -152,6 +159,8 @@ func DefaultConfig() Config {
 		MaxPreHelloFrame: DefaultMaxPreHelloFrame,
 		HelloTimeout:     DefaultHelloTimeout,
 		FilterWorkers:    DefaultFilterWorkers(),
+
+		MaxGroupChangeRate: service.DefaultMaxGroupChangeRate,
 	}
 }
 
@@ -182,6 +191,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: max conns per address %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxConnsPerAddr)
 	case c.MaxControlRate < 0:
 		return fmt.Errorf("%w: max control rate %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxControlRate)
+	case c.MaxGroupChangeRate < 0:
+		return fmt.Errorf("%w: max group change rate %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxGroupChangeRate)
 	case c.MaxBufferedBytes < 0:
 		return fmt.Errorf("%w: max buffered bytes %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxBufferedBytes)
 	case c.IdleTimeout < 0:

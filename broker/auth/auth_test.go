@@ -232,6 +232,35 @@ func TestLimiter(t *testing.T) {
 	}
 }
 
+// TestLimiterTake: Take bounds each key alone: a burst, then one back
+// every Every; another key is not touched; keys are pruned past MaxAddrs.
+func TestLimiterTake(t *testing.T) {
+	now := time.Unix(0, 0)
+	l := NewLimiter(Limits{Burst: 3, Every: 100 * time.Millisecond, MaxAddrs: 8})
+	l.now = func() time.Time { return now }
+	for i := range 3 {
+		if !l.Take("tenant") {
+			t.Fatalf("take %d refused, want a burst of 3", i+1)
+		}
+	}
+	if l.Take("tenant") {
+		t.Fatal("a fourth take in a row allowed")
+	}
+	if !l.Take("other") {
+		t.Fatal("another key refused for the first one's takes")
+	}
+	now = now.Add(100 * time.Millisecond)
+	if !l.Take("tenant") || l.Take("tenant") {
+		t.Fatal("want exactly one take back after Every")
+	}
+	for i := range 100 {
+		l.Take(strings.Repeat("k", i+1))
+	}
+	if n := len(l.keys); n > 8 {
+		t.Fatalf("%d keys tracked, want at most 8", n)
+	}
+}
+
 func TestLimiterPrunes(t *testing.T) {
 	l := NewLimiter(Limits{Burst: 2, Every: time.Hour, MaxAddrs: 8})
 	for i := 0; i < 100; i++ {

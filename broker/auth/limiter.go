@@ -26,7 +26,13 @@ type Limits struct {
 // DefaultLimits returns the defaults.
 func DefaultLimits() Limits { return Limits{Burst: 5, Every: 500 * time.Millisecond, MaxAddrs: 65536} }
 
-// Limiter counts failed authentications per (remote host, token hash),
+// Limiter holds token buckets by key: Fail's, which count failed
+// authentications, and Take's, which bound how often a key does
+// something (a token's group changes on replicated topics:
+// service.Config.MaxGroupChangeRate). A Limiter is used for one or the
+// other, with its own Limits.
+//
+// Fail counts failed authentications per (remote host, token hash),
 // the host being the address without its port, so that a client cannot
 // dodge it by opening new connections. It is consulted only once a token
 // has failed, so it never refuses a valid token, nor a token for the
@@ -41,6 +47,7 @@ type Limiter struct {
 	mu    sync.Mutex
 	pairs map[pair]*bucket   // mu must be held
 	hosts map[string]*bucket // mu must be held; new failing tokens per host
+	keys  map[string]*bucket // mu must be held; Take's
 }
 
 // pair is a host and the hash of a token that failed from it.
@@ -66,7 +73,23 @@ func NewLimiter(lim Limits) *Limiter {
 	if lim.MaxAddrs <= 0 {
 		lim.MaxAddrs = def.MaxAddrs
 	}
-	return &Limiter{lim: lim, now: time.Now, pairs: make(map[pair]*bucket), hosts: make(map[string]*bucket)}
+	return &Limiter{lim: lim, now: time.Now, pairs: make(map[pair]*bucket), hosts: make(map[string]*bucket),
+		keys: make(map[string]*bucket)}
+}
+
+// Take takes one from key's bucket, which holds Burst at first and
+// earns one back every Every, and reports whether there was one: a rate
+// bound per key. A key seen for the first time starts at a full burst;
+// past MaxAddrs keys the buckets back to full are dropped, then
+// arbitrary ones (which then start full again).
+func (l *Limiter) Take(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.keys[key]
+	if !ok {
+		b = addLocked(l, l.keys, key)
+	}
+	return l.takeLocked(b)
 }
 
 func host(remote string) string {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,12 +22,21 @@ var _ raft.FSM = (*fsm)(nil)
 
 // Apply implements raft.FSM. It returns the error refusing the command,
 // or for a group command the group as it is after it (groupAnswer), else
-// nil: to the proposer, through the ApplyFuture's Response.
+// nil: to the proposer, through the ApplyFuture's Response. A batch
+// entry (batch.go) answers each of its commands so, in a batchAnswer.
 func (f *fsm) Apply(l *raft.Log) any {
+	if bytes.Equal(l.Extensions, batchMark) {
+		return f.applyBatch(l.Index, l.Data)
+	}
 	var c Command
 	if err := json.Unmarshal(l.Data, &c); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadCommand, err)
 	}
+	return f.applyOne(l.Index, c)
+}
+
+// applyOne applies command c of the entry at index.
+func (f *fsm) applyOne(index uint64, c Command) any {
 	f.mu.Lock()
 	err := f.st.apply(c)
 	var res []byte
@@ -38,7 +48,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return err
 	}
 	if f.onChange != nil {
-		f.onChange(l.Index, c)
+		f.onChange(index, c)
 	}
 	if res != nil {
 		return res

@@ -93,6 +93,8 @@ type Node struct {
 	raft  *raft.Raft
 	fsm   *fsm
 	layer *layer
+	fwd   *forwarder // the forward connections to the Raft leader
+	batch *batcher   // the commands this member applies as the Raft leader
 	trans *raft.NetworkTransport
 	store *raftboltdb.BoltStore
 	log   *slog.Logger
@@ -159,6 +161,8 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: the cluster port's address %q: %w", cfg.Self.Raft, err)
 	}
 	n.layer = newLayer(l, adv, &cfg, n.serveForward)
+	n.fwd = newForwarder(n.layer)
+	n.batch = newBatcher(n)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.layer, MaxPool: 3, Timeout: rpcTimeout(cfg.MemberTimeout), Logger: hlog})
 
@@ -180,6 +184,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n.raft = r
+	go n.batch.run()
 	n.ctl.observe()
 	n.wg.Go(n.ctl.run)
 	return n, nil
@@ -207,6 +212,7 @@ func (n *Node) bootstrap(rc *raft.Config, snaps raft.SnapshotStore) error {
 }
 
 func (n *Node) closeTransport() {
+	n.fwd.close()
 	n.trans.Close()
 	n.layer.Close()
 	n.store.Close()
@@ -220,6 +226,8 @@ func (n *Node) Close() error {
 		close(n.done)
 		n.wg.Wait()
 		err = n.raft.Shutdown().Error()
+		<-n.batch.stopped
+		n.fwd.close()
 		n.trans.Close()
 		n.layer.Close()
 		n.layer.wait()
@@ -492,37 +500,18 @@ func (n *Node) propose(ctx context.Context, b []byte) (uint64, []byte, error) {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(d))
 	}
-	conn, err := n.layer.dial(string(addr), kindForward, timeout)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%w: the Raft leader %s: %w", ErrNoLeader, id, err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(timeout))
-	if err := writeMsg(conn, b); err != nil {
-		return 0, nil, fmt.Errorf("%w: the Raft leader %s: %w", ErrNoLeader, id, err)
-	}
-	ans, err := readMsg(conn)
+	ans, err := n.fwd.do(ctx, string(addr), timeout, b)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: the Raft leader %s: %w", ErrNoLeader, id, err)
 	}
 	return decodeAnswer(ans)
 }
 
+// applyLocal applies a command on this member, the Raft leader, through
+// its queue: with the commands that arrive while an entry is in flight,
+// in the next entry (batch.go).
 func (n *Node) applyLocal(b []byte) (uint64, []byte, error) {
-	f := n.raft.Apply(b, applyTimeout)
-	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-			return 0, nil, fmt.Errorf("%w: %w", ErrNotLeader, err)
-		}
-		return 0, nil, fmt.Errorf("cluster: %w", err)
-	}
-	switch r := f.Response().(type) {
-	case error:
-		return 0, nil, r
-	case []byte:
-		return f.Index(), r, nil
-	}
-	return f.Index(), nil, nil
+	return n.batch.apply(b)
 }
 
 // serveForward commits a command forwarded by another member, but for

@@ -19,6 +19,8 @@ type testCluster struct {
 	nodes []*Node
 	// logEnds, if set before a node opens, is its Config.LogEnds.
 	logEnds func(ctx context.Context, member string, topics []string) (map[string]LogEnd, error)
+	// wrap, if set before the nodes open, wraps node i's listener.
+	wrap func(i int, l net.Listener) net.Listener
 }
 
 // startCluster starts n nodes, after setup.
@@ -63,6 +65,9 @@ func (tc *testCluster) open(i int, l net.Listener) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+	if tc.wrap != nil {
+		l = tc.wrap(i, l)
 	}
 	nd, err := Open(Config{Self: tc.peers[i], Peers: tc.peers, Dir: tc.dirs[i], Listener: l,
 		HeartbeatTimeout: 200 * time.Millisecond, MemberTimeout: 600 * time.Millisecond, LogEnds: tc.logEnds})

@@ -25,10 +25,15 @@ import (
 //	5      2    uint16 little-endian: token length n, 0-1024
 //	7      n    the token (with -auth-file it must hold the replication right)
 //
-// A Raft connection then speaks hashicorp/raft's own RPCs. A forwarded
-// command is one request and one answer, each a uint32 little-endian
-// length (at most maxForward) and that many bytes: the Command as JSON,
-// then the answer, empty for success or an error code byte and its text.
+// A Raft connection then speaks hashicorp/raft's own RPCs. A forward
+// connection carries forwarded commands, one at a time and as many in
+// sequence as come (forward.go): a request and its answer, each a uint32
+// little-endian length (at most maxForward) and that many bytes: the
+// Command as JSON, then the answer, code 0 and the log index (and what
+// the apply answered) for success, or an error code byte and its text.
+// The preamble, and its token, are checked once per connection; the
+// leader closes one that sends no command for ForwardIdle, and a member
+// keeps at most ForwardConns of them to the Raft leader.
 const (
 	preambleMagic = "HRQC"
 	kindRaft      = 'R'
@@ -53,7 +58,7 @@ const (
 	MaxPendingPerAddr = 8
 	// MaxClusterConns bounds the cluster port's connections past their
 	// preamble (Raft's pooled ones, three per member at most each way, and
-	// the forwarded commands, one each while it is served). With
+	// the forward connections, ForwardConns per member at most). With
 	// -auth-file only a member's token gets that far.
 	MaxClusterConns = 128
 	// Descriptors is what the cluster port and a member's own connections
@@ -216,13 +221,7 @@ func (ly *layer) route(raw net.Conn, host string) {
 			c.Close()
 		}
 	case kindForward:
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(forwardTimeout))
-		req, err := readMsg(c)
-		if err != nil {
-			return
-		}
-		_ = writeMsg(c, ly.forward(req))
+		ly.serveForwards(c)
 	default:
 		c.Close()
 	}

@@ -17,6 +17,9 @@ import (
 //	POST   /cluster/members       add the server whose -peers entry is the body
 //	DELETE /cluster/members/{id}  remove member id (its binary address)
 //
+// The status shows a token the topics it holds a right on, and the
+// members only with the replication or admin right on every topic
+// (service.Service.ClusterStatus).
 // Adding and removing need the replication right on every topic (the
 // cluster's token). A server that is not in a cluster answers 400.
 func (a *API) routeCluster() {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/broker/cluster"
+	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
@@ -168,29 +169,47 @@ type ReplicaStatus struct {
 // TopicStatus is a replicated topic as this member sees it.
 type TopicStatus struct {
 	cluster.Topic
-	HighWater int64           `json:"high_water"`
-	Next      int64           `json:"next"`                // this replica's next offset
-	ReadOnly  bool            `json:"read_only,omitempty"` // this replica's copy turned read-only (copyFailed)
-	Repairing bool            `json:"repairing,omitempty"` // this replica's copy had a range unreadable on every volume at the start, and is not back in sync yet
-	Followers []ReplicaStatus `json:"followers,omitzero"`  // on the leader
+	ReplicaCount int             `json:"replica_count"` // len(Replicas), also when the members are hidden
+	InSyncCount  int             `json:"in_sync_count"` // len(ISR), likewise
+	HighWater    int64           `json:"high_water"`
+	Next         int64           `json:"next"`                // this replica's next offset
+	ReadOnly     bool            `json:"read_only,omitempty"` // this replica's copy turned read-only (copyFailed)
+	Repairing    bool            `json:"repairing,omitempty"` // this replica's copy had a range unreadable on every volume at the start, and is not back in sync yet
+	Followers    []ReplicaStatus `json:"followers,omitzero"`  // on the leader
 }
 
-// Status implements service.Replication: the cluster status of op 19.
-func (m *Manager) Status() []byte {
+// clusterStatus is the cluster status of op 19 and GET /cluster.
+type clusterStatus struct {
+	Self   string `json:"self"`
+	InStep bool   `json:"in_step"` // caught up with the Raft group since it started: serving
+	// MembersHidden: the caller may not see the members
+	// (service.StatusView): RaftLeader is empty, Members absent, and
+	// the topics name no replica but their leader.
+	MembersHidden bool             `json:"members_hidden,omitempty"`
+	RaftLeader    string           `json:"raft_leader"`
+	Members       []cluster.Member `json:"members,omitempty"`
+	Topics        []TopicStatus    `json:"topics"`
+}
+
+// Status implements service.Replication: the cluster status of op 19,
+// the topics and members v shows.
+func (m *Manager) Status(v service.StatusView) []byte {
 	n := m.node.Load()
 	if n == nil {
 		return []byte(`{"error":"the server is joining its cluster"}`)
 	}
 	st := n.Status()
-	out := struct {
-		Self       string           `json:"self"`
-		InStep     bool             `json:"in_step"` // caught up with the Raft group since it started: serving
-		RaftLeader string           `json:"raft_leader"`
-		Members    []cluster.Member `json:"members"`
-		Topics     []TopicStatus    `json:"topics"`
-	}{Self: st.Self, InStep: m.isSynced(), RaftLeader: st.RaftLeader, Members: st.Members}
+	out := clusterStatus{Self: st.Self, InStep: m.isSynced(), Topics: []TopicStatus{}}
+	if v.Members {
+		out.RaftLeader, out.Members = st.RaftLeader, st.Members
+	} else {
+		out.MembersHidden = true
+	}
 	for _, t := range st.Topics {
-		ts := TopicStatus{Topic: t}
+		if v.Topic != nil && !v.Topic(t.Name) {
+			continue
+		}
+		ts := TopicStatus{Topic: t, ReplicaCount: len(t.Replicas), InSyncCount: len(t.ISR)}
 		if info, err := m.store.Info(t.Name); err == nil {
 			ts.Next = info.Next
 			ts.ReadOnly = m.copyFailed(t.Name)
@@ -201,7 +220,7 @@ func (m *Manager) Status() []byte {
 		if _, rt, ok := m.lookup(t.Name); ok && rt != nil {
 			rt.mu.Lock()
 			ts.HighWater = rt.hw
-			if rt.leading(m.cfg.Self) {
+			if v.Members && rt.leading(m.cfg.Self) {
 				for _, id := range t.Replicas {
 					if f := rt.fol[id]; f != nil {
 						ts.Followers = append(ts.Followers, ReplicaStatus{ID: id, Next: f.leo, Lag: max(0, ts.Next-f.leo),
@@ -210,6 +229,9 @@ func (m *Manager) Status() []byte {
 				}
 			}
 			rt.mu.Unlock()
+		}
+		if !v.Members {
+			ts.Replicas, ts.ISR, ts.Target, ts.Stepped = nil, nil, nil, nil
 		}
 		out.Topics = append(out.Topics, ts)
 	}

@@ -105,8 +105,9 @@ func dialOneWith(t *testing.T, addr string, opts ...client.Option) *client.Clien
 // startAuthCluster starts three servers as one cluster (3 replicas,
 // -min-insync 2) with an auth file holding the members' token
 // "cluster-tok" (replication on every topic) and tokens, each with its
-// rights as an auth file line spells them ("admin t").
-func startAuthCluster(t *testing.T, tokens map[string]string) *testCluster {
+// rights as an auth file line spells them ("admin t"), each server's
+// configuration passed through setup (if given) too.
+func startAuthCluster(t *testing.T, tokens map[string]string, setup ...func(i int, cfg *server.Config)) *testCluster {
 	t.Helper()
 	hash := func(tok string) string { h := sha256.Sum256([]byte(tok)); return hex.EncodeToString(h[:]) }
 	lines := hash("cluster-tok") + " replication *\n"
@@ -115,8 +116,8 @@ func startAuthCluster(t *testing.T, tokens map[string]string) *testCluster {
 	}
 	authFile := filepath.Join(t.TempDir(), "auth")
 	brokertest.WriteFile(t, authFile, []byte(lines))
-	return startTestCluster(t, 3, 3, 2, func(i int, cfg *server.Config) {
+	return startTestCluster(t, 3, 3, 2, append([]func(int, *server.Config){func(i int, cfg *server.Config) {
 		cfg.AuthFile = authFile
 		cfg.Cluster.Token = "cluster-tok"
-	})
+	}}, setup...)...)
 }

@@ -35,7 +35,7 @@ func (s *Service) CommitOffset(c Caller, topic, group string, cm Commit) error {
 	if err := s.AllowGroup(c, protocol.OpCommitOffset, topic, group); err != nil {
 		return err
 	}
-	gs, err := s.groupsOf(topic)
+	gs, err := s.groupChange(c, topic)
 	if err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ func (s *Service) Lease(c Caller, topic, group, member string, ttl time.Duration
 	if err := s.AllowGroup(c, protocol.OpGroupLease, topic, group); err != nil {
 		return GroupOffset{}, err
 	}
-	gs, err := s.groupsOf(topic)
+	gs, err := s.groupChange(c, topic)
 	if err != nil {
 		return GroupOffset{}, err
 	}
@@ -72,7 +72,7 @@ func (s *Service) ReleaseLease(c Caller, topic, group, member string) (GroupOffs
 	if err := s.AllowGroup(c, protocol.OpGroupLease, topic, group); err != nil {
 		return GroupOffset{}, err
 	}
-	gs, err := s.groupsOf(topic)
+	gs, err := s.groupChange(c, topic)
 	if err != nil {
 		return GroupOffset{}, err
 	}
@@ -112,7 +112,7 @@ func (s *Service) DeleteGroup(c Caller, topic, group string) error {
 	if err := s.AllowGroup(c, protocol.OpDeleteGroup, topic, group); err != nil {
 		return err
 	}
-	gs, err := s.groupsOf(topic)
+	gs, err := s.groupChange(c, topic)
 	if err != nil {
 		return err
 	}
@@ -128,6 +128,21 @@ func (s *Service) FetchUnleased(c Caller, topic, group string) (GroupOffset, err
 		return o, fmt.Errorf("%w: topic %q, group %q: a member holds the lease for %s more", storage.ErrGroupBusy, topic, group, o.LeaseLeft.Round(time.Millisecond))
 	}
 	return o, err
+}
+
+// groupChange is groupsOf for a change of a group of topic by c: on a
+// replicated topic a Raft entry, which takes one from c's token's bucket
+// of Config.MaxGroupChangeRate (else a refusal of CodeLimitReached).
+func (s *Service) groupChange(c Caller, topic string) (GroupStore, error) {
+	gs, err := s.groupsOf(topic)
+	if err != nil || s.groupChangeLim == nil || gs == GroupStore(s.store) {
+		return gs, err
+	}
+	if !s.groupChangeLim.Take(c.Owner()) {
+		return nil, &protocol.Error{Code: protocol.CodeLimitReached,
+			Message: fmt.Sprintf("group change on replicated topic %q refused: the token made more than %d a second on this server (-max-group-change-rate): retry shortly", topic, s.groupRate)}
+	}
+	return gs, nil
 }
 
 // groupsOf returns where topic's groups live: the cluster's Raft group

@@ -3,6 +3,7 @@ package service
 import (
 	"fmt"
 
+	"github.com/haraqa/haraqa/broker/auth"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
@@ -213,8 +214,9 @@ func (s *Service) ClusterMember(c Caller, action uint8, entry string) error {
 	return s.repl.ChangeMember(action, entry)
 }
 
-// ClusterStatus returns the cluster status as JSON (any valid token);
-// without a cluster, an error of CodeInvalidArgument.
+// ClusterStatus returns the cluster status as JSON (any valid token),
+// filtered as topic lists are (statusView); without a cluster, an
+// error of CodeInvalidArgument.
 func (s *Service) ClusterStatus(c Caller) ([]byte, error) {
 	if !s.Authenticated(c) {
 		return nil, ErrUnauthenticated
@@ -222,7 +224,27 @@ func (s *Service) ClusterStatus(c Caller) ([]byte, error) {
 	if s.repl == nil {
 		return nil, fmt.Errorf("%w: this server is not in a cluster (-cluster)", protocol.ErrInvalidArgument)
 	}
-	return s.repl.Status(), nil
+	return s.repl.Status(s.statusView(c)), nil
+}
+
+// statusView is what a cluster status shows c. The topics are those c
+// holds some right on, as ListTopics keeps, or the replication right
+// (a member's token, which copies their logs). The members are shown to a
+// caller with the replication or the admin right on every topic
+// (HasRightOnAll): the member list is the cluster's, not a topic's, so
+// the bar is the one membership changes use (the right on "*"); a token
+// with admin on "app.*" administers a tenant, not the cluster, and a
+// token with replication on some topics only is no member. Without
+// Config.Auth everything is shown.
+func (s *Service) statusView(c Caller) StatusView {
+	if s.auth == nil {
+		return StatusView{Members: true}
+	}
+	g := c.grant
+	return StatusView{
+		Members: s.HasRightOnAll(c, auth.Replication) || s.HasRightOnAll(c, auth.Admin),
+		Topic:   func(name string) bool { return g.Allow(auth.Any, name) || g.Allow(auth.Replication, name) },
+	}
 }
 
 // DecodeBody decodes the body of bt, a batch of a ReadResult, into dst's

@@ -84,11 +84,28 @@ type Replication interface {
 	// GroupStats returns the groups of the replicated topics this member
 	// leads, by topic, for /metrics.
 	GroupStats() map[string][]GroupOffset
-	// Status returns the cluster status as JSON (op 19).
-	Status() []byte
+	// Status returns the cluster status as JSON (op 19), as much of it
+	// as v shows.
+	Status(v StatusView) []byte
 	// Stats returns the replication counters and, for each replicated
 	// topic this server holds, its state here, for /metrics.
 	Stats() ReplicationStats
+}
+
+// StatusView is what a cluster status shows its caller
+// (Replication.Status, Service.ClusterStatus).
+type StatusView struct {
+	// Members shows the members: the member list with its addresses
+	// (binary, HTTP, cluster port), the Raft leader, and which members
+	// hold each topic (its replicas, in-sync set, move target and, on
+	// its leader, each follower's lag). Without it the status says that
+	// they are hidden (members_hidden), and a topic shows how many
+	// replicas it has and how many are in sync, and its leader: the
+	// address a not-leader answer names to any caller with a right on
+	// the topic anyway.
+	Members bool
+	// Topic, if set, keeps the topics it returns true for; nil keeps all.
+	Topic func(name string) bool
 }
 
 // GroupStore holds consumer groups: the store for a topic of this

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/haraqa/haraqa/broker/auth"
 	"github.com/haraqa/haraqa/protocol"
@@ -54,7 +55,24 @@ type Config struct {
 	// to all. With Auth it plays no part here (the members present a token
 	// of the rules with the replication right). "": no cluster.
 	ClusterSecret string
+	// MaxGroupChangeRate bounds, per token, the group changes on
+	// replicated topics this server leads (commits, leases, releases and
+	// deletions: each a Raft entry on every member), in changes a second
+	// with bursts of a second's worth (DefaultMaxGroupChangeRate is the
+	// server's default; 0, this struct's zero: no bound). Past it a
+	// change is refused with CodeLimitReached naming the limit (HTTP
+	// 429). Only with Auth: without tokens every caller is the same one,
+	// trusted alike, as -max-groups-per-token.
+	MaxGroupChangeRate int
 }
+
+// DefaultMaxGroupChangeRate is the server's default
+// Config.MaxGroupChangeRate: a consumer commits or renews its lease a few
+// times a second, so a thousand a second leaves a token hundreds of
+// them on one server, while a tenant committing in a loop (40,960
+// commits in 16 s grew every member's Raft log by 26 MiB and held
+// another tenant's commits behind its own) is held to that.
+const DefaultMaxGroupChangeRate = 1000
 
 // DefaultFilterWorkers is the default Config.FilterWorkers: half of
 // GOMAXPROCS, at least 1.
@@ -69,6 +87,9 @@ type Service struct {
 	filters *filters
 	repl    Replication // nil: no cluster
 	secret  string      // Config.ClusterSecret
+
+	groupRate      int           // Config.MaxGroupChangeRate
+	groupChangeLim *auth.Limiter // nil: no bound; keyed by Caller.Owner
 }
 
 // New returns the service of store.
@@ -76,8 +97,13 @@ func New(store *storage.Store, cfg Config) *Service {
 	if cfg.FilterWorkers <= 0 {
 		cfg.FilterWorkers = DefaultFilterWorkers()
 	}
-	return &Service{store: store, auth: cfg.Auth, filters: newFilters(cfg.FilterWorkers), repl: cfg.Replication,
+	s := &Service{store: store, auth: cfg.Auth, filters: newFilters(cfg.FilterWorkers), repl: cfg.Replication,
 		secret: cfg.ClusterSecret}
+	if r := cfg.MaxGroupChangeRate; r > 0 && cfg.Auth != nil && cfg.Replication != nil {
+		s.groupRate = r
+		s.groupChangeLim = auth.NewLimiter(auth.Limits{Burst: r, Every: time.Second / time.Duration(r)})
+	}
+	return s
 }
 
 // Replicated reports whether topic is a replicated topic of this

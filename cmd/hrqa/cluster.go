@@ -14,27 +14,33 @@ import (
 // clusterStatus is what a server's cluster status (protocol op 19) holds
 // (package broker/replica, Manager.Status).
 type clusterStatus struct {
-	Self       string `json:"self"`
-	InStep     bool   `json:"in_step"`
-	RaftLeader string `json:"raft_leader"`
-	Members    []struct {
+	Self   string `json:"self"`
+	InStep bool   `json:"in_step"`
+	// MembersHidden: the token may not see the members (it needs the
+	// replication or admin right on every topic); the topics are those
+	// it holds a right on.
+	MembersHidden bool   `json:"members_hidden"`
+	RaftLeader    string `json:"raft_leader"`
+	Members       []struct {
 		ID      string `json:"id"`
 		Raft    string `json:"raft"`
 		HTTP    string `json:"http"`
 		Leaving bool   `json:"leaving"`
 	} `json:"members"`
 	Topics []struct {
-		Name      string   `json:"name"`
-		Replicas  []string `json:"replicas"`
-		Target    []string `json:"target"`
-		Leader    string   `json:"leader"`
-		Epoch     int64    `json:"epoch"`
-		ISR       []string `json:"isr"`
-		HighWater int64    `json:"high_water"`
-		Next      int64    `json:"next"`
-		ReadOnly  bool     `json:"read_only"`
-		Repairing bool     `json:"repairing"`
-		Followers []struct {
+		Name         string   `json:"name"`
+		Replicas     []string `json:"replicas"`
+		Target       []string `json:"target"`
+		Leader       string   `json:"leader"`
+		Epoch        int64    `json:"epoch"`
+		ISR          []string `json:"isr"`
+		ReplicaCount int      `json:"replica_count"`
+		InSyncCount  int      `json:"in_sync_count"`
+		HighWater    int64    `json:"high_water"`
+		Next         int64    `json:"next"`
+		ReadOnly     bool     `json:"read_only"`
+		Repairing    bool     `json:"repairing"`
+		Followers    []struct {
 			ID     string `json:"id"`
 			Next   int64  `json:"next"`
 			Lag    int64  `json:"lag"`
@@ -42,6 +48,10 @@ type clusterStatus struct {
 		} `json:"followers"`
 	} `json:"topics"`
 }
+
+// membersHidden stands for what a status hides from a token that may
+// not see the members.
+const membersHidden = "(hidden)"
 
 var clusterStatusCmd = &command{
 	name:    "cluster status",
@@ -53,7 +63,10 @@ group, and for each replicated topic its replicas, leader, leader epoch, in-sync
 set and high-water mark, and where this server's copy ends (NEXT HERE; "read-only"
 once a failed write turned it so: it needs a restart; "repairing" while a copy that
 recovery found damaged at the start is copied again from the leader). Ask a topic's leader to see
-its followers' lag.
+its followers' lag. With tokens (-auth-file) a token sees the topics it holds a
+right on, as hrqa topics lists them, and the members (with the Raft leader, each
+topic's replicas and lag) only with the replication or admin right on every topic;
+without them the output says that the members are hidden.
 
 Examples:
   hrqa cluster status
@@ -85,8 +98,16 @@ Examples:
 				return fmt.Errorf("the server's cluster status: %w", err)
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "server\t%s\nin step\t%v\nraft leader\t%s\n\n", st.Self, st.InStep, st.RaftLeader)
-			fmt.Fprintf(tw, "MEMBER\tCLUSTER PORT\tHTTP\tSTATE\n")
+			raftLeader := st.RaftLeader
+			if st.MembersHidden {
+				raftLeader = membersHidden
+			}
+			fmt.Fprintf(tw, "server\t%s\nin step\t%v\nraft leader\t%s\n", st.Self, st.InStep, raftLeader)
+			if st.MembersHidden {
+				fmt.Fprintf(tw, "members\t%s: the token needs the replication or admin right on every topic\n", membersHidden)
+			} else {
+				fmt.Fprintf(tw, "\nMEMBER\tCLUSTER PORT\tHTTP\tSTATE\n")
+			}
 			for _, m := range st.Members {
 				state := "member"
 				if m.Leaving {
@@ -111,8 +132,12 @@ Examples:
 				if t.Repairing {
 					next += " (repairing)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%d\t%s\t%s\t%s\n", t.Name, leader, t.Epoch, len(t.ISR), len(t.Replicas),
-					strings.Join(t.Replicas, ","), t.HighWater, next, strings.Join(lag, " "), strings.Join(t.Target, ","))
+				replicas, inSync, n := strings.Join(t.Replicas, ","), len(t.ISR), len(t.Replicas)
+				if st.MembersHidden {
+					replicas, inSync, n = membersHidden, t.InSyncCount, t.ReplicaCount
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%d\t%s\t%s\t%s\n", t.Name, leader, t.Epoch, inSync, n,
+					replicas, t.HighWater, next, strings.Join(lag, " "), strings.Join(t.Target, ","))
 			}
 			return tw.Flush()
 		}

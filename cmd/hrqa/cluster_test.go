@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,36 +20,7 @@ import (
 // TestClusterStatus: a one-server cluster's status, as text and JSON; a
 // server without -cluster says it is in none.
 func TestClusterStatus(t *testing.T) {
-	port := func() int {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().(*net.TCPAddr).Port
-	}
-	cl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := fmt.Sprintf("127.0.0.1:%d", port())
-	peers, err := hserver.ParsePeers(bin+"/1/"+fmt.Sprint(cl.Addr().(*net.TCPAddr).Port), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := hserver.DefaultConfig(t.TempDir())
-	cfg.Broker.Addr, cfg.HTTPAddr, cfg.Peers = bin, "", peers
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	cfg.Cluster = &hserver.ClusterConfig{Addr: cl.Addr().String(), Replicas: 1, MinInsync: 1, Listener: cl,
-		Token: "hrqa-test-cluster-secret-0123456789"}
-	s, err := hserver.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	bin := oneServerCluster(t, nil)
 	deadline := time.Now().Add(20 * time.Second)
 	for hrqa(t, bin, "", "topics", "create", "orders").code != 0 {
 		if time.Now().After(deadline) {
@@ -80,4 +55,81 @@ func TestClusterStatus(t *testing.T) {
 	fails(t, plain, "", "needs a cluster", "topics", "replicas", "audit", "2")
 	ok(t, plain, "", "topics", "replicas", "audit", "1")
 	ok(t, plain, "", "produce", "audit", "a")
+}
+
+// oneServerCluster starts a one-server cluster, its configuration passed
+// through setup if given, and returns its binary address.
+func oneServerCluster(t *testing.T, setup func(*hserver.Config)) string {
+	t.Helper()
+	port := func() int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	cl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := fmt.Sprintf("127.0.0.1:%d", port())
+	peers, err := hserver.ParsePeers(bin+"/1/"+fmt.Sprint(cl.Addr().(*net.TCPAddr).Port), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := hserver.DefaultConfig(t.TempDir())
+	cfg.Broker.Addr, cfg.HTTPAddr, cfg.Peers = bin, "", peers
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.Cluster = &hserver.ClusterConfig{Addr: cl.Addr().String(), Replicas: 1, MinInsync: 1, Listener: cl,
+		Token: "hrqa-test-cluster-secret-0123456789"}
+	if setup != nil {
+		setup(&cfg)
+	}
+	s, err := hserver.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	return bin
+}
+
+// TestClusterStatusMembersHidden: with tokens, a tenant's cluster status
+// lists its own topics and says that the members are hidden, rather than
+// show an empty cluster; the cluster's token sees them.
+func TestClusterStatusMembersHidden(t *testing.T) {
+	hash := func(tok string) string { h := sha256.Sum256([]byte(tok)); return hex.EncodeToString(h[:]) }
+	authFile := filepath.Join(t.TempDir(), "auth")
+	lines := hash("cluster-tok") + " replication *\n" + hash("root") + " admin *\n" + hash("tenant") + " consume app.*\n"
+	if err := os.WriteFile(authFile, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := oneServerCluster(t, func(cfg *hserver.Config) { cfg.AuthFile, cfg.Cluster.Token = authFile, "cluster-tok" })
+	deadline := time.Now().Add(20 * time.Second)
+	for _, topic := range []string{"app.orders", "hr.payroll"} {
+		for hrqa(t, bin, "", "-token", "root", "topics", "create", topic).code != 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("topics create never succeeded")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	out := ok(t, bin, "", "-token", "tenant", "cluster", "status")
+	for _, want := range []string{"raft leader  (hidden)", "members      (hidden): the token needs the replication or admin right", "app.orders", "1/1"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("a tenant's cluster status lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "hr.payroll") || strings.Contains(out, "MEMBER") {
+		t.Fatalf("a tenant's cluster status shows another tenant's topic or the members:\n%s", out)
+	}
+	out = ok(t, bin, "", "-token", "cluster-tok", "cluster", "status")
+	for _, want := range []string{"raft leader  " + bin, "MEMBER", "app.orders", "hr.payroll"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the cluster token's status lacks %q:\n%s", want, out)
+		}
+	}
 }

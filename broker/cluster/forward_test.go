@@ -1,0 +1,97 @@
+package cluster
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
+}
+
+// TestForwardReusesConnections: 200 commands forwarded one after another
+// by a member that is not the Raft leader, then 200 more from 16
+// goroutines at once, open at most ForwardConns connections to the
+// leader's cluster port (they opened one each before); after its pooled
+// connections failed, the member's next command is answered on a new
+// one.
+func TestForwardReusesConnections(t *testing.T) {
+	accepted := make([]atomic.Int64, 3)
+	tc := startCluster(t, 3, func(tc *testCluster) {
+		tc.wrap = func(i int, l net.Listener) net.Listener { return countingListener{l, &accepted[i]} }
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tc.eventually("a Raft leader", func(nd *Node) bool { _, ok := nd.Leader(); return ok })
+	lead, _ := tc.any().Leader()
+	li := tc.index(lead.ID)
+	fi := (li + 1) % 3
+	fol := tc.nodes[fi]
+	if err := fol.Sync(ctx); err != nil { // Raft's own connections are up
+		t.Fatal(err)
+	}
+	before, dialedBefore := accepted[li].Load(), fol.fwd.dialed()
+	noop := func() error { _, _, err := fol.commit(ctx, Command{Op: opNoop}); return err }
+	for range 200 {
+		if err := noop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Go(func() {
+			for range 200 / 16 {
+				if err := noop(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if d := fol.fwd.dialed() - dialedBefore; d > ForwardConns {
+		t.Fatalf("the member dialed %d forward connections for 400 commands, want at most %d", d, ForwardConns)
+	}
+	t.Logf("400 forwarded commands: %d forward connections dialed, %d accepted by the leader", fol.fwd.dialed()-dialedBefore, accepted[li].Load()-before)
+	// Raft's connections may come and go meanwhile: a few more.
+	if a := accepted[li].Load() - before; a > ForwardConns+6 {
+		t.Fatalf("the leader accepted %d connections for 400 forwarded commands", a)
+	}
+
+	// The member's idle forward connections fail (as when the leader
+	// closed them): the next command is answered, on a new one.
+	fol.fwd.mu.Lock()
+	for _, ic := range fol.fwd.idle {
+		ic.c.Close()
+	}
+	fol.fwd.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := noop()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a command after the forward connections closed: %v", err)
+		}
+	}
+}
