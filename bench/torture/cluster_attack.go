@@ -59,6 +59,7 @@ const (
 	caTopics     = 500
 	caFloodFor   = 8 * time.Second
 	caHealthy    = 30 * time.Second
+	caGroupRate  = 200
 	caTopicRetry = 10 * time.Second
 	caTopicsWait = 150 * time.Second
 	caRaftDBMax  = 4 << 20 // raft.db growth allowed over the commit flood
@@ -273,7 +274,10 @@ func (r *caRun) withAuth(ctx context.Context) error {
 	if err := os.WriteFile(authFile, []byte(rules), 0o600); err != nil {
 		return err
 	}
-	c, err := newClusterWith(r.e, "cluster-attack-auth", "ca-cluster-token", []string{"-auth-file", authFile}, 0)
+	// A group change rate low enough that the flood meets it on a
+	// loaded two-core machine (the default is 1000 a second).
+	c, err := newClusterWith(r.e, "cluster-attack-auth", "ca-cluster-token",
+		[]string{"-auth-file", authFile, "-max-group-change-rate", strconv.Itoa(caGroupRate)}, 0)
 	defer killAll(c)
 	if err != nil {
 		return fmt.Errorf("start the cluster with -auth-file: %w", err)
@@ -455,6 +459,7 @@ func (r *caRun) commitFlood(ctx context.Context, c *foCluster, dial func(string)
 	wg.Wait()
 	dbGrowth := raftDBSize(c) - dbBefore
 	r.field("flood_commits_ok", ok.Load())
+	r.field("group_change_rate", caGroupRate)
 	r.field("flood_commits_limited", limited.Load())
 	r.field("victim_commit_p50_idle_us", idleP50.Microseconds())
 	r.field("victim_commit_p50_flood_us", floodP50.Microseconds())
