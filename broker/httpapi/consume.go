@@ -75,7 +75,7 @@ func (a *API) consume(w http.ResponseWriter, r *http.Request, c call) {
 	raw := bytebufferpool.Get()
 	defer putBuffer(raw)
 	var resp consumeResp
-	err = a.messages(c.svc, raw, res, q.limit, &held, &resp)
+	err = a.messages(c.svc, c.caller, raw, res, q.limit, &held, &resp)
 	if err == nil && q.grouped {
 		err = a.commitRead(w, c, q, res.Offset, resp.sizes)
 	}
@@ -234,7 +234,7 @@ type consumeResp struct {
 // raw), then each compressed batch's decoded size (RawSize), decoded into
 // a buffer of its own that the response is written from. A compressed
 // body is decoded by svc, on the decode threads.
-func (a *API) messages(svc *service.Service, raw *bytebufferpool.ByteBuffer, res *service.ReadResult, limit int, held *reservation, out *consumeResp) error {
+func (a *API) messages(svc *service.Service, caller service.Caller, raw *bytebufferpool.ByteBuffer, res *service.ReadResult, limit int, held *reservation, out *consumeResp) error {
 	if err := held.grow(res.Bytes); err != nil {
 		return err
 	}
@@ -264,7 +264,7 @@ func (a *API) messages(svc *service.Service, raw *bytebufferpool.ByteBuffer, res
 			if bt.Codec != protocol.CodecNone {
 				dst = make([]byte, 0, bt.RawSize) // exactly what was reserved
 			}
-			body, err = svc.DecodeBody(&bt, dst) // compressed: on the decode threads
+			body, err = svc.DecodeBody(caller, &bt, dst) // compressed: on the decode threads
 		}
 		if err != nil {
 			return fmt.Errorf("%w: batch at offset %d: %w", ErrDecode, bt.BaseOffset, err)
