@@ -35,6 +35,7 @@ type Broker struct {
 	addr       net.Addr
 	acceptDone chan struct{} // closed when accept returns
 	conns      atomic.Int64  // descriptors held by connections accepted and not yet closed (accept.go)
+	connSeq    atomic.Uint64 // connections opened: each one's tenant without a token (conn.tenant)
 	slots      slots         // connections per client address (accept.go)
 	started    chan struct{}
 	runErr     chan error

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +53,7 @@ type conn struct {
 	lastRecv    atomic.Int64 // Unix nanoseconds of the last bytes received (idle.go)
 
 	caller service.Caller // the rights of its last successful hello (Config.Auth); loop-owned
+	tenant string         // its name among the tenants without a token (service.Caller.WithConn)
 	// fetchTopic and fetchFollower: the topic and follower of the last
 	// replica fetch it carried (a follower fetches each topic on a
 	// connection of its own), told to the replication when it closes.
@@ -79,6 +81,8 @@ func (e *events) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close
 	}
 	cs := &conn{b: b, c: c}
+	cs.tenant = "conn " + strconv.FormatUint(b.connSeq.Add(1), 10)
+	cs.caller = cs.caller.WithConn(cs.tenant)
 	if p, ok := c.Context().(*peer); ok {
 		cs.remote, cs.tls = p.remote, p.out
 	}

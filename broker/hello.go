@@ -142,7 +142,7 @@ func (cs *conn) hello(h protocol.RequestHeader, payload []byte) {
 	}
 	resp := protocol.HelloResponse{Version: protocol.Version}
 	if b.svc.ChecksTokens() {
-		cs.caller = service.Caller{}
+		cs.caller = service.Caller{}.WithConn(cs.tenant)
 		remote := ""
 		if a := remoteAddr(c); a != nil {
 			remote = a.String()
@@ -162,7 +162,7 @@ func (cs *conn) hello(h protocol.RequestHeader, payload []byte) {
 			cs.respondError(h.Op, h.CorrID, err)
 			return
 		}
-		cs.caller, resp.Auth = caller, true
+		cs.caller, resp.Auth = caller.WithConn(cs.tenant), true
 		cs.helloDone()
 	} else if len(req.Token) > 0 {
 		// No tokens to check, but a cluster member presents the

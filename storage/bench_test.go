@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,4 +169,53 @@ func benchAppend(b *testing.B, batch []byte, count, vols int) {
 	b.ReportMetric(n*float64(count)/haraqaTime.Seconds(), "haraqa-msgs/s")
 	b.ReportMetric(rawTime.Seconds()/haraqaTime.Seconds(), "ratio")
 	b.ReportMetric(rollTime.Seconds()/haraqaTime.Seconds(), "ratio-rolling")
+}
+
+// BenchmarkAppendCompressed: Append of compressed batches from one
+// goroutine, one tenant: each is decoded once to be checked, through the
+// decode budget and its threads (decode.go). Baseline: the raw append of
+// the same bytes.
+func BenchmarkAppendCompressed(b *testing.B) {
+	for _, codec := range []protocol.Codec{protocol.CodecS2, protocol.CodecZstd} {
+		for _, batch := range []int{1, 100} {
+			m := make([][]byte, batch)
+			for i := range m {
+				m[i] = make([]byte, 1024)
+				for j := range m[i] {
+					m[i][j] = byte((i + j) % 7)
+				}
+			}
+			buf := protocol.AppendBatchCodec(nil, codec, m...)
+			b.Run(fmt.Sprintf("codec=%s/size=1024/batch=%d", codec, batch), func(b *testing.B) {
+				benchAppend(b, buf, batch, 1)
+			})
+		}
+	}
+}
+
+// BenchmarkDecodeBudget: one acquire and release of the decode budget, from
+// one goroutine (the single-tenant path) and from 8 goroutines of 8
+// tenants at once.
+func BenchmarkDecodeBudget(b *testing.B) {
+	b.Run("tenants=1", func(b *testing.B) {
+		d := newDecodeBudget(64<<20, 1, 256<<20)
+		b.ReportAllocs()
+		for b.Loop() {
+			n, _ := d.acquire("t", 4096)
+			d.release(n)
+		}
+	})
+	b.Run("tenants=8", func(b *testing.B) {
+		d := newDecodeBudget(64<<20, 1, 256<<20)
+		var next atomic.Int64
+		b.ReportAllocs()
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			tenant := fmt.Sprint("t", next.Add(1))
+			for pb.Next() {
+				n, _ := d.acquire(tenant, 4096)
+				d.release(n)
+			}
+		})
+	})
 }

@@ -2,6 +2,8 @@ package storage
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +51,7 @@ func TestHostile2Row2DeclaredSizeRefused(t *testing.T) {
 	if err := s.CreateTopic("t"); err != nil {
 		t.Fatal(err)
 	}
-	held := s.decode.acquire(s.decode.max) // a decode of the whole budget, running
+	held := mustAcquire(t, s.decode, "", s.decode.max) // a decode of the whole budget, running
 	for name, b := range map[string][]byte{
 		// A body that is not zstd at all: decoding it would fail otherwise.
 		"2 MiB declared, over MaxBatchBytes": protocol.AppendBatchBody(nil, protocol.CodecZstd, 1, 2<<20, []byte("0123456789abcdef")),
@@ -97,11 +99,11 @@ func TestDecodeWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := s.decode
-	held := d.acquire(0) // the one worker, no bytes
+	held := mustAcquire(t, d, "", 0) // the one worker, no bytes
 	started := make(chan int, 2)
 	for i := range 2 {
 		go func() {
-			n := d.acquire(1)
+			n, _ := d.acquire("", 1) // one tenant's queue: first come, first served
 			started <- i
 			time.Sleep(10 * time.Millisecond)
 			d.release(n)
@@ -133,5 +135,203 @@ func TestDecodeWorkers(t *testing.T) {
 	}
 	if err := appendWithin(t, s, zstdZeros(1<<10), 10*time.Second); err != nil {
 		t.Fatalf("compressed append once the worker is free: %v", err)
+	}
+}
+
+// mustAcquire acquires n bytes of d for tenant, failing t on an error.
+func mustAcquire(t *testing.T, d *decodeBudget, tenant string, n int64) int64 {
+	t.Helper()
+	held, err := d.acquire(tenant, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return held
+}
+
+// queueDecodes starts one goroutine per label, in order, each acquiring n
+// bytes of d for its tenant (the label up to its '#'), and waits until
+// each waits before the next starts. A started acquire sends its label on
+// the channel returned and releases at once, so with one worker the labels
+// come out in the order d starts them.
+func queueDecodes(t *testing.T, d *decodeBudget, n int64, labels ...string) <-chan string {
+	return queueHeld(t, d, n, nil, labels...)
+}
+
+// queueHeld is queueDecodes whose started acquires release only once they
+// receive from step (nil: at once).
+func queueHeld(t *testing.T, d *decodeBudget, n int64, step <-chan struct{}, labels ...string) <-chan string {
+	t.Helper()
+	order := make(chan string, len(labels))
+	for _, l := range labels {
+		tenant, _, _ := strings.Cut(l, "#")
+		waits := d.waits.Load()
+		go func() {
+			held, err := d.acquire(tenant, n)
+			if err != nil {
+				order <- "error: " + err.Error()
+				return
+			}
+			order <- l
+			if step != nil {
+				<-step
+			}
+			d.release(held)
+		}()
+		for deadline := time.Now().Add(10 * time.Second); d.waits.Load() == waits; time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not wait for the busy worker", l)
+			}
+		}
+	}
+	return order
+}
+
+// startOrder reads k labels from order.
+func startOrder(t *testing.T, order <-chan string, k int) []string {
+	t.Helper()
+	var got []string
+	for range k {
+		select {
+		case l := <-order:
+			got = append(got, l)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("started %v, then nothing", got)
+		}
+	}
+	return got
+}
+
+// TestDecodeFairAcrossTenants: a tenant that floods the decode workers
+// cannot put its backlog ahead of another tenant's batch. With the only
+// worker busy, an attacker queues 16 decodes of 1 MiB, then a victim one
+// of 1 KiB: the victim's starts second (after the attacker's first, which
+// came at the same virtual time), not 17th as first come, first served
+// would have it; and once the attacker runs ahead, a victim batch that
+// comes later still goes before the rest of its backlog.
+func TestDecodeFairAcrossTenants(t *testing.T) {
+	d := newDecodeBudget(64<<20, 1, 1<<30)
+	held := mustAcquire(t, d, "attacker", 0) // the one worker, busy
+	var labels []string
+	for i := range 16 {
+		labels = append(labels, fmt.Sprintf("attacker#%d", i))
+	}
+	order := queueDecodes(t, d, 1<<20, append(labels, "victim#0")...)
+	d.release(held)
+	got := startOrder(t, order, 17)
+	if pos := slices.Index(got, "victim#0"); pos != 1 {
+		t.Fatalf("start order %v: the victim's decode started at position %d, want 1 (first come, first served: 16)", got, pos)
+	}
+
+	// Again, with the attacker's decodes running: three of them run one
+	// after the other, then a victim batch comes; it starts as the third
+	// ends, before the 13 the attacker still has queued.
+	step := make(chan struct{})
+	held = mustAcquire(t, d, "attacker", 0)
+	order = queueHeld(t, d, 1<<20, step, labels...)
+	d.release(held)
+	got = startOrder(t, order, 1)
+	for range 2 {
+		step <- struct{}{}
+		got = append(got, startOrder(t, order, 1)...)
+	}
+	victim := queueDecodes(t, d, 1<<10, "victim#1")
+	step <- struct{}{} // the third attacker decode ends
+	select {
+	case l := <-victim:
+		if l != "victim#1" {
+			t.Fatal(l)
+		}
+	case l := <-order:
+		t.Fatalf("after %v, %s started before the victim's decode, which came first in virtual time", got, l)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the victim's decode never started")
+	}
+	go func() {
+		for range 13 {
+			step <- struct{}{}
+		}
+	}()
+	if rest := startOrder(t, order, 13); len(rest) != 13 {
+		t.Fatal(rest)
+	}
+}
+
+// TestDecodeFairBytes: two tenants both backlogged share the worker in
+// proportion to the bytes they decode, not to their batches: one
+// decoding 1 MiB batches and one decoding 64 KiB ones, the second starts
+// about 16 of its batches for each of the first's.
+func TestDecodeFairBytes(t *testing.T) {
+	d := newDecodeBudget(64<<20, 1, 1<<30)
+	held := mustAcquire(t, d, "x", 0)
+	var big, small []string
+	for i := range 4 {
+		big = append(big, fmt.Sprintf("big#%d", i))
+	}
+	for i := range 40 {
+		small = append(small, fmt.Sprintf("small#%d", i))
+	}
+	bigOrder := queueDecodes(t, d, 1<<20, big...)
+	smallOrder := queueDecodes(t, d, 64<<10, small...)
+	d.release(held)
+	var got []string
+	for len(got) < len(big)+len(small) {
+		select {
+		case l := <-bigOrder:
+			got = append(got, l)
+		case l := <-smallOrder:
+			got = append(got, l)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("started %v, then nothing", got)
+		}
+	}
+	// Between big#0 and big#1, about 1 MiB of small batches (each costs
+	// 64 KiB and decodeCostFloor): 14 or so.
+	between := slices.Index(got, "big#1") - slices.Index(got, "big#0") - 1
+	if between < 10 || between > 16 {
+		t.Fatalf("start order %v: %d small decodes between the first two big ones, want about 14", got, between)
+	}
+}
+
+// TestDecodeQueueBound: a tenant holds at most MaxDecodeQueued declared
+// bytes waiting; past it an acquire is refused with ErrDecodeQueueFull,
+// while another tenant still queues, and a tenant's first waiting batch
+// always fits however large.
+func TestDecodeQueueBound(t *testing.T) {
+	d := newDecodeBudget(64<<20, 1, 2<<20)
+	held := mustAcquire(t, d, "x", 0)
+	order := queueDecodes(t, d, 1<<20, "a#0", "a#1")
+	if _, err := d.acquire("a", 1<<20); !errors.Is(err, ErrDecodeQueueFull) {
+		t.Fatalf("a third 1 MiB decode of a tenant with 2 MiB waiting: %v, want ErrDecodeQueueFull", err)
+	}
+	if d.refused.Load() != 1 {
+		t.Fatalf("refused %d, want 1", d.refused.Load())
+	}
+	other := queueDecodes(t, d, 8<<20, "b#0") // over the bound, but its first
+	d.release(held)
+	startOrder(t, order, 2)
+	if l := startOrder(t, other, 1); l[0] != "b#0" {
+		t.Fatal(l)
+	}
+}
+
+// TestDecodeQueueFullOverAppend: the refusal reaches an append as
+// ErrDecodeQueueFull, with nothing appended.
+func TestDecodeQueueFullOverAppend(t *testing.T) {
+	s, _ := openTest(t, 1, func(o *Options) { o.DecodeWorkers = 1; o.MaxDecodeQueued = 1 << 20 })
+	if err := s.CreateTopic("t"); err != nil {
+		t.Fatal(err)
+	}
+	held := mustAcquire(t, s.decode, "x", 0)
+	queueDecodes(t, s.decode, 1<<20, "a#0")
+	_, errs := s.AppendManyOwner("t", "", [][]byte{zstdZeros(1 << 10)}, []AppendOptions{{Expect: -1, Tenant: "a"}})
+	if !errors.Is(errs[0], ErrDecodeQueueFull) {
+		t.Fatalf("append past the tenant's queue bound: %v, want ErrDecodeQueueFull", errs[0])
+	}
+	s.decode.release(held)
+	if _, errs := s.AppendManyOwner("t", "", [][]byte{zstdZeros(1 << 10)}, []AppendOptions{{Expect: -1, Tenant: "a"}}); errs[0] != nil {
+		t.Fatalf("append once the queue drained: %v", errs[0])
+	}
+	if st := s.Stats(); st.DecodeRefused != 1 {
+		t.Fatalf("DecodeRefused %d, want 1", st.DecodeRefused)
 	}
 }

@@ -87,14 +87,19 @@ func (l *lowThreads) stop() {
 // DecodeBody decodes bt's body into dst's memory when it is large enough,
 // as bt.DecodeBodyInto does, on the decode threads when bt is compressed:
 // for a port that hands consumers their messages one by one (HTTP), so
-// that its decodes yield to the event loops as appends' do. The caller
-// bounds bt.RawSize first.
-func (s *Store) DecodeBody(bt *protocol.Batch, dst []byte) ([]byte, error) {
+// that its decodes yield to the event loops as appends' do, and wait in
+// tenant's queue among appends' (decode.go). The caller bounds bt.RawSize
+// first.
+func (s *Store) DecodeBody(tenant string, bt *protocol.Batch, dst []byte) ([]byte, error) {
 	if bt.Codec == protocol.CodecNone {
 		return bt.DecodeBodyInto(dst)
 	}
+	held, err := s.decode.acquire(tenant, int64(bt.RawSize))
+	if err != nil {
+		return nil, err
+	}
+	defer s.decode.release(held)
 	var raw []byte
-	var err error
 	s.decoders.run(func() { raw, err = bt.DecodeBodyInto(dst) })
 	return raw, err
 }

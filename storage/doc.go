@@ -244,7 +244,9 @@
 // The validations of all appends in flight decode at most DecodeWorkers
 // batches at once (default GOMAXPROCS less one, at least 1) into at most
 // MaxDecodeBytes together (default MaxBatchBytes): a compressed append
-// waits, first come, first served, until a worker is free and the decoded
+// waits, in its tenant's queue (AppendOptions.Tenant; the queues are
+// served fairly by declared decoded bytes, and each holds at most
+// MaxDecodeQueued, else ErrDecodeQueueFull), until a worker is free and the decoded
 // size its batch declares fits (Stats.DecodeWaits counts those that
 // waited), so the CPU and memory many producers' compressed batches take
 // to check do not grow with their number. Such an append may wait: a

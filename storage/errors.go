@@ -13,6 +13,10 @@ var (
 	ErrInvalidTopic = errors.New("storage: invalid topic name")
 	// ErrInvalidBatch: an appended batch failed validation (CRC, count, header).
 	ErrInvalidBatch = errors.New("storage: invalid batch")
+	// ErrDecodeQueueFull: a tenant's compressed batches waiting for the
+	// decode workers already declare Options.MaxDecodeQueued decoded bytes
+	// with this one; nothing is appended. Retry once some are checked.
+	ErrDecodeQueueFull = errors.New("storage: too many decodes waiting for this tenant (MaxDecodeQueued)")
 	// ErrOffsetOutOfRange: the offset is before the oldest retained message.
 	ErrOffsetOutOfRange = errors.New("storage: offset out of range")
 	// ErrUnreadable: the range was corrupted on every volume; it is never served.

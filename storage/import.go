@@ -74,7 +74,7 @@ func (s *Store) copyReqs(name string, offset int64, batches [][]byte, replica bo
 	reqs := make([]*appendReq, len(batches))
 	var prev protocol.Batch
 	for i, b := range batches {
-		bi, err := s.validate(name, b)
+		bi, err := s.validate(name, b, "")
 		if err != nil {
 			return nil, err
 		}

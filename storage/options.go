@@ -91,12 +91,20 @@ type Options struct {
 	// anything is decoded. It does not count uncompressed batches, which
 	// are checked in place.
 	MaxDecodeBytes int64
+	// MaxDecodeQueued bounds the decoded bytes that one tenant's
+	// compressed batches waiting for a decode worker may declare together
+	// (AppendOptions.Tenant; default 0: four times MaxDecodeBytes). A
+	// tenant's first waiting batch always fits; past the bound an append
+	// is refused with ErrDecodeQueueFull. Waiting decodes are shared among
+	// tenants fairly (decode.go), so the bound is on what one tenant holds
+	// queued, not on what it makes others wait.
+	MaxDecodeQueued int64
 	// DecodeWorkers bounds the compressed batches decoded at once to be
 	// checked, over every append in flight (default DefaultDecodeWorkers():
 	// GOMAXPROCS less one, at least 1; 0 means that default too), so that
 	// a core stays for the event loops. Further appends of compressed
-	// batches wait for one, first come, first served: an event loop must
-	// not append one itself.
+	// batches wait for one, in one queue per tenant served fairly
+	// (AppendOptions.Tenant): an event loop must not append one itself.
 	DecodeWorkers int
 	// Cache keeps segment files open for reads between requests (default
 	// true). Without it every read opens and closes its files.
@@ -204,6 +212,8 @@ func (o *Options) Validate() error {
 		return bad("fsync interval must be positive, got %s", o.FsyncInterval)
 	case o.MaxDecodeBytes < 0:
 		return bad("max decode bytes must be 0 (MaxBatchBytes) or more, got %d", o.MaxDecodeBytes)
+	case o.MaxDecodeQueued < 0:
+		return bad("max decode queued must be 0 (four times MaxDecodeBytes) or more, got %d", o.MaxDecodeQueued)
 	case o.DecodeWorkers < 0:
 		return bad("decode workers must be 0 (the default) or more, got %d", o.DecodeWorkers)
 	case o.MinFreeBytes < -1:
@@ -238,6 +248,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxDecodeBytes == 0 {
 		o.MaxDecodeBytes = int64(o.MaxBatchBytes)
+	}
+	if o.MaxDecodeQueued == 0 {
+		o.MaxDecodeQueued = 4 * o.MaxDecodeBytes
 	}
 	if o.DecodeWorkers == 0 {
 		o.DecodeWorkers = DefaultDecodeWorkers()

@@ -376,7 +376,7 @@ func queued(t *testing.T, s *Store, from, n int) []*appendReq {
 	var out []*appendReq
 	for _, m := range msgs(from, n) {
 		b := protocol.AppendBatch(nil, m)
-		bi, err := s.validate("p", b)
+		bi, err := s.validate("p", b, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,6 +36,10 @@ type Stats struct {
 	// decode worker (Options.DecodeWorkers) or for Options.MaxDecodeBytes
 	// before their batch was checked.
 	DecodeWaits int64
+	// DecodeRefused counts appends of compressed batches refused with
+	// ErrDecodeQueueFull: their tenant had Options.MaxDecodeQueued bytes
+	// waiting for the decode workers.
+	DecodeRefused int64
 }
 
 type statsCounters struct {
@@ -57,6 +61,7 @@ func (s *Store) Stats() Stats {
 		WriteFiles:       s.files.writeFiles(),
 		MaxOpenFiles:     int(s.files.max),
 		DecodeWaits:      s.decode.waits.Load(),
+		DecodeRefused:    s.decode.refused.Load(),
 	}
 }
 

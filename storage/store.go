@@ -92,7 +92,7 @@ func Open(opts Options) (*Store, error) {
 		stop:   make(chan struct{}),
 	}
 	s.files = newFileBudget(opts.MaxOpenFiles)
-	s.decode = newDecodeBudget(opts.MaxDecodeBytes, opts.DecodeWorkers)
+	s.decode = newDecodeBudget(opts.MaxDecodeBytes, opts.DecodeWorkers, opts.MaxDecodeQueued)
 	s.decoders = newLowThreads(opts.DecodeWorkers)
 	s.cache = newFileCache(s.fs, opts.Cache, opts.MaxOpenFiles, s.files)
 	if err := s.lockVolumes(); err != nil {
@@ -337,7 +337,7 @@ func (s *Store) Append(name string, batch []byte) (int64, error) {
 // producer sent before is answered with its first offset whatever expect
 // says.
 func (s *Store) AppendExpect(name string, batch []byte, expect int64) (int64, error) {
-	bi, err := s.validate(name, batch)
+	bi, err := s.validate(name, batch, "")
 	if err != nil {
 		return 0, err
 	}
@@ -385,6 +385,11 @@ type AppendOptions struct {
 	// stored before is answered with its first offset as without it, and
 	// a producer the topic does not remember takes any sequence.
 	StrictSequence bool
+	// Tenant names the queue a compressed batch waits in for a decode
+	// worker: decodes are shared fairly among tenants (decode.go), and
+	// Options.MaxDecodeQueued bounds each one's queue. "" means the owner
+	// (AppendManyOwner), "" too without one.
+	Tenant string
 }
 
 // AppendManyOwner is AppendMany for batches sent by owner, a token's
@@ -397,7 +402,11 @@ func (s *Store) AppendManyOwner(name, owner string, batches [][]byte, opts []App
 	errs = make([]error, len(batches))
 	infos := make([]batchInfo, len(batches))
 	for i, batch := range batches {
-		infos[i], errs[i] = s.validate(name, batch)
+		tenant := owner
+		if opts != nil && opts[i].Tenant != "" {
+			tenant = opts[i].Tenant
+		}
+		infos[i], errs[i] = s.validate(name, batch, tenant)
 	}
 	t, err := s.lookup(name)
 	if err != nil {
@@ -440,9 +449,9 @@ type batchInfo struct {
 
 // validate checks that batch is exactly one valid batch and returns its
 // message count and producer. For a compressed batch it decodes the body
-// (validateBody), which may wait for a decode worker: event loops hand
-// compressed batches to a goroutine rather than call it.
-func (s *Store) validate(name string, batch []byte) (batchInfo, error) {
+// (validateBody), which may wait for a decode worker in tenant's queue:
+// event loops hand compressed batches to a goroutine rather than call it.
+func (s *Store) validate(name string, batch []byte, tenant string) (batchInfo, error) {
 	if err := s.spaceErr(); err != nil {
 		return batchInfo{}, fmt.Errorf("topic %q: %w", name, err)
 	}
@@ -456,7 +465,10 @@ func (s *Store) validate(name string, batch []byte) (batchInfo, error) {
 	if bt.Codec == protocol.CodecNone {
 		err = bt.Validate()
 	} else {
-		err = s.validateBody(&bt)
+		err = s.validateBody(&bt, tenant)
+	}
+	if errors.Is(err, ErrDecodeQueueFull) {
+		return batchInfo{}, fmt.Errorf("topic %q: %w", name, err)
 	}
 	if err != nil {
 		return batchInfo{}, fmt.Errorf("%w: topic %q: %w", ErrInvalidBatch, name, err)
@@ -471,17 +483,19 @@ func (s *Store) validate(name string, batch []byte) (batchInfo, error) {
 // counts its messages, so that a body that does not hold what its header
 // claims is refused here rather than failing every consumer. The decode
 // waits for one of DecodeWorkers and for the bytes its batch declares
-// (decode.go).
-func (s *Store) validateBody(bt *protocol.Batch) error {
+// (decode.go), in tenant's queue.
+func (s *Store) validateBody(bt *protocol.Batch, tenant string) error {
 	if err := bt.Verify(); err != nil {
 		return err
 	}
 	if limit := min(int64(s.opts.MaxBatchBytes), s.decode.max); int64(bt.RawSize) > limit {
 		return fmt.Errorf("%w: body declares %d bytes decoded, over the limit of %d (the largest batch and the decode budget)", protocol.ErrBadBody, bt.RawSize, limit)
 	}
-	held := s.decode.acquire(int64(bt.RawSize))
+	held, err := s.decode.acquire(tenant, int64(bt.RawSize))
+	if err != nil {
+		return err
+	}
 	defer s.decode.release(held)
-	var err error
 	s.decoders.run(func() {
 		p := decodeScratch.Get().(*[]byte)
 		var raw []byte

@@ -209,7 +209,11 @@ func (s *Store) AppendAsyncExpect(name string, batch []byte, expect int64, cb Ap
 // AppendAsyncOwner is AppendAsync for a batch sent by owner (see
 // AppendManyOwner), under the conditions of o.
 func (s *Store) AppendAsyncOwner(name, owner string, batch []byte, o AppendOptions, cb AppendCallback, arg any) error {
-	bi, err := s.validate(name, batch)
+	tenant := o.Tenant
+	if tenant == "" {
+		tenant = owner
+	}
+	bi, err := s.validate(name, batch, tenant)
 	if err != nil {
 		return err
 	}

@@ -180,7 +180,7 @@ func TestDecodeBudget(t *testing.T) {
 	if err := s.CreateTopic("t"); err != nil {
 		t.Fatal(err)
 	}
-	held := s.decode.acquire(opts.MaxDecodeBytes) // as an append decoding meanwhile would
+	held := mustAcquire(t, s.decode, "", opts.MaxDecodeBytes) // as an append decoding meanwhile would
 	done := make(chan error, 1)
 	go func() {
 		_, err := s.Append("t", protocol.AppendBatchRaw(nil, protocol.CodecZstd, 1, raw))

@@ -31,7 +31,7 @@ func (a *API) authenticate(w http.ResponseWriter, r *http.Request, svc *service.
 	c, err := svc.Authenticate(r.RemoteAddr, tok)
 	switch {
 	case err == nil:
-		return c, true
+		return c.WithConn("http " + r.RemoteAddr), true
 	case errors.Is(err, service.ErrAuthLimited):
 		w.Header().Set("Retry-After", "1")
 		a.fail(w, ErrAuthLimited)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/valyala/bytebufferpool"
@@ -66,15 +67,17 @@ func (a *API) consume(w http.ResponseWriter, r *http.Request, c call) {
 		noContent(w, res.Offset)
 		return
 	}
-	// The batches read, the decoded bodies and the response count against
-	// the memory budget until the response is written.
-	held := reservation{b: c.budget}
+	// The batches read and the bodies decoded count against the memory
+	// budget until the response is written; the response is written from
+	// them, a staging buffer at a time, never built whole.
+	held := reservation{ctx: r.Context(), hb: a.budget, b: c.budget}
 	defer held.release()
-	out := bytebufferpool.Get()
-	defer bytebufferpool.Put(out)
-	sizes, err := a.messages(c.svc, out, res, q.limit, &held)
+	raw := bytebufferpool.Get()
+	defer putBuffer(raw)
+	var resp consumeResp
+	err = a.messages(c.svc, c.caller, raw, res, q.limit, &held, &resp)
 	if err == nil && q.grouped {
-		err = a.commitRead(w, c, q, res.Offset, sizes)
+		err = a.commitRead(w, c, q, res.Offset, resp.sizes)
 	}
 	if err != nil {
 		a.failOn(w, r, err)
@@ -83,9 +86,9 @@ func (a *API) consume(w http.ResponseWriter, r *http.Request, c call) {
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("X-Id", strconv.FormatInt(res.Offset, 10))
-	h.Set("X-Sizes", sizes)
-	h.Set("Content-Length", strconv.Itoa(out.Len()))
-	_, _ = w.Write(out.B)
+	h.Set("X-Sizes", resp.sizes)
+	h.Set("Content-Length", strconv.FormatInt(resp.n, 10))
+	writeMessages(w, resp.msgs)
 }
 
 // consumeParams parses a consume's offset (id, or time), limit and wait;
@@ -217,27 +220,32 @@ func (a *API) read(r *http.Request, c call, q consumeReq) (*service.ReadResult, 
 // HTTP consume will decode.
 const maxDecodedBatch = 64 << 20
 
-// messages appends the messages [res.Offset, res.Offset+limit) of res to out
-// and returns their X-Sizes. What it buffers is reserved in held first:
-// the batches read, then for each batch its decoded size (RawSize), once
-// for the decoded body (kept for the next batch) and once for the messages
-// it adds to out. A compressed body is decoded by svc, off the event
-// loops' way.
-func (a *API) messages(svc *service.Service, out *bytebufferpool.ByteBuffer, res *service.ReadResult, limit int, held *reservation) (string, error) {
-	raw, dec := bytebufferpool.Get(), bytebufferpool.Get()
-	defer bytebufferpool.Put(raw)
-	defer bytebufferpool.Put(dec)
+// consumeResp is a consume's response as messages: slices of the batches
+// read, or of the bodies decoded from them, valid while those are held.
+type consumeResp struct {
+	msgs  [][]byte
+	sizes string // X-Sizes
+	n     int64  // the body's length
+}
+
+// messages finds the messages [res.Offset, res.Offset+limit) of res, at
+// most Config.MaxConsumeBytes of them but the first, and files them in
+// out. What it buffers is reserved in held first: the batches read (into
+// raw), then each compressed batch's decoded size (RawSize), decoded into
+// a buffer of its own that the response is written from. A compressed
+// body is decoded by svc, on the decode threads.
+func (a *API) messages(svc *service.Service, caller service.Caller, raw *bytebufferpool.ByteBuffer, res *service.ReadResult, limit int, held *reservation, out *consumeResp) error {
 	if err := held.grow(res.Bytes); err != nil {
-		return "", err
+		return err
 	}
 	var err error
 	if raw.B, err = res.AppendTo(raw.B[:0]); err != nil {
-		return "", err
+		return err
 	}
-	decHeld := 0 // the decoded body's size reserved
 	from, to := res.Offset, res.Offset+int64(limit)
 	var sizes []byte
-	for b := raw.B; len(b) > 0; {
+	full := false
+	for b := raw.B; len(b) > 0 && !full; {
 		bt, n, err := protocol.ParseBatch(b)
 		if err == nil {
 			err = bt.Verify()
@@ -245,29 +253,26 @@ func (a *API) messages(svc *service.Service, out *bytebufferpool.ByteBuffer, res
 		if err == nil && bt.RawSize > maxDecodedBatch {
 			err = fmt.Errorf("decoded size %d is over %d bytes", bt.RawSize, maxDecodedBatch)
 		}
-		if err == nil {
-			need := bt.RawSize // what it adds to out, at most
-			if bt.Codec != protocol.CodecNone && bt.RawSize > decHeld {
-				need, decHeld = need+bt.RawSize-decHeld, bt.RawSize
-			}
-			if gerr := held.grow(int64(need)); gerr != nil {
-				return "", gerr
+		if err == nil && bt.Codec != protocol.CodecNone {
+			if gerr := held.grow(int64(bt.RawSize)); gerr != nil {
+				return gerr
 			}
 		}
 		var body []byte
 		if err == nil {
-			body, err = svc.DecodeBody(&bt, dec.B[:0]) // compressed: on the decode threads
-			if bt.Codec != protocol.CodecNone && err == nil {
-				dec.B = body[:0] // keep the larger buffer for the next batch
+			var dst []byte
+			if bt.Codec != protocol.CodecNone {
+				dst = make([]byte, 0, bt.RawSize) // exactly what was reserved
 			}
+			body, err = svc.DecodeBody(caller, &bt, dst) // compressed: on the decode threads
 		}
 		if err != nil {
-			return "", fmt.Errorf("%w: batch at offset %d: %w", ErrDecode, bt.BaseOffset, err)
+			return fmt.Errorf("%w: batch at offset %d: %w", ErrDecode, bt.BaseOffset, err)
 		}
 		b = b[n:]
 		headers := bt.Flags&protocol.FlagHeaders != 0
 		err = protocol.Messages(body, bt.Count, bt.BaseOffset, func(off int64, m []byte) error {
-			if off < from || off >= to {
+			if off < from || off >= to || full {
 				return nil
 			}
 			if headers {
@@ -278,19 +283,58 @@ func (a *API) messages(svc *service.Service, out *bytebufferpool.ByteBuffer, res
 					return err
 				}
 			}
+			if len(out.msgs) > 0 && out.n+int64(len(m)) > a.cfg.MaxConsumeBytes {
+				// Decoded bytes are bounded too, within a batch as
+				// between them: the client asks again from X-Id plus
+				// the count.
+				full = true
+				return nil
+			}
 			if len(sizes) > 0 {
 				sizes = append(sizes, ':')
 			}
 			sizes = strconv.AppendInt(sizes, int64(len(m)), 10)
-			out.B = append(out.B, m...)
+			out.msgs = append(out.msgs, m)
+			out.n += int64(len(m))
 			return nil
 		})
 		if err != nil {
-			return "", fmt.Errorf("%w: batch at offset %d: %w", ErrDecode, bt.BaseOffset, err)
-		}
-		if int64(out.Len()) >= a.cfg.MaxConsumeBytes {
-			break // decoded bytes are bounded too; the client asks again from X-Id plus the count
+			return fmt.Errorf("%w: batch at offset %d: %w", ErrDecode, bt.BaseOffset, err)
 		}
 	}
-	return string(sizes), nil
+	out.sizes = string(sizes)
+	return nil
+}
+
+// stageSize is the staging buffer a consume's messages are written
+// through: small messages are gathered into writes of this size rather
+// than written one by one.
+const stageSize = 64 << 10
+
+var stagePool = sync.Pool{New: func() any { return new([stageSize]byte) }}
+
+// writeMessages writes msgs to w one after the other, gathering small
+// ones into stageSize writes. A write error (the client gone) ends it.
+func writeMessages(w http.ResponseWriter, msgs [][]byte) {
+	st := stagePool.Get().(*[stageSize]byte)
+	defer stagePool.Put(st)
+	buf := st[:0]
+	for _, m := range msgs {
+		if len(buf)+len(m) > stageSize && len(buf) > 0 {
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+			buf = buf[:0]
+		}
+		if len(m) >= stageSize {
+			if _, err := w.Write(m); err != nil {
+				return
+			}
+			continue
+		}
+		buf = append(buf, m...)
+	}
+	if len(buf) > 0 {
+		_, _ = w.Write(buf)
+	}
 }

@@ -163,6 +163,9 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 	if nl := (*service.NotLeaderError)(nil); errors.As(err, &nl) && nl.Leader == "" {
 		h.Set("Retry-After", "1") // an election takes about a second (docs/replication.md)
 	}
+	if overBudget(err) {
+		h.Set("Retry-After", "1") // requests in flight are answered within about that
+	}
 	w.WriteHeader(statusOf(code))
 	_, _ = io.WriteString(w, msg+"\n")
 }

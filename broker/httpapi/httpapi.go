@@ -56,10 +56,22 @@ type Config struct {
 	// -1 (the default) means no limit beyond the byte bound.
 	DefaultLimit int
 	// MaxConsumeBytes bounds the batch bytes one consume reads (default
-	// 4 MiB), and the decoded message bytes of its response: no batch is
-	// added once they reach it. The first batch is read whole even when
-	// larger, up to 64 MiB decoded.
+	// 4 MiB), and the decoded message bytes of its response: no message is
+	// added that would pass it, within a batch as between batches. The
+	// first message is served whole even when larger; a batch is decoded
+	// whole, up to 64 MiB.
 	MaxConsumeBytes int64
+	// MaxBufferedBytes bounds the bytes the HTTP port's requests hold at
+	// once: bodies, the batches built from them, consumes' batches and the
+	// bodies they decode (the -max-http-buffered-bytes flag; default
+	// DefaultMaxBufferedBytes(0), 256 MiB; the server's default is a quarter
+	// of -max-buffered-bytes, at least 64 MiB). They count against the
+	// server's -max-buffered-bytes too. A request that does not fit waits
+	// at most BudgetWait, then is answered 429 with Retry-After.
+	MaxBufferedBytes int64
+	// BudgetWait bounds how long a request waits for MaxBufferedBytes
+	// (default DefaultBudgetWait, 1 s).
+	BudgetWait time.Duration
 	// MaxMessages bounds the messages of one consume response, which keeps
 	// its X-Sizes header short (default 10000).
 	MaxMessages int
@@ -110,19 +122,21 @@ type Config struct {
 // Auth, /metrics behind the metrics right.
 func DefaultConfig() Config {
 	return Config{
-		Prometheus:      true,
-		Docs:            true,
-		CORS:            true,
-		AuthMetrics:     true,
-		MaxBodyBytes:    protocol.DefaultMaxFrameSize,
-		DefaultLimit:    -1,
-		MaxConsumeBytes: 4 << 20,
-		MaxMessages:     10000,
-		MaxWait:         time.Minute,
-		MaxWatchers:     DefaultMaxWatchers,
-		MaxWatchTopics:  DefaultMaxWatchTopics,
-		MaxMetricsRate:  DefaultMaxMetricsRate,
-		RefusalRate:     DefaultRefusalRate,
+		Prometheus:       true,
+		Docs:             true,
+		CORS:             true,
+		AuthMetrics:      true,
+		MaxBodyBytes:     protocol.DefaultMaxFrameSize,
+		DefaultLimit:     -1,
+		MaxConsumeBytes:  4 << 20,
+		MaxBufferedBytes: DefaultMaxBufferedBytes(0),
+		BudgetWait:       DefaultBudgetWait,
+		MaxMessages:      10000,
+		MaxWait:          time.Minute,
+		MaxWatchers:      DefaultMaxWatchers,
+		MaxWatchTopics:   DefaultMaxWatchTopics,
+		MaxMetricsRate:   DefaultMaxMetricsRate,
+		RefusalRate:      DefaultRefusalRate,
 	}
 }
 
@@ -142,6 +156,8 @@ type API struct {
 
 	watchers atomic.Int64 // open GET /ws/topics watches
 
+	budget *httpBudget // Config.MaxBufferedBytes
+
 	refusals      *refusalPacer // nil: Config.RefusalRate < 0
 	refusalsPaced atomic.Int64  // refusals whose answer waited
 }
@@ -155,7 +171,7 @@ type state struct {
 // listens. Zero numeric fields of cfg take their defaults.
 func New(cfg Config) *API {
 	cfg.fillDefaults()
-	a := &API{cfg: cfg, mux: http.NewServeMux()}
+	a := &API{cfg: cfg, mux: http.NewServeMux(), budget: newHTTPBudget(cfg.MaxBufferedBytes, cfg.BudgetWait)}
 	if cfg.RefusalRate > 0 {
 		a.refusals = newRefusalPacer(cfg.RefusalRate)
 	}
@@ -179,6 +195,12 @@ func (c *Config) fillDefaults() {
 	}
 	if c.MaxConsumeBytes <= 0 {
 		c.MaxConsumeBytes = def.MaxConsumeBytes
+	}
+	if c.MaxBufferedBytes <= 0 {
+		c.MaxBufferedBytes = def.MaxBufferedBytes
+	}
+	if c.BudgetWait <= 0 {
+		c.BudgetWait = def.BudgetWait
 	}
 	if c.MaxMessages <= 0 {
 		c.MaxMessages = def.MaxMessages

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,40 +35,6 @@ type call struct {
 	caller service.Caller
 	topic  string
 	budget *broker.Broker
-}
-
-// errOverBudget refuses a request whose body or response would take what
-// the server buffers past -max-buffered-bytes (429).
-var errOverBudget error = &apiError{protocol.CodeLimitReached, "httpapi: server busy"}
-
-// reservation is what one request counts against the broker's memory
-// budget (broker.Broker.Reserve), the bound the binary port's buffers
-// share: its body as it is read, the batch built from it, a consume's
-// batches and decoded messages.
-type reservation struct {
-	b    *broker.Broker // nil: nothing counted
-	held int64
-}
-
-// grow reserves n bytes more, or returns an error of CodeLimitReached that
-// names -max-buffered-bytes.
-func (r *reservation) grow(n int64) error {
-	if r.b == nil || n <= 0 {
-		return nil
-	}
-	if err := r.b.Reserve(n); err != nil {
-		return fmt.Errorf("%w: %w", errOverBudget, err)
-	}
-	r.held += n
-	return nil
-}
-
-// release gives back all that r holds.
-func (r *reservation) release() {
-	if r.b != nil {
-		r.b.Release(r.held)
-	}
-	r.held = 0
 }
 
 // topicHandler serves a route on /topics/{topic}.
@@ -283,59 +250,55 @@ func patchBody(r *http.Request) (string, error) {
 }
 
 // parseSizes parses an X-Sizes header: message lengths joined by ':' that
-// add up to total.
-func parseSizes(h string, total int) ([]int, error) {
+// add up to total, or, for a body of unknown length (total < 0), to at
+// most limit bytes. It returns the lengths and their sum.
+func parseSizes(h string, total, limit int64) ([]int, int64, error) {
 	if h == "" {
-		return nil, badRequestAs(sentinelSizes, "X-Sizes header is required: the message lengths joined by ':'")
+		return nil, 0, badRequestAs(sentinelSizes, "X-Sizes header is required: the message lengths joined by ':'")
+	}
+	bound := total
+	if total < 0 {
+		bound = limit
 	}
 	sizes := make([]int, 0, strings.Count(h, ":")+1)
-	sum := 0
+	var sum int64
 	for f := range strings.SplitSeq(h, ":") {
 		n, err := strconv.Atoi(f)
-		if err != nil || n < 0 || n > total {
-			return nil, badRequestAs(sentinelSizes, "X-Sizes: %q is not a message length", f)
+		if err != nil || n < 0 || int64(n) > bound {
+			if err == nil && n >= 0 && total < 0 {
+				return nil, 0, fmt.Errorf("%w: X-Sizes add up to more than the limit of %d bytes", ErrTooLarge, limit)
+			}
+			return nil, 0, badRequestAs(sentinelSizes, "X-Sizes: %q is not a message length", f)
 		}
-		sum += n
-		if sum > total {
+		sum += int64(n)
+		if sum > bound {
 			break
 		}
 		sizes = append(sizes, n)
 	}
-	if sum != total {
-		return nil, badRequestAs(sentinelSizes, "X-Sizes add up to %d bytes or more, the body has %d", sum, total)
+	switch {
+	case total < 0 && sum > limit:
+		return nil, 0, fmt.Errorf("%w: X-Sizes add up to more than the limit of %d bytes", ErrTooLarge, limit)
+	case total >= 0 && sum != total:
+		return nil, 0, badRequestAs(sentinelSizes, "X-Sizes add up to %d bytes or more, the body has %d", sum, total)
 	}
-	return sizes, nil
+	return sizes, sum, nil
 }
 
-// POST /topics/{topic}, X-Sizes: 3:5:1. The body, and the batch built
-// from it, count against the memory budget while the request is served:
-// its declared length before it is read.
+// POST /topics/{topic}, X-Sizes: 3:5:1. The batch is laid out from
+// X-Sizes and reserved against the memory budget before the body is read;
+// each message is then read straight into its place in it, so that the
+// body is held once.
 func (a *API) produce(w http.ResponseWriter, r *http.Request, c call) {
-	res := reservation{b: c.budget}
+	res := reservation{ctx: r.Context(), hb: a.budget, b: c.budget}
 	defer res.release()
-	body := bytebufferpool.Get()
-	defer bytebufferpool.Put(body)
-	if err := a.readBody(w, r, body, &res); err != nil {
-		a.failOn(w, r, err)
-		return
-	}
-	sizes, err := parseSizes(r.Header.Get("X-Sizes"), body.Len())
+	batch := bytebufferpool.Get()
+	defer putBuffer(batch)
+	count, err := a.readBatch(w, r, batch, &res)
 	if err != nil {
 		a.failOn(w, r, err)
 		return
 	}
-	msgs := make([][]byte, len(sizes))
-	rest := body.B
-	for i, n := range sizes {
-		msgs[i], rest = rest[:n:n], rest[n:]
-	}
-	if err := res.grow(int64(protocol.MinBatchHeaderSize + protocol.MessagesSize(msgs...))); err != nil {
-		a.failOn(w, r, err)
-		return
-	}
-	batch := bytebufferpool.Get()
-	defer bytebufferpool.Put(batch)
-	batch.B = protocol.AppendBatch(batch.B[:0], msgs...)
 	base, err := c.svc.Produce(c.caller, c.topic, service.Produce{Batch: batch.B, Expect: -1})
 	if errors.Is(err, protocol.ErrBatchTooLarge) {
 		err = fmt.Errorf("%w: batch too large: the messages with their framing exceed the server's frame limit", ErrTooLarge)
@@ -348,58 +311,67 @@ func (a *API) produce(w http.ResponseWriter, r *http.Request, c call) {
 	writeJSON(w, http.StatusOK, struct {
 		Offset int64 `json:"offset"`
 		Count  int   `json:"count"`
-	}{base, len(sizes)})
+	}{base, count})
 }
 
-// readBody reads r's body into body, within Config.MaxBodyBytes, counting
-// it in res: a declared length is reserved before anything is read, a
-// body of unknown length as its buffer grows.
-func (a *API) readBody(w http.ResponseWriter, r *http.Request, body *bytebufferpool.ByteBuffer, res *reservation) error {
+// readBatch reads r's body, within Config.MaxBodyBytes, into batch as an
+// uncompressed batch of the messages X-Sizes delimits, and returns their
+// count. The batch's size is reserved in res before anything is read.
+func (a *API) readBatch(w http.ResponseWriter, r *http.Request, batch *bytebufferpool.ByteBuffer, res *reservation) (int, error) {
 	if r.ContentLength > a.cfg.MaxBodyBytes {
-		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, r.ContentLength, a.cfg.MaxBodyBytes)
+		return 0, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, r.ContentLength, a.cfg.MaxBodyBytes)
 	}
+	sizes, sum, err := parseSizes(r.Header.Get("X-Sizes"), r.ContentLength, a.cfg.MaxBodyBytes)
+	if err != nil {
+		return 0, err
+	}
+	size := int64(protocol.MinBatchHeaderSize) + sum
+	for _, n := range sizes {
+		size += int64(uvarintLen(n))
+	}
+	if err := res.grow(size); err != nil {
+		return 0, err
+	}
+	b := slices.Grow(batch.B[:0], int(size))[:size]
 	rd := http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes)
-	var err error
-	if r.ContentLength >= 0 {
-		if err = res.grow(r.ContentLength); err != nil {
-			return err
+	p, got := protocol.MinBatchHeaderSize, int64(0)
+	for _, n := range sizes {
+		p += binary.PutUvarint(b[p:], uint64(n))
+		k, err := io.ReadFull(rd, b[p:p+n])
+		got += int64(k)
+		if err != nil {
+			return 0, bodyErr(err, sum, got)
 		}
-		body.B = slices.Grow(body.B[:0], int(r.ContentLength))[:r.ContentLength]
-		_, err = io.ReadFull(rd, body.B)
-	} else {
-		err = readUnsized(rd, body, res)
+		p += n
 	}
+	var one [1]byte
+	if k, err := io.ReadFull(rd, one[:]); k > 0 {
+		return 0, badRequestAs(sentinelSizes, "X-Sizes add up to %d bytes, the body has more", sum)
+	} else if err != io.EOF {
+		return 0, bodyErr(err, sum, got)
+	}
+	protocol.SealBatch(b, protocol.CodecNone, len(sizes), len(b)-protocol.MinBatchHeaderSize)
+	batch.B = b
+	return len(sizes), nil
+}
+
+// bodyErr is the error of a body whose read failed with err after got of
+// the sum bytes X-Sizes announced.
+func bodyErr(err error, sum, got int64) error {
 	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 		return fmt.Errorf("%w: the limit is %d bytes", ErrTooLarge, mbe.Limit)
 	}
-	if err != nil && !errors.Is(err, errOverBudget) {
-		return badRequest("reading the body: %v", err)
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return badRequestAs(sentinelSizes, "X-Sizes add up to %d bytes, the body has %d", sum, got)
 	}
-	return err
+	return badRequest("reading the body: %v", err)
 }
 
-// minBodyGrowth is the least a body of unknown length grows by.
-const minBodyGrowth = 64 << 10
-
-// readUnsized reads a body of unknown length (chunked) into body,
-// reserving each growth of its buffer in res first.
-func readUnsized(rd io.Reader, body *bytebufferpool.ByteBuffer, res *reservation) error {
-	body.B = body.B[:0]
-	for {
-		if len(body.B) == cap(body.B) {
-			n := max(len(body.B), minBodyGrowth)
-			if err := res.grow(int64(n)); err != nil {
-				return err
-			}
-			body.B = slices.Grow(body.B, n)
-		}
-		n, err := rd.Read(body.B[len(body.B):cap(body.B)])
-		body.B = body.B[:len(body.B)+n]
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+// uvarintLen is the length of n as a uvarint, a message's length prefix.
+func uvarintLen(n int) int {
+	k := 1
+	for ; n >= 0x80; n >>= 7 {
+		k++
 	}
+	return k
 }

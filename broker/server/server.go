@@ -60,7 +60,9 @@ type Config struct {
 	// consume limits, event loops). Its ObserveRequest, when set, is
 	// called beside the HTTP port's request metric.
 	Broker broker.Config
-	// HTTP says what the HTTP port serves.
+	// HTTP says what the HTTP port serves. Its MaxBufferedBytes, when
+	// negative (DefaultConfig's), is httpapi.DefaultMaxBufferedBytes of
+	// Broker.MaxBufferedBytes: a quarter of it, at least 64 MiB.
 	HTTP httpapi.Config
 	// HTTPAddr is the HTTP port's address, host:port (default
 	// "127.0.0.1:4353"; port 0 picks a free one, see Server.HTTPAddr).
@@ -148,10 +150,12 @@ type Config struct {
 // DefaultConfig returns the defaults for a server on volumes: the
 // storage, broker and HTTP defaults, listening on 127.0.0.1.
 func DefaultConfig(volumes ...string) Config {
+	hc := httpapi.DefaultConfig()
+	hc.MaxBufferedBytes = -1 // derived from Broker.MaxBufferedBytes by New
 	return Config{
 		Storage:               storage.DefaultOptions(volumes...),
 		Broker:                broker.DefaultConfig(),
-		HTTP:                  httpapi.DefaultConfig(),
+		HTTP:                  hc,
 		HTTPAddr:              "127.0.0.1:4353",
 		HTTPReadHeaderTimeout: 10 * time.Second,
 		HTTPReadTimeout:       time.Minute,
@@ -306,6 +310,9 @@ func New(cfg Config) (*Server, error) {
 		if len(cfg.Peers) > 0 && cfg.Cluster == nil {
 			s.peers = newPeerLocator(cfg.Peers, cfg.Broker.Addr, cfg.Logger)
 			s.run.HTTP.Peers = s.peers
+		}
+		if s.run.HTTP.MaxBufferedBytes < 0 {
+			s.run.HTTP.MaxBufferedBytes = httpapi.DefaultMaxBufferedBytes(s.run.Broker.MaxBufferedBytes)
 		}
 		s.api = httpapi.New(s.run.HTTP)
 		s.run.Storage.OnFsync = both(cfg.Storage.OnFsync, s.api.ObserveFsync)

@@ -32,6 +32,7 @@ var codes = []struct {
 	{storage.ErrNoSpace, protocol.CodeNoSpace},
 	{storage.ErrTooManyFiles, protocol.CodeLimitReached},
 	{storage.ErrTooManyGroups, protocol.CodeLimitReached},
+	{storage.ErrDecodeQueueFull, protocol.CodeLimitReached},
 	{storage.ErrGroupBusy, protocol.CodeGroupBusy},
 	{storage.ErrCommitConflict, protocol.CodeCommitConflict},
 	{storage.ErrInvalidGroup, protocol.CodeInvalidArgument},

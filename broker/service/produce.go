@@ -30,9 +30,9 @@ type Produce struct {
 	StrictSequence bool
 }
 
-// options is p's conditions for storage.
-func (p Produce) options() storage.AppendOptions {
-	return storage.AppendOptions{Expect: p.Expect, StrictSequence: p.StrictSequence}
+// options is p's conditions for storage, from c.
+func (p Produce) options(c Caller) storage.AppendOptions {
+	return storage.AppendOptions{Expect: p.Expect, StrictSequence: p.StrictSequence, Tenant: c.Tenant()}
 }
 
 // Produce appends p to topic (the produce right) and returns its base
@@ -70,7 +70,7 @@ func (s *Service) ProduceMany(c Caller, topic string, ps []Produce) (bases []int
 	batches := make([][]byte, len(ps))
 	opts := make([]storage.AppendOptions, len(ps))
 	for i, p := range ps {
-		batches[i], opts[i] = p.Batch, p.options()
+		batches[i], opts[i] = p.Batch, p.options(c)
 	}
 	bases, errs = s.store.AppendManyOwner(topic, c.Owner(), batches, opts)
 	var retry []int
@@ -80,7 +80,7 @@ func (s *Service) ProduceMany(c Caller, topic string, ps []Produce) (bases []int
 		}
 	}
 	if len(retry) > 0 {
-		s.retryCreated(c.Owner(), topic, ps, retry, bases, errs)
+		s.retryCreated(c, topic, ps, retry, bases, errs)
 	}
 	if s.repl != nil {
 		s.awaitReplicas(topic, ps, bases, errs)
@@ -122,7 +122,7 @@ func (s *Service) awaitReplicas(topic string, ps []Produce, bases []int64, errs 
 
 // retryCreated creates topic and appends again the produces of ps at the
 // indexes retry, which found it missing, filing their outcomes.
-func (s *Service) retryCreated(owner, topic string, ps []Produce, retry []int, bases []int64, errs []error) {
+func (s *Service) retryCreated(c Caller, topic string, ps []Produce, retry []int, bases []int64, errs []error) {
 	if cerr := s.create(topic); cerr != nil {
 		for _, i := range retry {
 			errs[i] = cerr // why the topic could not be created, not that it is missing
@@ -132,9 +132,9 @@ func (s *Service) retryCreated(owner, topic string, ps []Produce, retry []int, b
 	again := make([][]byte, len(retry))
 	opts := make([]storage.AppendOptions, len(retry))
 	for k, i := range retry {
-		again[k], opts[k] = ps[i].Batch, ps[i].options()
+		again[k], opts[k] = ps[i].Batch, ps[i].options(c)
 	}
-	rb, re := s.store.AppendManyOwner(topic, owner, again, opts)
+	rb, re := s.store.AppendManyOwner(topic, c.Owner(), again, opts)
 	for k, i := range retry {
 		bases[i], errs[i] = rb[k], re[k]
 	}
@@ -157,11 +157,11 @@ func (s *Service) ProduceAsync(c Caller, topic string, p Produce, cb AppendCallb
 		}
 		bt, _, err := protocol.ParseBatch(p.Batch)
 		if err != nil {
-			return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.options(), cb, arg) // storage says what is wrong
+			return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.options(c), cb, arg) // storage says what is wrong
 		}
 		cb = &replicaAck{inner: cb, repl: s.repl, topic: topic, count: int64(bt.Count), acksAll: !p.AcksLeader}
 	}
-	return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.options(), cb, arg)
+	return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.options(c), cb, arg)
 }
 
 // replicaAck holds the answer to a produce to a replicated topic until

@@ -249,8 +249,8 @@ func (s *Service) statusView(c Caller) StatusView {
 
 // DecodeBody decodes the body of bt, a batch of a ReadResult, into dst's
 // memory when it is large enough; a compressed body is decoded on the
-// store's decode threads, which yield to the event loops. The caller
-// bounds bt.RawSize first.
-func (s *Service) DecodeBody(bt *protocol.Batch, dst []byte) ([]byte, error) {
-	return s.store.DecodeBody(bt, dst)
+// store's decode threads, which yield to the event loops, in c's turn
+// among the tenants (Caller.Tenant). The caller bounds bt.RawSize first.
+func (s *Service) DecodeBody(c Caller, bt *protocol.Batch, dst []byte) ([]byte, error) {
+	return s.store.DecodeBody(c.Tenant(), bt, dst)
 }

@@ -130,6 +130,25 @@ type Caller struct {
 	// member: the caller presented Config.ClusterSecret to a service
 	// without Auth.
 	member bool
+	conn  string // the port's name for the connection (WithConn)
+}
+
+// WithConn returns c naming the connection it calls on, key (unique
+// among the connections of both ports): the tenant of a Caller without a
+// token.
+func (c Caller) WithConn(key string) Caller {
+	c.conn = key
+	return c
+}
+
+// Tenant names who c's work is shared out by, fairly among tenants (the
+// decodes of compressed batches, storage.AppendOptions.Tenant): its
+// token, or without one the connection it calls on (WithConn).
+func (c Caller) Tenant() string {
+	if o := c.Owner(); o != "" {
+		return "token " + o
+	}
+	return c.conn
 }
 
 // Owner names c's token for what is kept per token (see auth.Grant.Owner):

@@ -352,3 +352,21 @@ func TestHasRightOnAll(t *testing.T) {
 		t.Error("without tokens: not every right")
 	}
 }
+
+// TestCallerTenant: the decodes of compressed batches are shared out by
+// tenant: a token's connections are one tenant whichever port they call
+// on, and without tokens each connection is a tenant of its own.
+func TestCallerTenant(t *testing.T) {
+	s := withTokens(t)
+	p1, p2 := caller(t, s, "p").WithConn("conn 1"), caller(t, s, "p").WithConn("http 127.0.0.1:5000")
+	if p1.Tenant() != p2.Tenant() || p1.Tenant() == "" {
+		t.Fatalf("one token on two connections: tenants %q and %q, want one", p1.Tenant(), p2.Tenant())
+	}
+	if c := caller(t, s, "c").WithConn("conn 1"); c.Tenant() == p1.Tenant() {
+		t.Fatalf("two tokens on one connection: both tenant %q", c.Tenant())
+	}
+	a, b := Caller{}.WithConn("conn 1"), Caller{}.WithConn("conn 2")
+	if a.Tenant() == b.Tenant() || a.Tenant() != "conn 1" {
+		t.Fatalf("no tokens: tenants %q and %q, want one per connection", a.Tenant(), b.Tenant())
+	}
+}
