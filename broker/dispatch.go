@@ -62,6 +62,9 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 	case protocol.OpReplicaFetch:
 		cs.handleReplicaFetch(h, payload, start)
 		return h.Op, true
+	case protocol.OpReplicaWait:
+		cs.handleReplicaWait(h, payload, start)
+		return h.Op, true
 	case protocol.OpEpochEnd, protocol.OpClusterStatus, protocol.OpProducerOwners, protocol.OpLogEnds:
 		cs.clusterOp(h, payload)
 		return h.Op, false

@@ -511,21 +511,24 @@
 // one leader, on the one connection it fetches them all on (Kafka's
 // follower fetch covers many partitions the same way). The leader holds
 // it until any topic listed is ready, or max wait ends, and answers which
-// are; the follower then fetches those with replica fetch, max wait 0,
-// pipelined on the same connection. It needs the replication right on
-// every topic listed:
+// are; the follower then fetches those that hold batches for it with
+// replica fetch, max wait 0, on the same connection. It needs the
+// replication right on every topic listed:
 //
 //	request                                    response
-//	0  4  max wait   int32, ms, >= 0           0  4  count  uint32, ready topics
-//	4  2  follower len                         then count times, ascending:
+//	0  4  max wait   int32, ms, >= 0           0  4  count   uint32, ready topics
+//	4  2  follower len                         then count times, by ascending index:
 //	6  n  follower   its member ID, not empty     4  index  uint32, the topic's place
-//	-  4  count      uint32, 1 to 4096                       in the request (from 0)
-//	                 (MaxReplicaWaitTopics)
-//	then count times:
-//	   8  epoch      int64, >= 1
-//	   8  offset     int64, >= 0: the follower's next offset
-//	   8  high water int64, >= 0: the leader's mark as the follower knows it
-//	   1  flags      uint8, bit 0: leave (ReplicaWaitLeave); other bits 0
+//	-  4  count      uint32, 1 to 4096                      in the request (from 0)
+//	                 (MaxReplicaWaitTopics)       1  flags  uint8, bit 0: fetch it
+//	then count times:                                       (ReplicaWaitFetch)
+//	   8  epoch      int64, >= 1                  8  high   int64, the leader's high-water
+//	   8  offset     int64, >= 0: the                water  mark; -1 (with fetch): a
+//	                 follower's next offset                 fetch would fail
+//	   8  high water int64, >= 0: the leader's
+//	                 mark as the follower knows it
+//	   1  flags      uint8, bit 0: leave
+//	                 (ReplicaWaitLeave); other bits 0
 //	   2  topic len
 //	   n  topic
 //
@@ -534,21 +537,25 @@
 // and high-water mark), and the connection as one the follower fetches
 // the topic on, so that its closing drops the follower from the topic's
 // in-sync set at once. A topic is ready when the leader's log holds
-// offsets at or past offset, its high-water mark passed high water, or a
-// replica fetch of it would fail (not leader, another epoch: the fetch
-// tells the follower why). A topic with the leave flag is not waited on:
-// the follower fetches it no more on this connection and leaves its
-// in-sync set at once, as if the connection had closed. More than 4096
-// topics, none, or a field out of its range is code 14.
+// offset (or starts past it) or a replica fetch of it would fail (not
+// leader, another epoch: the fetch tells the follower why), both
+// answered with the fetch flag, or when its high-water mark passed high
+// water, which the follower then takes without a fetch. A topic with the
+// leave flag is not waited on: the follower fetches it no more on this
+// connection and leaves its in-sync set at once, as if the connection
+// had closed. More than 4096 topics, none, or a field out of its range is
+// code 14.
 //
 // Golden bytes (TestReplicaWaitGolden), correlation id 42: follower "f1",
 // max wait 500 ms, "orders" at epoch 3, offset 5, high water 4, and "t"
-// left; the answer names both:
+// left; then an answer to a wait on two topics: fetch the first (high
+// water 9), and the second's mark moved to 7:
 //
 //	51000000 01 18 0000 2a000000 f4010000 0200 6631 02000000
 //	  0300000000000000 0500000000000000 0400000000000000 00 0600 6f7264657273
 //	  0100000000000000 0000000000000000 0000000000000000 01 0100 74
-//	14000000 01 18 0000 2a000000 02000000 00000000 01000000
+//	26000000 01 18 0000 2a000000 02000000
+//	  00000000 01 0900000000000000 01000000 00 0700000000000000
 //
 // # Hello and tokens
 //

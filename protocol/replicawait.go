@@ -104,37 +104,70 @@ func ParseReplicaWaitRequest(payload []byte) (ReplicaWaitRequest, error) {
 	return req, nil
 }
 
+// ReplicaWaitReady is a ready topic of a replica wait's answer.
+type ReplicaWaitReady struct {
+	// Index is the topic's position in the request.
+	Index uint32
+	// Fetch: the leader's log holds the follower's offset (or starts
+	// past it), or a replica fetch of the topic would fail: the follower
+	// fetches it to learn which. Without it only the high-water mark
+	// moved.
+	Fetch bool
+	// HighWater is the leader's high-water mark of the topic; -1 with
+	// Fetch when a fetch would fail.
+	HighWater int64
+}
+
+// replicaWaitReadySize is the size of one ready topic in a replica wait
+// response: index, flags, high water.
+const replicaWaitReadySize = 4 + 1 + 8
+
+// ReplicaWaitFetch, in a ready topic's flags: ReplicaWaitReady.Fetch.
+const ReplicaWaitFetch uint8 = 1
+
 // AppendReplicaWaitResponse appends the answer to a replica wait request:
-// the positions in the request of the topics that are ready, ascending.
-func AppendReplicaWaitResponse(dst []byte, corrID uint32, ready []uint32) []byte {
+// its ready topics, by ascending position in the request.
+func AppendReplicaWaitResponse(dst []byte, corrID uint32, ready []ReplicaWaitReady) []byte {
 	start := len(dst)
 	dst = appendResponseHeader(dst, OpReplicaWait, CodeOK, corrID)
 	dst = appendU32(dst, uint32(len(ready)))
-	for _, i := range ready {
-		dst = appendU32(dst, i)
+	for _, r := range ready {
+		dst = appendU32(dst, r.Index)
+		if r.Fetch {
+			dst = append(dst, ReplicaWaitFetch)
+		} else {
+			dst = append(dst, 0)
+		}
+		dst = appendI64(dst, r.HighWater)
 	}
 	return finishFrame(dst, start)
 }
 
 // ParseReplicaWaitResponse parses the payload of a replica wait response:
-// at most MaxReplicaWaitTopics positions, strictly ascending, each below
-// asked (the topics of the request). It allocates the slice it returns.
-func ParseReplicaWaitResponse(payload []byte, asked int) ([]uint32, error) {
+// at most MaxReplicaWaitTopics ready topics, by strictly ascending
+// position, each below asked (the topics of the request), with known
+// flags and a high-water mark >= 0 (or -1 with the fetch flag). It
+// allocates the slice it returns.
+func ParseReplicaWaitResponse(payload []byte, asked int) ([]ReplicaWaitReady, error) {
 	r := reader{b: payload}
 	n := r.u32()
 	if r.err != nil {
 		return nil, r.err
 	}
-	if n > MaxReplicaWaitTopics || uint64(n) > uint64(max(asked, 0)) || uint64(n)*4 != uint64(len(r.b)) {
+	if n > MaxReplicaWaitTopics || uint64(n) > uint64(max(asked, 0)) || uint64(n)*replicaWaitReadySize != uint64(len(r.b)) {
 		return nil, fmt.Errorf("%w: replica wait: %d ready topics in %d bytes, of %d asked", ErrInvalidArgument, n, len(r.b), asked)
 	}
-	ready := make([]uint32, 0, n)
+	ready := make([]ReplicaWaitReady, 0, n)
 	for range n {
-		i := r.u32()
-		if int64(i) >= int64(asked) || len(ready) > 0 && i <= ready[len(ready)-1] {
+		i, flags, hw := r.u32(), r.u8(), r.i64()
+		if int64(i) >= int64(asked) || len(ready) > 0 && i <= ready[len(ready)-1].Index {
 			return nil, fmt.Errorf("%w: replica wait: ready topic %d of %d asked, out of order or range", ErrInvalidArgument, i, asked)
 		}
-		ready = append(ready, i)
+		fetch := flags == ReplicaWaitFetch
+		if flags&^ReplicaWaitFetch != 0 || hw < -1 || hw == -1 && !fetch {
+			return nil, fmt.Errorf("%w: replica wait: ready topic %d: flags %#x, high water %d", ErrInvalidArgument, i, flags, hw)
+		}
+		ready = append(ready, ReplicaWaitReady{Index: i, Fetch: fetch, HighWater: hw})
 	}
 	return ready, r.end()
 }

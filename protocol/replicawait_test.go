@@ -15,6 +15,11 @@ func goldenReplicaWait() ReplicaWaitRequest {
 	}}
 }
 
+// goldenReplicaReady answers a wait on two topics: the first holds
+// batches for the follower (high water 9), the second's high-water mark
+// moved to 7.
+var goldenReplicaReady = []ReplicaWaitReady{{Index: 0, Fetch: true, HighWater: 9}, {Index: 1, HighWater: 7}}
+
 // TestReplicaWaitGolden pins the bytes of op 24 as doc.go draws them.
 func TestReplicaWaitGolden(t *testing.T) {
 	req := AppendReplicaWaitRequest(nil, 42, goldenReplicaWait())
@@ -24,8 +29,8 @@ func TestReplicaWaitGolden(t *testing.T) {
 	if !bytes.Equal(req, want) {
 		t.Fatalf("request\n got %x\nwant %x", req, want)
 	}
-	resp := AppendReplicaWaitResponse(nil, 42, []uint32{0, 1})
-	want = unhex(t, "14000000 01 18 0000 2a000000 02000000 00000000 01000000")
+	resp := AppendReplicaWaitResponse(nil, 42, goldenReplicaReady)
+	want = unhex(t, "26000000 01 18 0000 2a000000 02000000 00000000 01 0900000000000000 01000000 00 0700000000000000")
 	if !bytes.Equal(resp, want) {
 		t.Fatalf("response\n got %x\nwant %x", resp, want)
 	}
@@ -44,12 +49,12 @@ func TestReplicaWaitRoundTrip(t *testing.T) {
 		string(b.Topic) != "t" || b.Epoch != 1 || b.Flags != ReplicaWaitLeave {
 		t.Fatalf("%+v", got.Topics)
 	}
-	_, rp, err := ParseResponseHeader(AppendReplicaWaitResponse(nil, 42, []uint32{1}))
+	_, rp, err := ParseResponseHeader(AppendReplicaWaitResponse(nil, 42, []ReplicaWaitReady{{Index: 1, Fetch: true, HighWater: -1}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ready, err := ParseReplicaWaitResponse(rp, 2)
-	if err != nil || len(ready) != 1 || ready[0] != 1 {
+	if err != nil || len(ready) != 1 || ready[0] != (ReplicaWaitReady{Index: 1, Fetch: true, HighWater: -1}) {
 		t.Fatalf("%v %v", ready, err)
 	}
 }
@@ -95,7 +100,7 @@ func TestReplicaWaitBadInput(t *testing.T) {
 			t.Errorf("%s: %v, want %v", bad.what, err, bad.want)
 		}
 	}
-	resp := AppendReplicaWaitResponse(nil, 1, []uint32{0, 1})[HeaderSize:]
+	resp := AppendReplicaWaitResponse(nil, 1, goldenReplicaReady)[HeaderSize:]
 	for i := range len(resp) {
 		if _, err := ParseReplicaWaitResponse(resp[:i], 2); err == nil {
 			t.Errorf("a response cut to %d bytes parsed", i)
@@ -108,9 +113,12 @@ func TestReplicaWaitBadInput(t *testing.T) {
 	}{
 		{"a count past the bytes", append(u32(1<<31), resp[4:]...), 2},
 		{"more than asked", resp, 1},
-		{"a position past the topics asked", AppendReplicaWaitResponse(nil, 1, []uint32{2})[HeaderSize:], 2},
-		{"out of order", AppendReplicaWaitResponse(nil, 1, []uint32{1, 0})[HeaderSize:], 2},
-		{"twice", AppendReplicaWaitResponse(nil, 1, []uint32{1, 1})[HeaderSize:], 2},
+		{"a position past the topics asked", AppendReplicaWaitResponse(nil, 1, []ReplicaWaitReady{{Index: 2}})[HeaderSize:], 2},
+		{"out of order", AppendReplicaWaitResponse(nil, 1, []ReplicaWaitReady{{Index: 1}, {Index: 0}})[HeaderSize:], 2},
+		{"twice", AppendReplicaWaitResponse(nil, 1, []ReplicaWaitReady{{Index: 1}, {Index: 1}})[HeaderSize:], 2},
+		{"no high water without the fetch flag", AppendReplicaWaitResponse(nil, 1, []ReplicaWaitReady{{Index: 0, HighWater: -1}})[HeaderSize:], 2},
+		{"a high water below -1", AppendReplicaWaitResponse(nil, 1, []ReplicaWaitReady{{Index: 0, Fetch: true, HighWater: -2}})[HeaderSize:], 2},
+		{"an unknown flag", append(u32(1), 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0), 2},
 		{"trailing bytes", append(append([]byte(nil), resp...), 0), 2},
 	} {
 		if _, err := ParseReplicaWaitResponse(bad.payload, bad.asked); err == nil {
@@ -123,7 +131,7 @@ func TestReplicaWaitBadInput(t *testing.T) {
 // bound, and what parses encodes back to the same bytes.
 func FuzzParseReplicaWait(f *testing.F) {
 	f.Add(AppendReplicaWaitRequest(nil, 1, goldenReplicaWait())[HeaderSize:], 2)
-	f.Add(AppendReplicaWaitResponse(nil, 1, []uint32{0, 1})[HeaderSize:], 2)
+	f.Add(AppendReplicaWaitResponse(nil, 1, goldenReplicaReady)[HeaderSize:], 2)
 	f.Fuzz(func(t *testing.T, payload []byte, asked int) {
 		if req, err := ParseReplicaWaitRequest(payload); err == nil {
 			if len(req.Topics) == 0 || len(req.Topics) > MaxReplicaWaitTopics {

@@ -203,7 +203,7 @@ func RightOf(op protocol.Op) auth.Right {
 		return auth.Consume // a group is a consumer's position
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpImport, protocol.OpTopicReplicas:
 		return auth.Admin // import: it writes at chosen offsets and times
-	case protocol.OpReplicaFetch, protocol.OpEpochEnd, protocol.OpProducerOwners, protocol.OpLogEnds:
+	case protocol.OpReplicaFetch, protocol.OpReplicaWait, protocol.OpEpochEnd, protocol.OpProducerOwners, protocol.OpLogEnds:
 		return auth.Replication // only a cluster's servers copy a log
 	case protocol.OpClusterMember:
 		return auth.Replication // on "*": the cluster's token (membershipTopic)
