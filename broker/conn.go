@@ -59,6 +59,7 @@ type conn struct {
 	remote   net.Addr // a TLS client's TCP address (tls.go); nil: c.RemoteAddr()
 	tls      *tlsOut  // a TLS connection's consumes, sent by its pump (tlsout.go); nil: plaintext
 
+	exempt   bool      // a member's: out of the connection counts (exemptMember); loop-owned
 	helloDue bool      // no hello succeeded yet, with a deadline (hello.go); loop-owned
 	opened   time.Time // when it opened, with helloDue
 
@@ -106,8 +107,8 @@ func (e *events) OnClose(c gnet.Conn, err error) gnet.Action {
 		return gnet.None
 	}
 	b.stats.connections.Add(-1)
-	b.releaseConn(remoteAddr(c), 1) // accept.go; a TLS connection's pump releases the rest
 	cs, _ := c.Context().(*conn)
+	b.releaseClosed(c, cs) // accept.go; a TLS connection's pump releases the rest
 	if cs == nil {
 		return gnet.None
 	}

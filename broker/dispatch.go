@@ -36,6 +36,7 @@ func (cs *conn) handle(frame []byte) {
 // request is answered later (queued or a consume), which observes itself.
 func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool) {
 	b := cs.b
+	cs.cutWait()
 	h, payload, err := protocol.ParseRequestHeader(frame)
 	if err != nil {
 		cs.respondError(h.Op, h.CorrID, err)

@@ -163,6 +163,7 @@ func (cs *conn) hello(h protocol.RequestHeader, payload []byte) {
 		}
 		cs.caller, resp.Auth = caller, true
 		cs.helloDone()
+		cs.exemptMember()
 	}
 	cs.end(protocol.AppendHelloResponse(cs.begin(), h.CorrID, resp))
 }

@@ -163,6 +163,19 @@ func (cs *conn) parkWait(cr *consume) {
 	b.stats.parked.Add(1)
 }
 
+// cutWait ends the wait of a replica wait parked at the head of the
+// queue: a request behind it (the follower's ping when it has a topic
+// to add) has it answered now, with the topics ready then, maybe none.
+// Runs on the loop.
+func (cs *conn) cutWait() {
+	if len(cs.slots) == 0 {
+		return
+	}
+	if cr := cs.slots[0].consume; cr != nil && cr.wait != nil && cr.parked {
+		cr.deadline = time.Now()
+	}
+}
+
 // fetched records that follower fetches topic on this connection: its
 // closing drops the follower from the topic's in-sync set (OnClose).
 // Runs on the loop.

@@ -47,6 +47,8 @@ type session struct {
 	done   chan struct{} // closed when run returned
 
 	mu      sync.Mutex
+	gen     int64              // counts the changes of topics and left
+	waiting bool               // a wait is in flight: a change cuts it (cut)
 	topics  map[string]*ftopic // by name
 	left    map[string]bool    // topics the leader is to hear leave with the next wait
 	closing bool               // run is ending: no topic joins
@@ -89,8 +91,10 @@ func (m *Manager) join(ctx context.Context, leader string, rt *rtopic, epoch int
 		if !s.closing && len(s.topics) < protocol.MaxReplicaWaitTopics {
 			s.topics[rt.name] = ft
 			delete(s.left, rt.name) // followed on: nothing to tell
+			cut := s.changedLocked()
 			s.mu.Unlock()
 			s.poke()
+			cut()
 			return s, ft
 		}
 		s.mu.Unlock()
@@ -111,12 +115,36 @@ func (s *session) leave(ft *ftopic) {
 	ft.gone = true
 	ft.busy.Unlock()
 	s.mu.Lock()
+	cut := func() {}
 	if s.topics[ft.rt.name] == ft {
 		delete(s.topics, ft.rt.name)
 		s.left[ft.rt.name] = true
+		cut = s.changedLocked()
 	}
 	s.mu.Unlock()
 	s.poke()
+	cut()
+}
+
+// changedLocked records a change of the session's topics and returns
+// what cuts the wait in flight, if any, so that the change is sent
+// without waiting up to FetchWait: a ping behind the wait, which the
+// leader answers at once when a request follows it (protocol op 24). s.mu
+// is held; the caller runs the function returned once it is released.
+func (s *session) changedLocked() func() {
+	s.gen++
+	c := s.c
+	if !s.waiting || c == nil {
+		return func() {}
+	}
+	s.waiting = false // one ping a wait
+	return func() {
+		go func() {
+			ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+			defer cancel()
+			_ = c.Ping(ctx)
+		}()
+	}
 }
 
 func (s *session) poke() {
@@ -140,7 +168,7 @@ func (s *session) sleep(d time.Duration) {
 // snapshot returns the session's topics and those to tell the leader
 // left, or ends the session (ok false) when it has no topic left: its
 // connection's closing tells the leader of them all.
-func (s *session) snapshot() (topics []*ftopic, left []string, ok bool) {
+func (s *session) snapshot() (topics []*ftopic, left []string, gen int64, ok bool) {
 	m := s.m
 	m.mu.Lock()
 	s.mu.Lock()
@@ -157,7 +185,7 @@ func (s *session) snapshot() (topics []*ftopic, left []string, ok bool) {
 		if len(m.sessions[s.leader]) == 0 {
 			delete(m.sessions, s.leader)
 		}
-		return nil, nil, false
+		return nil, nil, 0, false
 	}
 	for _, ft := range s.topics {
 		topics = append(topics, ft)
@@ -169,7 +197,7 @@ func (s *session) snapshot() (topics []*ftopic, left []string, ok bool) {
 		left = append(left, name)
 		delete(s.left, name)
 	}
-	return topics, left, true
+	return topics, left, s.gen, true
 }
 
 // setClient sets the session's connection, closing the one before.
@@ -193,7 +221,7 @@ func (s *session) run() {
 	pause := minRetryPause
 	var c *client.Client
 	for {
-		topics, left, ok := s.snapshot()
+		topics, left, gen, ok := s.snapshot()
 		if !ok {
 			return
 		}
@@ -212,7 +240,7 @@ func (s *session) run() {
 				ft.busy.Unlock()
 			}
 		}
-		err := s.round(c, topics, left)
+		err := s.round(c, topics, left, gen)
 		if s.ctx.Err() != nil {
 			continue // snapshot ends it
 		}
@@ -239,7 +267,7 @@ func (s *session) run() {
 // round sets up the topics due, waits on those set up and fetches the
 // ready ones. It returns an error when the connection is no longer
 // usable.
-func (s *session) round(c *client.Client, topics []*ftopic, left []string) error {
+func (s *session) round(c *client.Client, topics []*ftopic, left []string, gen int64) error {
 	m := s.m
 	now := time.Now()
 	var due time.Time // the next set-up due
@@ -287,7 +315,16 @@ func (s *session) round(c *client.Client, topics []*ftopic, left []string) error
 	if len(waiting) == 0 {
 		maxWait = 0 // only topics that left: nothing to wait for
 	}
+	s.mu.Lock()
+	if s.gen != gen {
+		maxWait = 0 // the topics changed since the snapshot: round again soon
+	}
+	s.waiting = maxWait > 0
+	s.mu.Unlock()
 	ready, err := c.ReplicaWait(s.ctx, client.ReplicaWait{Follower: m.cfg.Self, Wait: maxWait, Topics: wait})
+	s.mu.Lock()
+	s.waiting = false
+	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
