@@ -543,8 +543,11 @@
 // water, which the follower then takes without a fetch. A topic with the
 // leave flag is not waited on: the follower fetches it no more on this
 // connection and leaves its in-sync set at once, as if the connection
-// had closed. More than 4096 topics, none, or a field out of its range is
-// code 14.
+// had closed. A request that arrives on the connection behind a parked
+// replica wait ends the wait: the leader answers the wait at once, with
+// the topics ready then (maybe none), then the request; a follower sends
+// a ping so when it has topics to add or to leave. More than 4096
+// topics, none, or a field out of its range is code 14.
 //
 // Golden bytes (TestReplicaWaitGolden), correlation id 42: follower "f1",
 // max wait 500 ms, "orders" at epoch 3, offset 5, high water 4, and "t"
