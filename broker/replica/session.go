@@ -37,6 +37,10 @@ const (
 // carry up to Config.FetchBytes of batches, into a buffer of its own.
 const fetchParallel = 8
 
+// maxFetchRounds bounds the fetches of one topic between two waits:
+// the others wait meanwhile.
+const maxFetchRounds = 4
+
 // session copies the topics this member follows from one leader.
 type session struct {
 	m      *Manager
@@ -416,9 +420,14 @@ func (s *session) fetch(c *client.Client, ft *ftopic, r protocol.ReplicaWaitRead
 		return nil
 	}
 	hw, next := r.HighWater, info.Next
-	if r.Fetch {
+	// A fetch whose answer shows the leader holding more is followed by
+	// another at once, up to maxFetchRounds: a busy topic then costs a
+	// round trip a fetch, as a fetch parked at its end did, rather than
+	// two (the wait's and the fetch's). Its offset tells the leader what
+	// the last one stored, as the wait would.
+	for round := 0; r.Fetch && round < maxFetchRounds; round++ {
 		f, err := c.ReplicaFetch(ft.ctx, client.ReplicaFetch{Topic: name, Follower: m.cfg.Self, Epoch: ft.epoch,
-			Offset: info.Next, MaxBytes: m.cfg.FetchBytes, Buf: buf})
+			Offset: next, MaxBytes: m.cfg.FetchBytes, Buf: buf})
 		if err == nil && len(f.Batches) > 0 {
 			next, err = m.store1(ft.ctx, c, name, f, ft.asked)
 			m.stats.fetchedBytes.Add(int64(len(f.Batches)))
@@ -436,6 +445,13 @@ func (s *session) fetch(c *client.Client, ft *ftopic, r protocol.ReplicaWaitRead
 			return nil
 		}
 		hw = f.HighWater
+		ft.rt.mu.Lock()
+		calls := ft.rt.raise(min(hw, next))
+		ft.rt.mu.Unlock()
+		calls.run()
+		if len(f.Batches) == 0 || f.NextOffset <= next {
+			break
+		}
 	}
 	ft.hw, ft.pause = hw, minRetryPause
 	ft.rt.mu.Lock()
