@@ -163,15 +163,16 @@ func (cs *conn) parkWait(cr *consume) {
 	b.stats.parked.Add(1)
 }
 
-// cutWait ends the wait of a replica wait parked at the head of the
-// queue: a request behind it (the follower's ping when it has a topic
-// to add) has it answered now, with the topics ready then, maybe none.
-// Runs on the loop.
+// cutWait ends the wait of a replica wait, or a replica fetch, parked at
+// the head of the queue: a request behind it (the follower's ping when
+// it has a topic to add) has it answered now, with the topics ready
+// then, maybe none (the fetch: with no batch). A consume's wait is not
+// cut. Runs on the loop.
 func (cs *conn) cutWait() {
 	if len(cs.slots) == 0 {
 		return
 	}
-	if cr := cs.slots[0].consume; cr != nil && cr.wait != nil && cr.parked {
+	if cr := cs.slots[0].consume; cr != nil && (cr.wait != nil || cr.replica != nil) && cr.parked {
 		cr.deadline = time.Now()
 	}
 }

@@ -432,7 +432,9 @@
 // under batch epoch. At the leader's next offset with max wait > 0 the
 // leader holds the request until a batch comes or the wait ends. An
 // epoch other than the leader's is code 29; a server that does not lead
-// the topic answers code 27.
+// the topic answers code 27. A request that arrives on the connection
+// behind a parked replica fetch ends its wait: it is answered at once,
+// with no batch (a follower's ping, when it has another topic to add).
 //
 // Epoch end (op 18), KIP-279's offset for leader epoch:
 //

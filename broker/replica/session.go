@@ -325,10 +325,18 @@ func (s *session) round(c *client.Client, topics []*ftopic, left []string, gen i
 	}
 	s.waiting = maxWait > 0
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.waiting = false
+		s.mu.Unlock()
+	}()
+	if len(waiting) == 1 && len(left) == 0 {
+		// One topic: its fetch parks at its end, which holds back no
+		// other, and a batch costs one round trip rather than two (the
+		// wait's, then the fetch's).
+		return s.fetch(c, waiting[0], protocol.ReplicaWaitReady{Fetch: true, HighWater: wait[0].HighWater}, &s.bufs[0], maxWait)
+	}
 	ready, err := c.ReplicaWait(s.ctx, client.ReplicaWait{Follower: m.cfg.Self, Wait: maxWait, Topics: wait})
-	s.mu.Lock()
-	s.waiting = false
-	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -347,7 +355,7 @@ func (s *session) round(c *client.Client, topics []*ftopic, left []string, gen i
 				if int(r.Index) >= len(waiting) {
 					continue // a leave entry: nothing to fetch
 				}
-				if err := s.fetch(c, waiting[r.Index], r, &s.bufs[k]); err != nil {
+				if err := s.fetch(c, waiting[r.Index], r, &s.bufs[k], 0); err != nil {
 					mu.Lock()
 					connErr = err
 					mu.Unlock()
@@ -403,10 +411,11 @@ func (s *session) failed(ft *ftopic, err error) {
 }
 
 // fetch serves a ready topic: fetches and stores its batches (r.Fetch),
-// or takes the leader's new high-water mark. It returns an error only
+// the first fetch parked at the log's end for up to wait (a session of
+// one topic), or takes the leader's new high-water mark. It returns an error only
 // when the connection is no longer usable; a topic's own error takes it
 // out of the waits (failed).
-func (s *session) fetch(c *client.Client, ft *ftopic, r protocol.ReplicaWaitReady, buf *[]byte) error {
+func (s *session) fetch(c *client.Client, ft *ftopic, r protocol.ReplicaWaitReady, buf *[]byte, wait time.Duration) error {
 	m := s.m
 	ft.busy.Lock()
 	defer ft.busy.Unlock()
@@ -427,7 +436,8 @@ func (s *session) fetch(c *client.Client, ft *ftopic, r protocol.ReplicaWaitRead
 	// the last one stored, as the wait would.
 	for round := 0; r.Fetch && round < maxFetchRounds; round++ {
 		f, err := c.ReplicaFetch(ft.ctx, client.ReplicaFetch{Topic: name, Follower: m.cfg.Self, Epoch: ft.epoch,
-			Offset: next, MaxBytes: m.cfg.FetchBytes, Buf: buf})
+			Offset: next, MaxBytes: m.cfg.FetchBytes, Wait: wait, Buf: buf})
+		wait = 0
 		if err == nil && len(f.Batches) > 0 {
 			next, err = m.store1(ft.ctx, c, name, f, ft.asked)
 			m.stats.fetchedBytes.Add(int64(len(f.Batches)))
