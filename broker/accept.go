@@ -12,6 +12,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
 )
 
@@ -144,6 +145,51 @@ func (b *Broker) releaseConn(addr net.Addr, n int) {
 		delete(b.slots.byAddr, key)
 	}
 	b.slots.mu.Unlock()
+}
+
+// isMember reports whether c, a connection's caller after its hello, is
+// another member of the cluster (service.IsMember: the replication right
+// on every topic, or without tokens the members' secret). A member's
+// connections do not count against MaxConns and MaxConnsPerAddr
+// (exemptMember). This is the one place the rule lives.
+func (b *Broker) isMember(c service.Caller) bool { return b.svc.IsMember(c) }
+
+// exemptMember takes a connection whose hello made it a member's
+// (isMember) out of the connection counts: the members' connections
+// (a follower's one per leader, the controller's questions) are few and
+// fixed by the cluster's size, and no client's connections may crowd
+// them out, nor they a client's. It stays out until it closes, whatever
+// hello follows. Runs on the loop.
+func (cs *conn) exemptMember() {
+	b := cs.b
+	if cs.exempt || !b.isMember(cs.caller) {
+		return
+	}
+	cs.exempt = true
+	b.releaseConn(remoteAddr(cs.c), cs.descriptors())
+	b.stats.memberConns.Add(1)
+}
+
+// descriptors is what the connection holds of MaxConns: TLSDescriptors
+// for a TLS connection, else one.
+func (cs *conn) descriptors() int {
+	if cs.tls != nil {
+		return TLSDescriptors
+	}
+	return 1
+}
+
+// releaseClosed gives back what a closing connection holds of the
+// counts: its address and one descriptor (a TLS connection's pump gives
+// back the others); for a member's, which gave them all back already
+// (exemptMember), only what the pump will take again. Runs on the loop.
+func (b *Broker) releaseClosed(c gnet.Conn, cs *conn) {
+	if cs != nil && cs.exempt {
+		b.conns.Add(int64(cs.descriptors() - 1))
+		b.stats.memberConns.Add(-1)
+		return
+	}
+	b.releaseConn(remoteAddr(c), 1)
 }
 
 // accept accepts connections on ln until it is closed, handing each to the

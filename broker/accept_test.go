@@ -100,3 +100,93 @@ func perAddrCap(t *testing.T, slots, perAddr int) {
 	}
 	victim.produce("orders.a", protocol.ProduceCreateTopic, "after the attack")
 }
+
+// TestMemberConnsOutsideLimits: a connection whose hello presents the
+// cluster's token (the replication right on every topic) leaves the
+// connection counts, -max-conns and -max-conns-per-addr, at once: with
+// room for 4 descriptors, 2 from one address, two members' connections
+// leave both client slots of 127.0.0.1 free, the third client is
+// refused, and closing the members' connections frees nothing the
+// clients hold. A token with the replication right on some topics only
+// is no member's.
+func TestMemberConnsOutsideLimits(t *testing.T) {
+	const tokMember, tokSome = "token-member", "token-replica-of-orders"
+	rules, err := auth.Parse(strings.NewReader(sha(tokMember)+" replication *\n"+sha(tokSome)+" replication orders.*\n"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) {
+		c.MaxConns, c.MaxConnsPerAddr, c.Auth = 4, 2, auth.New(rules)
+	})
+	var members []*rawConn
+	for range 2 {
+		m := dialRaw(t, s.Addr)
+		if hr := m.hello(tokMember); !hr.Auth {
+			t.Fatalf("member's hello: %+v", hr)
+		}
+		members = append(members, m)
+	}
+	waitFor(t, "two member connections", func() bool { return s.Broker.Stats().MemberConns == 2 })
+	some := dialRaw(t, s.Addr) // counted: not a member
+	some.hello(tokSome)
+	if n := s.Broker.Stats().MemberConns; n != 2 {
+		t.Fatalf("%d member connections, want 2", n)
+	}
+	overLimit := func() {
+		t.Helper()
+		nc, err := net.Dial("tcp", s.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		_ = nc.SetReadDeadline(time.Now().Add(ioTimeout))
+		b, _ := io.ReadAll(nc)
+		if h, _, err := protocol.ParseResponseHeader(b); err != nil || h.Code != protocol.CodeLimitReached {
+			t.Fatalf("a connection over the per-address limit: %+v %v", h, err)
+		}
+	}
+	client := dialRaw(t, s.Addr)
+	client.ping()
+	overLimit() // 127.0.0.1 holds its 2: the client and the non-member
+	for _, m := range members {
+		m.ping()
+		m.conn.Close()
+	}
+	waitFor(t, "the members' connections closed", func() bool {
+		st := s.Broker.Stats()
+		return st.MemberConns == 0 && st.Connections == 2
+	})
+	overLimit() // closing them gave back nothing of the clients'
+	some.conn.Close()
+	waitFor(t, "the non-member's connection closed", func() bool { return s.Broker.Stats().Connections == 1 })
+	dialRaw(t, s.Addr).ping()
+}
+
+// TestMemberConnsOutsideLimitsSecret: without tokens, a connection whose
+// hello presents the members' secret (Config.ClusterSecret) leaves the
+// connection counts; one with another token, or none, does not.
+func TestMemberConnsOutsideLimitsSecret(t *testing.T) {
+	const secret = "members-secret-0123456789abcdef"
+	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) {
+		c.MaxConns, c.MaxConnsPerAddr, c.ClusterSecret = 4, 2, secret
+	})
+	for range 2 {
+		dialRaw(t, s.Addr).hello(secret)
+	}
+	waitFor(t, "two member connections", func() bool { return s.Broker.Stats().MemberConns == 2 })
+	dialRaw(t, s.Addr).hello("not-the-secret")
+	dialRaw(t, s.Addr).ping()
+	if n := s.Broker.Stats().MemberConns; n != 2 {
+		t.Fatalf("%d member connections, want 2", n)
+	}
+	nc, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetReadDeadline(time.Now().Add(ioTimeout))
+	b, _ := io.ReadAll(nc)
+	if h, _, err := protocol.ParseResponseHeader(b); err != nil || h.Code != protocol.CodeLimitReached {
+		t.Fatalf("a third client connection from 127.0.0.1: %+v %v, want limit reached", h, err)
+	}
+}

@@ -54,13 +54,14 @@ type conn struct {
 
 	caller service.Caller // the rights of its last successful hello (Config.Auth); loop-owned
 	tenant string         // its name among the tenants without a token (service.Caller.WithConn)
-	// fetchTopic and fetchFollower: the topic and follower of the last
-	// replica fetch it carried (a follower fetches each topic on a
-	// connection of its own), told to the replication when it closes.
-	fetchTopic, fetchFollower string
-	remote                    net.Addr // a TLS client's TCP address (tls.go); nil: c.RemoteAddr()
-	tls                       *tlsOut  // a TLS connection's consumes, sent by its pump (tlsout.go); nil: plaintext
+	// fetching: the topics a follower fetches on it (replica fetches
+	// and waits), with the follower, told to the replication when it
+	// closes (replicawait.go). Loop-owned.
+	fetching map[string]string
+	remote   net.Addr // a TLS client's TCP address (tls.go); nil: c.RemoteAddr()
+	tls      *tlsOut  // a TLS connection's consumes, sent by its pump (tlsout.go); nil: plaintext
 
+	exempt   bool      // a member's: out of the connection counts (exemptMember); loop-owned
 	helloDue bool      // no hello succeeded yet, with a deadline (hello.go); loop-owned
 	opened   time.Time // when it opened, with helloDue
 
@@ -110,14 +111,12 @@ func (e *events) OnClose(c gnet.Conn, err error) gnet.Action {
 		return gnet.None
 	}
 	b.stats.connections.Add(-1)
-	b.releaseConn(remoteAddr(c), 1) // accept.go; a TLS connection's pump releases the rest
 	cs, _ := c.Context().(*conn)
+	b.releaseClosed(c, cs) // accept.go; a TLS connection's pump releases the rest
 	if cs == nil {
 		return gnet.None
 	}
-	if cs.fetchFollower != "" {
-		b.svc.ReplicaGone(cs.caller, cs.fetchTopic, cs.fetchFollower)
-	}
+	cs.fetchesGone()
 	for _, s := range cs.slots {
 		if s.consume != nil {
 			b.unpark(s.consume)

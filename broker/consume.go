@@ -27,6 +27,8 @@ type consume struct {
 	// replica, for a replica fetch (op 17): the follower and its epoch,
 	// and the leader's answer fields of the last read.
 	replica *replicaFetch
+	// wait, for a replica wait (op 24): its topics (replicawait.go).
+	wait *replicaWait
 
 	start  time.Time // when the request arrived, for Config.ObserveRequest
 	waited bool      // parked at least once
@@ -65,12 +67,15 @@ func (cs *conn) handleReplicaFetch(h protocol.RequestHeader, payload []byte, sta
 	}
 	cr := &consume{corrID: h.CorrID, topic: string(req.Topic), caller: cs.caller, offset: req.Offset, resolved: true, start: start,
 		replica: &replicaFetch{follower: string(req.Follower), epoch: req.Epoch, parkedHW: -1}}
-	cs.fetchTopic, cs.fetchFollower = cr.topic, cr.replica.follower
+	cs.fetched(cr.topic, cr.replica.follower)
 	cs.queueConsume(cr, req.MaxBytes, req.MaxWaitMs)
 }
 
 // op is the op cr answers.
 func (cr *consume) op() protocol.Op {
+	if cr.wait != nil {
+		return protocol.OpReplicaWait
+	}
 	if cr.replica != nil {
 		return protocol.OpReplicaFetch
 	}
@@ -138,6 +143,9 @@ func (cs *conn) queueConsume(cr *consume, maxBytes, maxWaitMs int32) {
 // connection) and returns false. Runs on the event loop.
 func (cs *conn) serveConsume(cr *consume) bool {
 	b := cs.b
+	if cr.wait != nil {
+		return cs.serveWait(cr)
+	}
 	r, err := cs.read(cr)
 	if err == nil && !cr.resolved {
 		cr.offset, cr.resolved = r.Offset, true

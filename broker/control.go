@@ -18,10 +18,10 @@ const DefaultMaxControlRate = 5000
 
 // isControl reports whether op counts against Config.MaxControlRate: every
 // request but those that move data (produce, consume, import, a replica
-// fetch) and hello.
+// fetch or wait) and hello.
 func isControl(op protocol.Op) bool {
 	switch op {
-	case protocol.OpProduce, protocol.OpConsume, protocol.OpImport, protocol.OpHello, protocol.OpReplicaFetch:
+	case protocol.OpProduce, protocol.OpConsume, protocol.OpImport, protocol.OpHello, protocol.OpReplicaFetch, protocol.OpReplicaWait:
 		return false
 	}
 	return true

@@ -36,6 +36,7 @@ func (cs *conn) handle(frame []byte) {
 // request is answered later (queued or a consume), which observes itself.
 func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool) {
 	b := cs.b
+	cs.cutWait()
 	h, payload, err := protocol.ParseRequestHeader(frame)
 	if err != nil {
 		cs.respondError(h.Op, h.CorrID, err)
@@ -61,6 +62,9 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 		return h.Op, true
 	case protocol.OpReplicaFetch:
 		cs.handleReplicaFetch(h, payload, start)
+		return h.Op, true
+	case protocol.OpReplicaWait:
+		cs.handleReplicaWait(h, payload, start)
 		return h.Op, true
 	case protocol.OpEpochEnd, protocol.OpClusterStatus, protocol.OpProducerOwners, protocol.OpLogEnds:
 		cs.clusterOp(h, payload)

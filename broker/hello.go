@@ -164,10 +164,13 @@ func (cs *conn) hello(h protocol.RequestHeader, payload []byte) {
 		}
 		cs.caller, resp.Auth = caller.WithConn(cs.tenant), true
 		cs.helloDone()
+		cs.exemptMember()
 	} else if len(req.Token) > 0 {
 		// No tokens to check, but a cluster member presents the
 		// members' secret, which the server-to-server ops need.
-		cs.caller, _ = b.svc.Authenticate("", string(req.Token))
+		caller, _ := b.svc.Authenticate("", string(req.Token))
+		cs.caller = caller.WithConn(cs.tenant)
+		cs.exemptMember()
 	}
 	cs.end(protocol.AppendHelloResponse(cs.begin(), h.CorrID, resp))
 }

@@ -31,6 +31,7 @@ type Stats struct {
 	TLSErrors       int64 // TLS handshakes that failed (Config.TLS)
 	TurnsYielded    int64 // times a connection's frames gave its event loop up after loopTurn, with frames left
 	ControlPauses   int64 // times a connection was not read for a while, over Config.MaxControlRate
+	MemberConns     int64 // open connections of cluster members, outside MaxConns and MaxConnsPerAddr
 }
 
 type counters struct {
@@ -42,6 +43,7 @@ type counters struct {
 	authFailures, budgetClosed, helloTimeouts    atomic.Int64
 	pending                                      atomic.Int64 // responses owed
 	tlsErrors, turnsYielded, controlPauses       atomic.Int64
+	memberConns                                  atomic.Int64
 }
 
 // Stats returns the counters.
@@ -70,6 +72,7 @@ func (b *Broker) Stats() Stats {
 		TLSErrors:       s.tlsErrors.Load(),
 		TurnsYielded:    s.turnsYielded.Load(),
 		ControlPauses:   s.controlPauses.Load(),
+		MemberConns:     s.memberConns.Load(),
 	}
 }
 

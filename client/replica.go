@@ -54,6 +54,44 @@ func (c *Client) ReplicaFetch(ctx context.Context, f ReplicaFetch) (ReplicaFetch
 	return r, nil
 }
 
+// ReplicaWait is a follower's wait on the topics it follows from one
+// leader (protocol op 24).
+type ReplicaWait struct {
+	Follower string        // the follower's member ID
+	Wait     time.Duration // how long the leader may hold it when no topic is ready
+	// Topics: 1 to protocol.MaxReplicaWaitTopics, each with the
+	// follower's epoch, next offset and the high-water mark it knows.
+	Topics []protocol.ReplicaWaitTopic
+}
+
+// ReplicaWait waits until any of w's topics has something for the
+// follower (batches past its offset, a high-water mark past the one it
+// knows, or an error a fetch would tell) or the wait ends, and returns
+// those that are ready, by ascending position in w.Topics: with Fetch,
+// to fetch (ReplicaFetch), else only their high-water mark moved. Each
+// topic counts on the leader as a fetch of it at its offset. It is for
+// servers.
+func (c *Client) ReplicaWait(ctx context.Context, w ReplicaWait) ([]protocol.ReplicaWaitReady, error) {
+	if c.cl != nil {
+		return nil, fmt.Errorf("%w: replica wait", ErrSeveralServers)
+	}
+	if len(w.Topics) == 0 || len(w.Topics) > protocol.MaxReplicaWaitTopics {
+		return nil, fmt.Errorf("%w: %d topics, 1 to %d", ErrInvalidArgument, len(w.Topics), protocol.MaxReplicaWaitTopics)
+	}
+	p, err := c.do(ctx, protocol.OpReplicaWait, w.Wait, true, func(dst []byte, id uint32) []byte {
+		return protocol.AppendReplicaWaitRequest(dst, id, protocol.ReplicaWaitRequest{
+			MaxWaitMs: int32(w.Wait / time.Millisecond), Follower: []byte(w.Follower), Topics: w.Topics})
+	})
+	if err != nil {
+		return nil, err
+	}
+	ready, err := protocol.ParseReplicaWaitResponse(p, len(w.Topics))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return ready, nil
+}
+
 // EpochEnd asks a topic's leader where its log of epoch ends (KIP-279):
 // the largest epoch at most epoch that it holds (-1: none) and the
 // offset its log of that epoch ends at. It is for servers.

@@ -406,12 +406,14 @@
 // leader change, ask where the leader's log of their last leader epoch
 // ends with epoch end (op 18), and for the owners of the idempotent
 // producers their copy holds bound to none with producer owners (op 20);
-// the three need the replication right, as does log ends (op 23), which
-// the cluster's controller asks before it elects a topic's leader, and
-// cluster member (op 21). With -auth-file that is a token of the rules
-// holding it on every topic; without, the members' secret
-// (-cluster-token-file), presented as the hello's token: no other caller
-// holds it (code 19, forbidden). Cluster status (op 19, any valid
+// the three need the replication right, as do replica wait (op 24), with
+// which a follower waits on all the topics it follows from one leader
+// over one connection, log ends (op 23), which the cluster's controller
+// asks before it elects a topic's leader, and cluster member (op 21).
+// With -auth-file that is a token of the rules holding it on every
+// topic; without, the members' secret (-cluster-token-file), presented
+// as the hello's token: no other caller holds it (code 19, forbidden).
+// Cluster status (op 19, any valid
 // token) tells who leads what.
 //
 // Replica fetch (op 17) is a consume that names its follower and epoch:
@@ -434,7 +436,9 @@
 // under batch epoch. At the leader's next offset with max wait > 0 the
 // leader holds the request until a batch comes or the wait ends. An
 // epoch other than the leader's is code 29; a server that does not lead
-// the topic answers code 27.
+// the topic answers code 27. A request that arrives on the connection
+// behind a parked replica fetch ends its wait: it is answered at once,
+// with no batch (a follower's ping, when it has another topic to add).
 //
 // Epoch end (op 18), KIP-279's offset for leader epoch:
 //
@@ -508,6 +512,59 @@
 //
 // A topic the server does not hold is answered epoch -1, next -1. More
 // than 1024 topics, or none, is code 14 (invalid argument).
+//
+// Replica wait (op 24): a follower's wait on every topic it follows from
+// one leader, on the one connection it fetches them all on (Kafka's
+// follower fetch covers many partitions the same way). The leader holds
+// it until any topic listed is ready, or max wait ends, and answers which
+// are; the follower then fetches those that hold batches for it with
+// replica fetch, max wait 0, on the same connection. It needs the
+// replication right on every topic listed:
+//
+//	request                                    response
+//	0  4  max wait   int32, ms, >= 0           0  4  count   uint32, ready topics
+//	4  2  follower len                         then count times, by ascending index:
+//	6  n  follower   its member ID, not empty     4  index  uint32, the topic's place
+//	-  4  count      uint32, 1 to 4096                      in the request (from 0)
+//	                 (MaxReplicaWaitTopics)       1  flags  uint8, bit 0: fetch it
+//	then count times:                                       (ReplicaWaitFetch)
+//	   8  epoch      int64, >= 1                  8  high   int64, the leader's high-water
+//	   8  offset     int64, >= 0: the                water  mark; -1 (with fetch): a
+//	                 follower's next offset                 fetch would fail
+//	   8  high water int64, >= 0: the leader's
+//	                 mark as the follower knows it
+//	   1  flags      uint8, bit 0: leave
+//	                 (ReplicaWaitLeave); other bits 0
+//	   2  topic len
+//	   n  topic
+//
+// Each topic listed counts as a replica fetch of it at offset: the leader
+// records that the follower holds everything before offset (in-sync set
+// and high-water mark), and the connection as one the follower fetches
+// the topic on, so that its closing drops the follower from the topic's
+// in-sync set at once. A topic is ready when the leader's log holds
+// offset (or starts past it) or a replica fetch of it would fail (not
+// leader, another epoch: the fetch tells the follower why), both
+// answered with the fetch flag, or when its high-water mark passed high
+// water, which the follower then takes without a fetch. A topic with the
+// leave flag is not waited on: the follower fetches it no more on this
+// connection and leaves its in-sync set at once, as if the connection
+// had closed. A request that arrives on the connection behind a parked
+// replica wait ends the wait: the leader answers the wait at once, with
+// the topics ready then (maybe none), then the request; a follower sends
+// a ping so when it has topics to add or to leave. More than 4096
+// topics, none, or a field out of its range is code 14.
+//
+// Golden bytes (TestReplicaWaitGolden), correlation id 42: follower "f1",
+// max wait 500 ms, "orders" at epoch 3, offset 5, high water 4, and "t"
+// left; then an answer to a wait on two topics: fetch the first (high
+// water 9), and the second's mark moved to 7:
+//
+//	51000000 01 18 0000 2a000000 f4010000 0200 6631 02000000
+//	  0300000000000000 0500000000000000 0400000000000000 00 0600 6f7264657273
+//	  0100000000000000 0000000000000000 0000000000000000 01 0100 74
+//	26000000 01 18 0000 2a000000 02000000
+//	  00000000 01 0900000000000000 01000000 00 0700000000000000
 //
 // # Hello and tokens
 //

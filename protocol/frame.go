@@ -72,8 +72,9 @@ const (
 	OpClusterMember  Op = 21 // add a server to the cluster, or remove one
 	OpTopicReplicas  Op = 22 // create a topic on n replicas, or change a topic's replication factor
 	OpLogEnds        Op = 23 // where a replica's logs of topics end, by last leader epoch and next offset (servers only)
+	OpReplicaWait    Op = 24 // a follower's wait until any of many topics has something for it (servers only)
 
-	opMax = OpLogEnds
+	opMax = OpReplicaWait
 )
 
 // Valid reports whether op is known to this protocol version.
@@ -127,6 +128,8 @@ func (op Op) String() string {
 		return "topic replicas"
 	case OpLogEnds:
 		return "log ends"
+	case OpReplicaWait:
+		return "replica wait"
 	}
 	return "unknown op"
 }

@@ -5,95 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/haraqa/haraqa/client"
 	"github.com/haraqa/haraqa/protocol"
-	"github.com/haraqa/haraqa/storage"
 )
 
-// follow copies topic rt from its leader at epoch until ctx ends: first
-// it cuts its log back to where the leader's log of its last epoch ends,
-// then it fetches from its end, storing each batch as the leader stored
-// it, and takes the leader's high-water mark as its own (up to its end).
-// Any error starts over after a pause, truncation included.
+// follow copies topic rt from its leader at epoch until ctx ends: it
+// joins the session that copies the topics this member follows from
+// that leader (session.go), which first cuts its log back to where the
+// leader's log of its last epoch ends, then fetches from its end,
+// storing each batch as the leader stored it, and takes the leader's
+// high-water mark as its own (up to its end). Any error sets the topic
+// up again after a pause, truncation included.
 func (m *Manager) follow(ctx context.Context, rt *rtopic, leader string, epoch int64, stopped chan struct{}) {
 	defer close(stopped)
-	defer m.dropClient(leader, rt.name)
-	pause := 20 * time.Millisecond
-	for ctx.Err() == nil {
-		err := m.followOnce(ctx, rt, leader, epoch)
-		if ctx.Err() != nil {
-			return
-		}
-		if errors.Is(err, client.ErrConnection) || errors.Is(err, client.ErrClosed) || errors.Is(err, storage.ErrReadOnly) {
-			// A copy that turned read-only fetches no more (followOnce):
-			// its connection closed, the leader drops it from the
-			// in-sync set at once (FetchGone), not after the lag time,
-			// which acks=all would wait for.
-			m.dropClient(leader, rt.name)
-		}
-		m.log.Debug("replica: following", "topic", rt.name, "leader", leader, "epoch", epoch, "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, time.Second)
+	s, ft := m.join(ctx, leader, rt, epoch)
+	if s == nil {
+		return // closed
 	}
-}
-
-// followOnce truncates and fetches until an error.
-func (m *Manager) followOnce(ctx context.Context, rt *rtopic, leader string, epoch int64) error {
-	if err := m.store.ReadOnly(rt.name); err != nil {
-		// A copy that turned read-only takes nothing until a restart
-		// reopens it: fetching nothing, it never looks in sync.
-		return err
-	}
-	if err := m.repair(rt.name); err != nil {
-		return err
-	}
-	c, err := m.client(ctx, leader, rt.name)
-	if err != nil {
-		return err
-	}
-	if err := m.truncate(ctx, c, rt.name); err != nil {
-		return err
-	}
-	asked := map[uint64]bool{} // producers whose owners the leader was asked for (bindOwners)
-	// Every answer is read into buf, which the batches stored from it
-	// leave free: at a few fetches per produce, a buffer allocated per
-	// answer would make the follower's garbage collector run dozens of
-	// times a second under load. One that outgrew maxKeptBuf (an answer
-	// whose first batch was larger than FetchBytes) is not kept.
-	var buf []byte
-	maxKeptBuf := int(m.cfg.FetchBytes) + 1<<20
-	for ctx.Err() == nil {
-		info, err := m.store.Info(rt.name)
-		if err != nil {
-			return err
-		}
-		r, err := c.ReplicaFetch(ctx, client.ReplicaFetch{Topic: rt.name, Follower: m.cfg.Self, Epoch: epoch,
-			Offset: info.Next, MaxBytes: m.cfg.FetchBytes, Wait: m.cfg.FetchWait, Buf: &buf})
-		if err != nil {
-			return err
-		}
-		next := info.Next
-		if len(r.Batches) > 0 {
-			if next, err = m.store1(ctx, c, rt.name, r, asked); err != nil {
-				return err
-			}
-			m.stats.fetchedBytes.Add(int64(len(r.Batches)))
-		}
-		if cap(buf) > maxKeptBuf {
-			buf = nil
-		}
-		rt.mu.Lock()
-		calls := rt.raise(min(r.HighWater, next))
-		rt.mu.Unlock()
-		calls.run()
-	}
-	return ctx.Err()
+	<-ctx.Done()
+	s.leave(ft)
 }
 
 // store1 stores the batches of a fetch, binds their new producers to
@@ -296,51 +227,4 @@ func (m *Manager) cutTo(topic string, offset int64) error {
 		m.log.Info("replica: truncated to the leader's log", "topic", topic, "from", info.Next, "to", next)
 	}
 	return nil
-}
-
-// client returns the client this member follows topic with on the
-// member at addr, dialing it once. Each followed topic has a connection
-// of its own: a leader answers a connection's requests in order, and a
-// fetch parked at one topic's end (up to FetchWait) would hold back the
-// fetches of the others behind it.
-func (m *Manager) client(ctx context.Context, addr, topic string) (*client.Client, error) {
-	key := addr + " " + topic
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil, storage.ErrClosed
-	}
-	c := m.clients[key]
-	m.mu.Unlock()
-	if c != nil {
-		return c, nil
-	}
-	c, err := m.cfg.Dial(ctx, addr)
-	if err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		c.Close()
-		return nil, storage.ErrClosed
-	}
-	if old := m.clients[key]; old != nil {
-		c.Close()
-		return old, nil
-	}
-	m.clients[key] = c
-	return c, nil
-}
-
-// dropClient closes the client following topic on addr.
-func (m *Manager) dropClient(addr, topic string) {
-	key := addr + " " + topic
-	m.mu.Lock()
-	c := m.clients[key]
-	delete(m.clients, key)
-	m.mu.Unlock()
-	if c != nil {
-		c.Close()
-	}
 }

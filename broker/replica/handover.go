@@ -57,7 +57,7 @@ func (m *Manager) handOver(now time.Time) {
 // and no other change of it is under way: when this member's copy failed
 // (copyFailed), the lead to the first in-sync follower that is fetching,
 // this member out of the in-sync set, since it copies nothing more until
-// it restarts (followOnce), as Kafka moves the partitions of a failed log
+// it restarts (session.setup), as Kafka moves the partitions of a failed log
 // directory; else the end of its move to members
 // that do not include this one, once all of them are in sync (while this
 // member stays a replica, the controller ends the move, the lead kept);

@@ -213,7 +213,7 @@ func (m *Manager) Fetch(topic, follower string, epoch, offset int64) (service.Fe
 	}
 	// A follower whose log ends before this one's start (retention or a
 	// truncation dropped what it lacks) is sent the log from the start,
-	// and starts its own there (followOnce).
+	// and starts its own there (session.fetch, restartAt).
 	from := max(offset, info.Oldest)
 	var expand []string
 	if !rt.meta.InSync(follower) && offset >= rt.hw && !rt.altering {

@@ -82,13 +82,16 @@ type Manager struct {
 	store *storage.Store
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	synced  bool                      // the metadata was reconciled after a Sync: until then nothing is served
-	swept   bool                      // the copies of topics moved away while this member was down were deleted
-	meta    map[string]cluster.Topic  // every topic of the cluster, as last reconciled
-	topics  map[string]*rtopic        // those this member holds
-	clients map[string]*client.Client // by leader and topic followed (follow.go)
-	closed  bool
+	mu     sync.Mutex
+	synced bool                     // the metadata was reconciled after a Sync: until then nothing is served
+	swept  bool                     // the copies of topics moved away while this member was down were deleted
+	meta   map[string]cluster.Topic // every topic of the cluster, as last reconciled
+	topics map[string]*rtopic       // those this member holds
+	// sessions: by leader, the sessions that copy the topics this
+	// member follows from it (session.go); sessWG waits for their loops.
+	sessions map[string][]*session
+	sessWG   sync.WaitGroup
+	closed   bool
 	// bootLead: the epochs of the replicated topics the cluster had this
 	// member lead when it started, which it leads again only under a new
 	// one (relead); releading: those it is asking for one.
@@ -144,7 +147,7 @@ func New(store *storage.Store, cfg Config) *Manager {
 	return &Manager{cfg: cfg, store: store, log: cfg.Logger, meta: map[string]cluster.Topic{},
 		bootLead: map[string]int64{}, releading: map[string]bool{},
 		stepping: map[string]bool{}, repairing: map[string]bool{},
-		topics: map[string]*rtopic{}, clients: map[string]*client.Client{},
+		topics: map[string]*rtopic{}, sessions: map[string][]*session{},
 		poke: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
@@ -180,12 +183,7 @@ func (m *Manager) Close() {
 	for _, rt := range topics {
 		rt.stop(m, storage.ErrClosed)
 	}
-	m.mu.Lock()
-	for _, c := range m.clients {
-		c.Close()
-	}
-	m.clients = nil
-	m.mu.Unlock()
+	m.closeSessions()
 }
 
 func (m *Manager) run() {
@@ -291,7 +289,7 @@ func (m *Manager) reconcile() {
 	}
 	m.mu.Lock()
 	for name := range m.repairing {
-		// Repaired: cut at its hole (followOnce), caught up and taken
+		// Repaired: cut at its hole (session.setup), caught up and taken
 		// back into the in-sync set after it stepped back.
 		if t, ok := meta[name]; !ok || (t.InSync(m.cfg.Self) && !m.stepping[name] && !m.damaged(name)) {
 			delete(m.repairing, name)
@@ -428,7 +426,7 @@ func (m *Manager) mustRelead(topic string, t cluster.Topic) bool {
 // KIP-966; where it is the last of the set, the set goes to the replica
 // that stepped back holding the most), and leads none of them before. A
 // damaged copy is cut before its first unreadable offset and copied again
-// from the leader (followOnce). The topics it led under an epoch it
+// from the leader (session.setup). The topics it led under an epoch it
 // still holds after that are led again only under a new epoch (relead).
 func (m *Manager) noteBoot(meta map[string]cluster.Topic) {
 	clean := m.store.CleanStart()
@@ -571,7 +569,7 @@ func (m *Manager) relead(topic string, t cluster.Topic) {
 // applyStart drops what replica rt holds before start, the topic's start
 // in the Raft group (an admin truncation on its leader), once for each
 // start. A replica that holds less keeps an empty log at its end, and its
-// next fetch starts it again at the leader's start (followOnce).
+// next fetch starts it again at the leader's start (restartAt).
 func (m *Manager) applyStart(rt *rtopic, start int64) {
 	rt.mu.Lock()
 	done := rt.startDone

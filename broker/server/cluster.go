@@ -65,6 +65,10 @@ type ClusterConfig struct {
 	// FetchBytes is the most batch bytes a follower asks its leader for
 	// in one fetch (default replica.DefaultFetchBytes, 4 MiB; no flag).
 	FetchBytes int32
+	// FetchWait is how long a leader may hold a follower's wait when no
+	// topic has anything for it (default replica.DefaultFetchWait, 500
+	// ms; no flag).
+	FetchWait time.Duration
 	// Listener, if set, is the cluster port's listener (tests).
 	Listener net.Listener
 }
@@ -171,7 +175,7 @@ func (s *Server) newReplicas() *replica.Manager {
 		client.WithToken(cc.Token)}
 	return replica.New(s.store, replica.Config{
 		Self: s.selfAddr(), Replicas: cc.Replicas, MinInsync: cc.MinInsync,
-		LagTime: cc.LagTime, LagBytes: cc.LagBytes, AckTimeout: cc.AckTimeout, FetchBytes: cc.FetchBytes,
+		LagTime: cc.LagTime, LagBytes: cc.LagBytes, AckTimeout: cc.AckTimeout, FetchBytes: cc.FetchBytes, FetchWait: cc.FetchWait,
 		LeaderBalance: cc.LeaderBalance,
 		Lease:         min(cc.memberTimeout()/2, cluster.DefaultMemberTimeout/2),
 		Dial:          s.dialMember(opts),

@@ -125,6 +125,30 @@ func (s *Service) ReplicaRead(c Caller, topic, follower string, epoch, offset, m
 	return r, ans, nil
 }
 
+// ReplicaPoll serves one topic of a follower's replica wait (op 24) on
+// the leader (the replication right): it records the follower's offset,
+// as a fetch does (Replication.Fetch), and returns the topic's high-water
+// mark and whether the follower should fetch it: the leader's log holds
+// offset (or starts past it), or a fetch would fail and tell it why
+// (then hw is -1).
+func (s *Service) ReplicaPoll(c Caller, topic, follower string, epoch, offset int64) (hw int64, fetch bool) {
+	if s.Allow(c, protocol.OpReplicaWait, topic) != nil || s.repl == nil {
+		return -1, true
+	}
+	ans, err := s.repl.Fetch(topic, follower, epoch, offset)
+	if err != nil {
+		return -1, true
+	}
+	if ans.From > offset {
+		return ans.HighWater, true
+	}
+	info, err := s.store.Info(topic)
+	if err != nil {
+		return -1, true
+	}
+	return ans.HighWater, info.Next > offset
+}
+
 // ReplicaGone tells the replication that the connection a follower
 // fetched topic on closed (the replication right).
 func (s *Service) ReplicaGone(c Caller, topic, follower string) {

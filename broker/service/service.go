@@ -130,7 +130,7 @@ type Caller struct {
 	// member: the caller presented Config.ClusterSecret to a service
 	// without Auth.
 	member bool
-	conn  string // the port's name for the connection (WithConn)
+	conn   string // the port's name for the connection (WithConn)
 }
 
 // WithConn returns c naming the connection it calls on, key (unique
@@ -221,6 +221,17 @@ func (s *Service) HasRightOnAll(c Caller, r auth.Right) bool {
 	return c.grant.AllowAll(r)
 }
 
+// IsMember reports whether c is another member of the cluster: with
+// Config.Auth its token holds the replication right on every topic (the
+// cluster's token), without it c presented Config.ClusterSecret. A
+// service of no cluster has no members.
+func (s *Service) IsMember(c Caller) bool {
+	if s.auth == nil {
+		return s.secret != "" && c.member
+	}
+	return c.grant.AllowAll(auth.Replication)
+}
+
 // openTo reports whether, without Config.Auth, c holds r: every right
 // but the replication right of a cluster's members, which needs
 // Config.ClusterSecret.
@@ -281,7 +292,7 @@ func RightOf(op protocol.Op) auth.Right {
 		return auth.Consume // a group is a consumer's position
 	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTruncate, protocol.OpImport, protocol.OpTopicReplicas:
 		return auth.Admin // import: it writes at chosen offsets and times
-	case protocol.OpReplicaFetch, protocol.OpEpochEnd, protocol.OpProducerOwners, protocol.OpLogEnds:
+	case protocol.OpReplicaFetch, protocol.OpReplicaWait, protocol.OpEpochEnd, protocol.OpProducerOwners, protocol.OpLogEnds:
 		return auth.Replication // only a cluster's servers copy a log
 	case protocol.OpClusterMember:
 		return auth.Replication // on "*": the cluster's token (membershipTopic)
