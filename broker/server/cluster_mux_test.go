@@ -160,7 +160,7 @@ func TestClusterReplicaWaitIdleDoesNotHoldBusy(t *testing.T) {
 		t.Skip("no idle topic shares the busy one's leader")
 	}
 	follower := st.ISR[slices.IndexFunc(st.ISR, func(id string) bool { return id != st.Leader })]
-	lc := dialOne(t, st.Leader)
+	lc := dialOneWith(t, st.Leader, client.WithToken(testSecret))
 	producer := dialOne(t, st.Leader)
 	ends := func(topic string) (int64, int64) {
 		ts := topicOf(t, lc, topic)
