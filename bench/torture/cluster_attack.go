@@ -62,7 +62,7 @@ const (
 	caGroupRate  = 200
 	caTopicRetry = 10 * time.Second
 	caTopicsWait = 150 * time.Second
-	caRaftDBMax  = 4 << 20 // raft.db growth allowed over the commit flood
+	caRaftDBMax  = 4 << 20 // a member's raft.db growth allowed over the commit flood
 	caVictimTopc = "ca-victim"
 )
 
@@ -413,7 +413,7 @@ func (r *caRun) commitFlood(ctx context.Context, c *foCluster, dial func(string)
 			return err
 		}
 	}
-	dbBefore := raftDBSize(c)
+	dbBefore := raftDBSizes(c)
 	victim := func(d time.Duration) (p50, max time.Duration, errs int, lastErr error) {
 		var lat []time.Duration
 		end := time.Now().Add(d)
@@ -457,13 +457,14 @@ func (r *caRun) commitFlood(ctx context.Context, c *foCluster, dial func(string)
 	floodP50, floodMax, floodErrs, lastErr := victim(caFloodFor)
 	close(stop)
 	wg.Wait()
-	dbGrowth := raftDBSize(c) - dbBefore
+	dbGrowth := maxGrowth(dbBefore, raftDBSizes(c))
 	r.field("flood_commits_ok", ok.Load())
 	r.field("group_change_rate", caGroupRate)
 	r.field("flood_commits_limited", limited.Load())
 	r.field("victim_commit_p50_idle_us", idleP50.Microseconds())
 	r.field("victim_commit_p50_flood_us", floodP50.Microseconds())
 	r.field("victim_commit_max_flood_us", floodMax.Microseconds())
+	r.field("flood_commits_per_s", ok.Load()*int64(time.Second)/int64(caFloodFor))
 	r.field("raft_db_growth_kib", dbGrowth>>10)
 	if idleErrs+floodErrs > 0 {
 		return fmt.Errorf("the other tenant's commits failed %d times: %v", idleErrs+floodErrs, lastErr)
@@ -475,7 +476,7 @@ func (r *caRun) commitFlood(ctx context.Context, c *foCluster, dial func(string)
 		return fmt.Errorf("%d flood commits failed otherwise than on the limit: %v", other.Load(), lastOther.Load())
 	}
 	if dbGrowth > caRaftDBMax {
-		return fmt.Errorf("raft.db grew %d KiB over the flood, at most %d allowed", dbGrowth>>10, caRaftDBMax>>10)
+		return fmt.Errorf("a member's raft.db grew %d KiB over the flood, at most %d allowed", dbGrowth>>10, caRaftDBMax>>10)
 	}
 	return nil
 }
@@ -883,13 +884,22 @@ func allOutput(c *foCluster) string {
 	return b.String()
 }
 
-// raftDBSize sums the members' raft.db files.
-func raftDBSize(c *foCluster) int64 {
-	var n int64
-	for _, f := range c.servers {
+// raftDBSizes returns each member's raft.db size.
+func raftDBSizes(c *foCluster) []int64 {
+	n := make([]int64, len(c.servers))
+	for i, f := range c.servers {
 		if fi, err := os.Stat(filepath.Join(f.vol, "cluster", "raft.db")); err == nil {
-			n += fi.Size()
+			n[i] = fi.Size()
 		}
 	}
 	return n
+}
+
+// maxGrowth is the most any member's raft.db grew from before to after.
+func maxGrowth(before, after []int64) int64 {
+	var g int64
+	for i := range after {
+		g = max(g, after[i]-before[i])
+	}
+	return g
 }
