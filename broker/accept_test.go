@@ -132,19 +132,7 @@ func TestMemberConnsOutsideLimits(t *testing.T) {
 	if n := s.Broker.Stats().MemberConns; n != 2 {
 		t.Fatalf("%d member connections, want 2", n)
 	}
-	overLimit := func() {
-		t.Helper()
-		nc, err := net.Dial("tcp", s.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		_ = nc.SetReadDeadline(time.Now().Add(ioTimeout))
-		b, _ := io.ReadAll(nc)
-		if h, _, err := protocol.ParseResponseHeader(b); err != nil || h.Code != protocol.CodeLimitReached {
-			t.Fatalf("a connection over the per-address limit: %+v %v", h, err)
-		}
-	}
+	overLimit := func() { t.Helper(); refusedOverLimit(t, s.Addr) }
 	client := dialRaw(t, s.Addr)
 	client.ping()
 	overLimit() // 127.0.0.1 holds its 2: the client and the non-member
@@ -179,7 +167,14 @@ func TestMemberConnsOutsideLimitsSecret(t *testing.T) {
 	if n := s.Broker.Stats().MemberConns; n != 2 {
 		t.Fatalf("%d member connections, want 2", n)
 	}
-	nc, err := net.Dial("tcp", s.Addr)
+	refusedOverLimit(t, s.Addr) // a third client connection from 127.0.0.1
+}
+
+// refusedOverLimit checks that a new connection to addr is answered
+// CodeLimitReached and closed.
+func refusedOverLimit(t *testing.T, addr string) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +182,6 @@ func TestMemberConnsOutsideLimitsSecret(t *testing.T) {
 	_ = nc.SetReadDeadline(time.Now().Add(ioTimeout))
 	b, _ := io.ReadAll(nc)
 	if h, _, err := protocol.ParseResponseHeader(b); err != nil || h.Code != protocol.CodeLimitReached {
-		t.Fatalf("a third client connection from 127.0.0.1: %+v %v, want limit reached", h, err)
+		t.Fatalf("a connection over the per-address limit: %+v %v, want limit reached", h, err)
 	}
 }

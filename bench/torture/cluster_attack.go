@@ -367,7 +367,7 @@ func (r *caRun) statusHidden(ctx context.Context, c *foCluster) error {
 		return fmt.Errorf("GET /cluster: %d %s", resp.StatusCode, hb)
 	}
 	for what, body := range map[string][]byte{"op 19": b, "GET /cluster": hb} {
-		var st foStatusMembers
+		var st foStatus
 		if err := json.Unmarshal(body, &st); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
@@ -536,26 +536,7 @@ func (r *caRun) manyTopics(ctx context.Context, c *foCluster, admin *client.Clie
 // caStatus reads cluster status with a token.
 type caStatus struct{ token string }
 
-// foTopicStatus is a topic in cluster status.
-type foTopicStatus struct {
-	Name     string   `json:"name"`
-	Replicas []string `json:"replicas"`
-	Target   []string `json:"target"`
-	Leader   string   `json:"leader"`
-	Epoch    int64    `json:"epoch"`
-	ISR      []string `json:"isr"`
-}
-
-// foStatusMembers is cluster status with its members.
-type foStatusMembers struct {
-	RaftLeader string `json:"raft_leader"`
-	Members    []struct {
-		ID string `json:"id"`
-	} `json:"members"`
-	Topics []foTopicStatus `json:"topics"`
-}
-
-func (s caStatus) of(ctx context.Context, c *foCluster) (foStatusMembers, error) {
+func (s caStatus) of(ctx context.Context, c *foCluster) (foStatus, error) {
 	var errs []error
 	for _, f := range c.servers {
 		cl, err := f.s.dial(ctx, client.WithToken(s.token))
@@ -569,18 +550,18 @@ func (s caStatus) of(ctx context.Context, c *foCluster) (foStatusMembers, error)
 			errs = append(errs, err)
 			continue
 		}
-		var st foStatusMembers
+		var st foStatus
 		return st, json.Unmarshal(b, &st)
 	}
-	return foStatusMembers{}, errors.Join(errs...)
+	return foStatus{}, errors.Join(errs...)
 }
 
 // healthy waits until every server's status shows topics topics, each
 // with a leader and all its replicas in sync, and 3 members.
-func (s caStatus) healthy(ctx context.Context, c *foCluster, topics int, wait time.Duration) (foStatusMembers, error) {
+func (s caStatus) healthy(ctx context.Context, c *foCluster, topics int, wait time.Duration) (foStatus, error) {
 	deadline := time.Now().Add(wait)
 	var last string
-	var st foStatusMembers
+	var st foStatus
 	for {
 		ok := true
 		for _, f := range c.servers {
@@ -592,7 +573,7 @@ func (s caStatus) healthy(ctx context.Context, c *foCluster, topics int, wait ti
 			b, err := cl.ClusterStatus(ctx)
 			cl.Close()
 			if err == nil {
-				st = foStatusMembers{}
+				st = foStatus{}
 				err = json.Unmarshal(b, &st)
 			}
 			if err != nil {
@@ -624,7 +605,7 @@ func (s caStatus) healthy(ctx context.Context, c *foCluster, topics int, wait ti
 }
 
 // leaderChanges counts the topics of before whose epoch moved by after.
-func leaderChanges(before, after foStatusMembers) int {
+func leaderChanges(before, after foStatus) int {
 	epochs := map[string]int64{}
 	for _, t := range before.Topics {
 		epochs[t.Name] = t.Epoch

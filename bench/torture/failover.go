@@ -83,16 +83,22 @@ func lowPort(e *env) (int, error) {
 // foStatus is one server's cluster status (protocol op 19).
 type foStatus struct {
 	RaftLeader string `json:"raft_leader"`
-	Topics     []struct {
-		Name      string   `json:"name"`
-		Replicas  []string `json:"replicas"`
-		Target    []string `json:"target"`
-		Leader    string   `json:"leader"`
-		Epoch     int64    `json:"epoch"`
-		ISR       []string `json:"isr"`
-		HighWater int64    `json:"high_water"`
-		Next      int64    `json:"next"`
-	} `json:"topics"`
+	Members    []struct {
+		ID string `json:"id"`
+	} `json:"members"`
+	Topics []foTopicStatus `json:"topics"`
+}
+
+// foTopicStatus is a topic in cluster status.
+type foTopicStatus struct {
+	Name      string   `json:"name"`
+	Replicas  []string `json:"replicas"`
+	Target    []string `json:"target"`
+	Leader    string   `json:"leader"`
+	Epoch     int64    `json:"epoch"`
+	ISR       []string `json:"isr"`
+	HighWater int64    `json:"high_water"`
+	Next      int64    `json:"next"`
 }
 
 func runFailover(ctx context.Context, e *env) (string, error) {

@@ -31,7 +31,7 @@ func allTopics(t *testing.T, c *client.Client) []topicStatus {
 		Topics []topicStatus `json:"topics"`
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v: %s", err, b)
 	}
 	return st.Topics
 }

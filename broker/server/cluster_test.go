@@ -238,19 +238,7 @@ func waitInStep(t *testing.T, c *client.Client) {
 
 func topicOf(t *testing.T, c *client.Client, topic string) topicStatus {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	b, err := c.ClusterStatus(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st struct {
-		Topics []topicStatus `json:"topics"`
-	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
-	for _, ts := range st.Topics {
+	for _, ts := range allTopics(t, c) {
 		if ts.Name == topic {
 			return ts
 		}
