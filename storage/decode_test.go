@@ -162,6 +162,16 @@ func queueDecodes(t *testing.T, d *decodeBudget, n int64, labels ...string) <-ch
 func queueHeld(t *testing.T, d *decodeBudget, n int64, step <-chan struct{}, labels ...string) <-chan string {
 	t.Helper()
 	order := make(chan string, len(labels))
+	queueInto(t, d, n, step, order, labels...)
+	return order
+}
+
+// queueInto is queueHeld sending the labels to order, which several
+// calls may share: read from one channel, the labels come in the order
+// the decodes started (a select over several would pick among those
+// ready at random).
+func queueInto(t *testing.T, d *decodeBudget, n int64, step <-chan struct{}, order chan<- string, labels ...string) {
+	t.Helper()
 	for _, l := range labels {
 		tenant, _, _ := strings.Cut(l, "#")
 		waits := d.waits.Load()
@@ -183,7 +193,6 @@ func queueHeld(t *testing.T, d *decodeBudget, n int64, step <-chan struct{}, lab
 			}
 		}
 	}
-	return order
 }
 
 // startOrder reads k labels from order.
@@ -270,15 +279,14 @@ func TestDecodeFairBytes(t *testing.T) {
 	for i := range 40 {
 		small = append(small, fmt.Sprintf("small#%d", i))
 	}
-	bigOrder := queueDecodes(t, d, 1<<20, big...)
-	smallOrder := queueDecodes(t, d, 64<<10, small...)
+	order := make(chan string, len(big)+len(small))
+	queueInto(t, d, 1<<20, nil, order, big...)
+	queueInto(t, d, 64<<10, nil, order, small...)
 	d.release(held)
 	var got []string
 	for len(got) < len(big)+len(small) {
 		select {
-		case l := <-bigOrder:
-			got = append(got, l)
-		case l := <-smallOrder:
+		case l := <-order:
 			got = append(got, l)
 		case <-time.After(10 * time.Second):
 			t.Fatalf("started %v, then nothing", got)
