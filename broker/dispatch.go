@@ -35,7 +35,6 @@ func (cs *conn) handle(frame []byte) {
 // serve is handle's body. It returns the request's op and whether the
 // request is answered later (queued or a consume), which observes itself.
 func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool) {
-	b := cs.b
 	cs.cutWait()
 	h, payload, err := protocol.ParseRequestHeader(frame)
 	if err != nil {
@@ -45,7 +44,6 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 	if cs.refuse(h) {
 		return h.Op, false
 	}
-	var jb *job
 	switch h.Op {
 	case protocol.OpHello:
 		cs.hello(h, payload)
@@ -69,25 +67,16 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 	case protocol.OpEpochEnd, protocol.OpClusterStatus, protocol.OpProducerOwners, protocol.OpLogEnds:
 		cs.clusterOp(h, payload)
 		return h.Op, false
-	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTopicInfo:
-		jb, err = b.topicJob(h, payload)
-	case protocol.OpListTopics:
-		jb, err = b.listJob(h, payload)
-	case protocol.OpTruncate:
-		jb, err = b.truncateJob(h, payload)
-	case protocol.OpOffsetAt:
-		jb, err = b.offsetAtJob(h, payload)
-	case protocol.OpProduce:
-		jb, err = b.produceJob(h, payload)
-	case protocol.OpImport:
-		jb, err = b.importJob(h, payload)
-	case protocol.OpCommitOffset, protocol.OpFetchOffset, protocol.OpGroupLease, protocol.OpListGroups, protocol.OpDeleteGroup:
-		jb, err = b.groupJob(h, payload)
-	case protocol.OpClusterMember:
-		jb, err = memberJob(h, payload)
-	case protocol.OpTopicReplicas:
-		jb, err = replicasJob(h, payload)
 	}
+	return h.Op, cs.serveJob(h, payload, start)
+}
+
+// serveJob parses a storage request into a job, refuses it at once when
+// the caller may not or its batch could never fit, and runs or queues
+// it. It reports whether the request is answered later.
+func (cs *conn) serveJob(h protocol.RequestHeader, payload []byte, start time.Time) (later bool) {
+	b := cs.b
+	jb, err := b.parseJob(h, payload)
 	if err == nil && h.Op != protocol.OpListTopics {
 		err = b.svc.Allow(cs.caller, h.Op, jb.topic) // refused at once; the service checks again when it runs
 	}
@@ -96,27 +85,61 @@ func (cs *conn) serve(frame []byte, start time.Time) (op protocol.Op, later bool
 	}
 	if err != nil {
 		cs.respondError(h.Op, h.CorrID, err)
-		return h.Op, false
+		return false
 	}
 	jb.caller, jb.start = cs.caller, start
+	return cs.schedule(jb)
+}
+
+// parseJob parses the payload of a storage request into a job.
+func (b *Broker) parseJob(h protocol.RequestHeader, payload []byte) (*job, error) {
+	switch h.Op {
+	case protocol.OpCreateTopic, protocol.OpDeleteTopic, protocol.OpTopicInfo:
+		return b.topicJob(h, payload)
+	case protocol.OpListTopics:
+		return b.listJob(h, payload)
+	case protocol.OpTruncate:
+		return b.truncateJob(h, payload)
+	case protocol.OpOffsetAt:
+		return b.offsetAtJob(h, payload)
+	case protocol.OpProduce:
+		return b.produceJob(h, payload)
+	case protocol.OpImport:
+		return b.importJob(h, payload)
+	case protocol.OpCommitOffset, protocol.OpFetchOffset, protocol.OpGroupLease, protocol.OpListGroups, protocol.OpDeleteGroup:
+		return b.groupJob(h, payload)
+	case protocol.OpClusterMember:
+		return memberJob(h, payload)
+	case protocol.OpTopicReplicas:
+		return replicasJob(h, payload)
+	}
+	return nil, nil
+}
+
+// schedule runs jb on the loop when nothing runs before it and it is
+// memory work, or hands it to the connection's goroutine: behind the
+// requests queued there, or as a produce that waits for the disk or the
+// followers. It reports whether the request is answered later.
+func (cs *conn) schedule(jb *job) (later bool) {
+	b := cs.b
 	switch {
 	case cs.w.busy():
 		// Behind the storage requests the connection's goroutine runs.
-	case h.Op == protocol.OpProduce && (b.fsync || b.svc.MayWaitForReplicas(jb.topic)) && !jb.decode:
+	case jb.op == protocol.OpProduce && (b.fsync || b.svc.MayWaitForReplicas(jb.topic)) && !jb.decode:
 		// (A replicated topic's waits for its followers, off the loop.)
 		cs.produceAsync(jb)
-		return h.Op, true
+		return true
 	case cs.w.inStore.Load() > 0:
 		// Produces are being stored: the goroutine runs it once they are,
 		// so that it sees them.
 	case !b.offLoop(jb):
 		// Nothing runs before it: run it here, on the loop.
 		cs.end(b.runJobs(cs.begin(), []*job{jb}))
-		return h.Op, false
+		return false
 	}
 	cs.take(jb)
 	cs.queueJob(jb)
-	return h.Op, true
+	return true
 }
 
 // refuse answers at once, and reports, a request the server does not

@@ -273,10 +273,46 @@ func (s *session) run() {
 // usable.
 func (s *session) round(c *client.Client, topics []*ftopic, left []string, gen int64) error {
 	m := s.m
+	wait, waiting, due, err := s.prepare(c, topics)
+	if err != nil {
+		return err
+	}
+	for _, name := range left {
+		wait = append(wait, protocol.ReplicaWaitTopic{Epoch: 1, Flags: protocol.ReplicaWaitLeave, Topic: []byte(name)})
+	}
+	maxWait := m.cfg.FetchWait
+	if !due.IsZero() {
+		maxWait = max(0, min(maxWait, time.Until(due)))
+	}
+	if len(wait) == 0 {
+		s.sleep(maxWait)
+		return nil
+	}
+	if len(waiting) == 0 {
+		maxWait = 0 // only topics that left: nothing to wait for
+	}
+	maxWait = s.beginWait(gen, maxWait)
+	defer s.endWait()
+	if len(waiting) == 1 && len(left) == 0 {
+		// One topic: its fetch parks at its end, which holds back no
+		// other, and a batch costs one round trip rather than two (the
+		// wait's, then the fetch's).
+		return s.fetch(c, waiting[0], protocol.ReplicaWaitReady{Fetch: true, HighWater: wait[0].HighWater}, &s.bufs[0], maxWait)
+	}
+	ready, err := c.ReplicaWait(s.ctx, client.ReplicaWait{Follower: m.cfg.Self, Wait: maxWait, Topics: wait})
+	if err != nil {
+		return err
+	}
+	return s.fetchReady(c, ready, waiting)
+}
+
+// prepare sets up the topics due and returns the wait's entries for
+// those ready (waiting, in the same order) and when the earliest set-up
+// still to come is due (zero if none). It returns an error when the
+// connection is no longer usable.
+func (s *session) prepare(c *client.Client, topics []*ftopic) (wait []protocol.ReplicaWaitTopic, waiting []*ftopic, due time.Time, err error) {
+	m := s.m
 	now := time.Now()
-	var due time.Time // the next set-up due
-	var wait []protocol.ReplicaWaitTopic
-	var waiting []*ftopic
 	for _, ft := range topics {
 		ft.busy.Lock()
 		if !ft.gone && !ft.ready && !now.Before(ft.retryAt) {
@@ -284,7 +320,7 @@ func (s *session) round(c *client.Client, topics []*ftopic, left []string, gen i
 				s.failed(ft, err)
 				if isConnErr(err) {
 					ft.busy.Unlock()
-					return err
+					return nil, nil, time.Time{}, err
 				}
 			}
 		}
@@ -305,43 +341,34 @@ func (s *session) round(c *client.Client, topics []*ftopic, left []string, gen i
 		}
 		ft.busy.Unlock()
 	}
-	for _, name := range left {
-		wait = append(wait, protocol.ReplicaWaitTopic{Epoch: 1, Flags: protocol.ReplicaWaitLeave, Topic: []byte(name)})
-	}
-	maxWait := m.cfg.FetchWait
-	if !due.IsZero() {
-		maxWait = max(0, min(maxWait, time.Until(due)))
-	}
-	if len(wait) == 0 {
-		s.sleep(maxWait)
-		return nil
-	}
-	if len(waiting) == 0 {
-		maxWait = 0 // only topics that left: nothing to wait for
-	}
+	return wait, waiting, due, nil
+}
+
+// beginWait marks a wait of up to maxWait in flight, so that a change of
+// the topics cuts it (changedLocked), and returns how long it may last:
+// not at all when the topics changed since the snapshot of gen.
+func (s *session) beginWait(gen int64, maxWait time.Duration) time.Duration {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.gen != gen {
 		maxWait = 0 // the topics changed since the snapshot: round again soon
 	}
 	s.waiting = maxWait > 0
+	return maxWait
+}
+
+// endWait marks the wait over: a change no longer cuts it.
+func (s *session) endWait() {
+	s.mu.Lock()
+	s.waiting = false
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.waiting = false
-		s.mu.Unlock()
-	}()
-	if len(waiting) == 1 && len(left) == 0 {
-		// One topic: its fetch parks at its end, which holds back no
-		// other, and a batch costs one round trip rather than two (the
-		// wait's, then the fetch's).
-		return s.fetch(c, waiting[0], protocol.ReplicaWaitReady{Fetch: true, HighWater: wait[0].HighWater}, &s.bufs[0], maxWait)
-	}
-	ready, err := c.ReplicaWait(s.ctx, client.ReplicaWait{Follower: m.cfg.Self, Wait: maxWait, Topics: wait})
-	if err != nil {
-		return err
-	}
-	// The ready topics, fetched fetchParallel at a time, each stripe
-	// into a buffer of its own; a topic whose mark alone moved takes it.
+}
+
+// fetchReady fetches the topics a wait answered ready, waiting indexed
+// by their entries, fetchParallel at a time, each stripe into a buffer
+// of its own; a topic whose mark alone moved takes it. It returns an
+// error when the connection is no longer usable.
+func (s *session) fetchReady(c *client.Client, ready []protocol.ReplicaWaitReady, waiting []*ftopic) error {
 	var wg sync.WaitGroup
 	var connErr error
 	var mu sync.Mutex
