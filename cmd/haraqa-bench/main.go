@@ -293,6 +293,14 @@ func runMatrix(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "haraqa-bench:", err)
 		return 1
 	}
+	if o.mcfg.Out != "" {
+		// Before the run, not after it: a hand-written section between the
+		// markers would make the rewrite refuse minutes later.
+		if err := bench.CheckSection(o.mcfg.Out); err != nil {
+			fmt.Fprintln(stderr, "haraqa-bench:", err)
+			return 1
+		}
+	}
 	o.mcfg.Exe = exe
 	o.mcfg.Log = stderr
 	m, err := bench.RunMatrix(ctx, o.mcfg)

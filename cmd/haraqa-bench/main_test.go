@@ -154,6 +154,27 @@ func TestMatrix(t *testing.T) {
 	}
 }
 
+// A hand-written heading between the markers of -matrix-out stops the
+// matrix before its first run, and the file is left as it was.
+func TestMatrixRefusesHandWritten(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "benchmarks.md")
+	doc := "# Benchmarks\n\n" + bench.MarkerBegin + "\n## Notes\n\nhand-written\n\n" + bench.MatrixHeading + "\n\nold\n" + bench.MarkerEnd + "\n"
+	if err := os.WriteFile(out, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code, _, stderr := runArgs(t, "-matrix", "-matrix-out", out)
+	if code != 1 || !strings.Contains(stderr, `"## Notes"`) || !strings.Contains(stderr, "move it outside the markers") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("refused after %v: a run was started", took)
+	}
+	if b, _ := os.ReadFile(out); string(b) != doc {
+		t.Errorf("file changed:\n%s", b)
+	}
+}
+
 // A consumer that reads a corrupt message fails the run with exit status
 // 1, the result still printed.
 func TestExitCodeOnCorruption(t *testing.T) {
