@@ -157,7 +157,7 @@ func RunMatrix(ctx context.Context, mc MatrixConfig) (*Matrix, error) {
 			row.Runs = append(row.Runs, res)
 			ratio := "-"
 			if res.RatioToCeiling != nil {
-				ratio = fmt.Sprintf("%.2f", *res.RatioToCeiling)
+				ratio = ratioText(*res.RatioToCeiling)
 			}
 			mc.logf("[%d/%d] %s: %.0f msgs/s, %.1f MB/s, p50 %.0f us, ratio %s (%.1fs)\n", n, total,
 				mc.describe(row.Cell), res.MsgsPerSec, res.MBPerSec, res.Latency.P50, ratio, time.Since(t0).Seconds())
@@ -353,7 +353,7 @@ func (m *Matrix) Markdown() string {
 		}
 		ratio := "-"
 		if v, ok := median(r.Runs, optional(func(x *Result) *float64 { return x.RatioToCeiling })); ok {
-			ratio = fmt.Sprintf("%.2f", v)
+			ratio = ratioText(v)
 		}
 		zc := "-"
 		if v, ok := median(r.Runs, optional(func(x *Result) *float64 { return x.ZeroCopyShare })); ok {
@@ -376,6 +376,15 @@ func (m *Matrix) Markdown() string {
 }
 
 func sizeText(n int) string { return fmt.Sprintf("%d B", n) }
+
+// ratioText is a ratio to the ceiling, flagged when it is above 1: the
+// ceiling run was starved (see Result.CeilingStarved).
+func ratioText(v float64) string {
+	if v > 1 {
+		return fmt.Sprintf("%.2f (starved ceiling)", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
 
 // groupThousands formats v rounded, with commas between thousands.
 func groupThousands(v float64) string {

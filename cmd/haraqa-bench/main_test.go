@@ -117,6 +117,25 @@ func TestTable(t *testing.T) {
 	}
 }
 
+// Off a terminal, a run prints a line of progress each second to stderr
+// (and the line as the ceiling starts), not only its result at the end.
+func TestProgressLines(t *testing.T) {
+	code, stdout, stderr := runArgs(t, "-embedded", "-json", "-mode", "both", "-size", "100", "-batch", "100",
+		"-duration", "2500ms", "-warmup", "0", "-ceiling", "-dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if n := strings.Count(stderr, "haraqa-bench: both "); n < 2 {
+		t.Errorf("%d progress lines of the timed phase, want 2 or more:\n%s", n, stderr)
+	}
+	if !strings.Contains(stderr, "haraqa-bench: measuring the ceiling") {
+		t.Errorf("no line as the ceiling starts:\n%s", stderr)
+	}
+	if !json.Valid([]byte(stdout)) {
+		t.Errorf("stdout is not only the JSON: %q", stdout)
+	}
+}
+
 // The matrix runs each cell as a fresh process (this test binary acting
 // as haraqa-bench) and rewrites only its section of the file.
 func TestMatrix(t *testing.T) {
