@@ -77,7 +77,8 @@ bench-once:
 	HARAQA_BENCH_WARMUP=0 $(GO) test -run '^$$' -bench . -benchtime=1x $(PKGS)
 
 ## bench: the haraqa-bench matrix (produce, consume, both; 100 B and 1 KiB; batches 1, 100, 1000;
-## 1 and 3 volumes), each beside its same-run ceiling; rewrites its section of docs/benchmarks.md.
+## 1 and 3 volumes), each beside its same-run ceiling; rewrites its section of docs/benchmarks.md
+## (between the bench-matrix markers; hand-written text goes outside them, or it refuses).
 bench:
 	$(GO) run ./cmd/haraqa-bench -matrix -matrix-out docs/benchmarks.md
 

@@ -157,7 +157,7 @@ func RunMatrix(ctx context.Context, mc MatrixConfig) (*Matrix, error) {
 			row.Runs = append(row.Runs, res)
 			ratio := "-"
 			if res.RatioToCeiling != nil {
-				ratio = fmt.Sprintf("%.2f", *res.RatioToCeiling)
+				ratio = ratioText(*res.RatioToCeiling)
 			}
 			mc.logf("[%d/%d] %s: %.0f msgs/s, %.1f MB/s, p50 %.0f us, ratio %s (%.1fs)\n", n, total,
 				mc.describe(row.Cell), res.MsgsPerSec, res.MBPerSec, res.Latency.P50, ratio, time.Since(t0).Seconds())
@@ -296,11 +296,15 @@ func procField(path, key string) (string, bool) {
 	return "", false
 }
 
-// Section markers: RewriteSection replaces what lies between them.
+// Section markers: RewriteSection replaces what lies between them, so
+// only Markdown's output belongs there; hand-written text goes outside.
 const (
 	MarkerBegin = "<!-- bench-matrix:begin -->"
 	MarkerEnd   = "<!-- bench-matrix:end -->"
 )
+
+// MatrixHeading is the one heading Markdown writes between the markers.
+const MatrixHeading = "## Load tool matrix"
 
 // Markdown renders the matrix as the section between the markers,
 // markers included.
@@ -308,7 +312,7 @@ func (m *Matrix) Markdown() string {
 	mc := m.Config
 	var b strings.Builder
 	b.WriteString(MarkerBegin + "\n")
-	b.WriteString("## Load tool matrix\n\n")
+	b.WriteString(MatrixHeading + "\n\n")
 	fmt.Fprintf(&b, "Written by `haraqa-bench -matrix` on %s in %s. Do not edit by hand: it is rewritten between the markers.\n\n",
 		m.Started.UTC().Format("2006-01-02 15:04 UTC"), m.Took.Round(time.Second))
 	mm := m.Machine
@@ -349,7 +353,7 @@ func (m *Matrix) Markdown() string {
 		}
 		ratio := "-"
 		if v, ok := median(r.Runs, optional(func(x *Result) *float64 { return x.RatioToCeiling })); ok {
-			ratio = fmt.Sprintf("%.2f", v)
+			ratio = ratioText(v)
 		}
 		zc := "-"
 		if v, ok := median(r.Runs, optional(func(x *Result) *float64 { return x.ZeroCopyShare })); ok {
@@ -373,6 +377,15 @@ func (m *Matrix) Markdown() string {
 
 func sizeText(n int) string { return fmt.Sprintf("%d B", n) }
 
+// ratioText is a ratio to the ceiling, flagged when it is above 1: the
+// ceiling run was starved (see Result.CeilingStarved).
+func ratioText(v float64) string {
+	if v > 1 {
+		return fmt.Sprintf("%.2f (starved ceiling)", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
 // groupThousands formats v rounded, with commas between thousands.
 func groupThousands(v float64) string {
 	s := strconv.FormatInt(int64(v+0.5), 10)
@@ -386,11 +399,81 @@ func groupThousands(v float64) string {
 	return b.String()
 }
 
+// CheckSection reports an error if the markdown file at path has, between
+// its markers, a heading other than MatrixHeading: a hand-written section
+// that RewriteSection would refuse to overwrite. A file that does not exist
+// or has no markers is fine. The command checks this before a matrix run,
+// so a misplaced section stops it before the run rather than after.
+func CheckSection(path string) error {
+	doc, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrMatrix, err)
+	}
+	old, ok := currentSection(string(doc))
+	if !ok {
+		return nil
+	}
+	for _, h := range Headings(old) {
+		if h != MatrixHeading {
+			return fmt.Errorf("%w: %s: %w", ErrMatrix, path, handWritten(h))
+		}
+	}
+	return nil
+}
+
+// Headings returns the markdown headings of doc (lines starting with '#'),
+// leaving out lines inside fenced code blocks.
+func Headings(doc string) []string {
+	var hs []string
+	fenced := false
+	for line := range strings.Lines(doc) {
+		line = strings.TrimRight(line, "\r\n")
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			continue
+		}
+		if !fenced && strings.HasPrefix(line, "#") {
+			hs = append(hs, line)
+		}
+	}
+	return hs
+}
+
+func handWritten(heading string) error {
+	return fmt.Errorf("%q sits between %s and %s, where only the generated table belongs: move it outside the markers", heading, MarkerBegin, MarkerEnd)
+}
+
+// currentSection returns what lies between the markers of doc, markers
+// excluded, and whether doc has both.
+func currentSection(doc string) (string, bool) {
+	begin := lineIndex(doc, MarkerBegin, 0)
+	if begin < 0 {
+		return "", false
+	}
+	end := lineIndex(doc, MarkerEnd, begin)
+	if end < 0 {
+		return "", false
+	}
+	from := begin + len(MarkerBegin)
+	if nl := strings.IndexByte(doc[from:], '\n'); nl >= 0 {
+		from += nl + 1
+	}
+	if from > end {
+		from = end
+	}
+	return doc[from:end], true
+}
+
 // RewriteSection replaces the part of the markdown file at path from the
 // line MarkerBegin to the line MarkerEnd (both included) with section,
 // which should hold the markers itself; without the markers, section is
-// appended. The rest of the file is kept byte for byte. The file is
-// replaced atomically (written beside it, then renamed).
+// appended. The rest of the file is kept byte for byte. A heading between
+// the old markers that section does not have is hand-written text the
+// rewrite would delete: then the file is left alone and an error names it.
+// The file is replaced atomically (written beside it, then renamed).
 func RewriteSection(path, section string) error {
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -436,6 +519,13 @@ func replaceSection(doc, section string) (string, error) {
 	end := lineIndex(doc, MarkerEnd, begin)
 	if end < 0 {
 		return "", errors.New("a begin marker without an end marker")
+	}
+	old, _ := currentSection(doc)
+	keep := Headings(section)
+	for _, h := range Headings(old) {
+		if !slices.Contains(keep, h) {
+			return "", handWritten(h)
+		}
 	}
 	after := end + len(MarkerEnd)
 	if after < len(doc) && doc[after] == '\n' {

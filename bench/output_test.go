@@ -208,3 +208,46 @@ haraqa_consume_sent_bytes_total{path="copied"} 10
 		t.Fatal("missing metrics not reported")
 	}
 }
+
+// A ratio above 1 is flagged as a starved ceiling in the result, its
+// table and the matrix; one at or below 1 is not.
+func TestStarvedCeiling(t *testing.T) {
+	for _, tc := range []struct {
+		ceilingSeconds float64
+		starved        bool
+	}{{0.5, false}, {1, false}, {2, true}} {
+		res := &Result{Mode: ModeProduce, Messages: 1000, Bytes: 1e6, Seconds: 1, MBPerSec: 1}
+		res.setCeiling(ceilingResult{kind: CeilingAppend, seconds: tc.ceilingSeconds})
+		if res.CeilingStarved != tc.starved {
+			t.Errorf("ceiling %vs: ratio %.2f, starved %v", tc.ceilingSeconds, *res.RatioToCeiling, res.CeilingStarved)
+		}
+		var buf bytes.Buffer
+		if err := res.WriteTable(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(buf.String(), "STARVED CEILING"); got != tc.starved {
+			t.Errorf("ceiling %vs: table flags it %v:\n%s", tc.ceilingSeconds, got, buf.String())
+		}
+		b, _ := json.Marshal(res)
+		if got := strings.Contains(string(b), `"ceiling_starved":true`); got != tc.starved {
+			t.Errorf("ceiling %vs: JSON %s", tc.ceilingSeconds, b)
+		}
+	}
+	if got := ratioText(3.51); got != "3.51 (starved ceiling)" {
+		t.Errorf("ratioText(3.51) = %q", got)
+	}
+	if got := ratioText(0.9); got != "0.90" {
+		t.Errorf("ratioText(0.9) = %q", got)
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	got := progressLine("both", 3200*time.Millisecond, 1234567, -1, 412345.4, 100)
+	if want := "haraqa-bench: both 3s: 1,234,567 msgs, 412,345 msgs/s, 41.2 MB/s"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	got = progressLine("fill", time.Second, 500, 1000, 500, 1024)
+	if !strings.Contains(got, "500 of 1,000 msgs") {
+		t.Errorf("with a total: %q", got)
+	}
+}

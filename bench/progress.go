@@ -13,6 +13,20 @@ import (
 // bar's updates.
 const sampleEvery = 100 * time.Millisecond
 
+// lineEvery is the period of the plain progress lines (UI.Lines).
+const lineEvery = time.Second
+
+// progressLine is one plain line of progress: the phase, its time so far,
+// the messages counted (of total, when known) and the last interval's rate.
+func progressLine(desc string, took time.Duration, n, total int64, rate float64, size int) string {
+	count := groupThousands(float64(n))
+	if total > 0 {
+		count += " of " + groupThousands(float64(total))
+	}
+	return fmt.Sprintf("haraqa-bench: %s %.0fs: %s msgs, %s msgs/s, %.1f MB/s",
+		desc, took.Round(time.Second).Seconds(), count, groupThousands(rate), rate*float64(size)/1e6)
+}
+
 // Sample is the running totals at one moment of the timed phase.
 type Sample struct {
 	Seconds  float64 `json:"t"`        // since the timed phase started
@@ -41,6 +55,7 @@ func (r *runner) watch(desc string, total int64, count func(*live) int64) *watch
 		t := time.NewTicker(sampleEvery)
 		defer t.Stop()
 		prev, prevT := int64(0), start
+		linePrev, lineT := int64(0), start
 		for {
 			select {
 			case <-w.stop:
@@ -59,6 +74,12 @@ func (r *runner) watch(desc string, total int64, count func(*live) int64) *watch
 					prev, prevT = n, now
 					bar.Describe(fmt.Sprintf("%-8s %10.0f msgs/s %8.1f MB/s", desc, rate, rate*float64(r.cfg.Size)/1e6))
 					bar.Set64(n)
+				}
+				if r.lines != nil && now.Sub(lineT) >= lineEvery {
+					n := count(&r.live)
+					rate := float64(n-linePrev) / now.Sub(lineT).Seconds()
+					linePrev, lineT = n, now
+					fmt.Fprintln(r.lines, progressLine(desc, now.Sub(start), n, total, rate, r.cfg.Size))
 				}
 			}
 		}

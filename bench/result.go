@@ -63,6 +63,11 @@ type Result struct {
 	CeilingMBPerSec *float64 `json:"ceiling_mb_per_sec,omitempty"`
 	CeilingSeconds  *float64 `json:"ceiling_seconds,omitempty"`
 	RatioToCeiling  *float64 `json:"ratio_to_ceiling,omitempty"`
+	// CeilingStarved is RatioToCeiling above 1: haraqa cannot move the
+	// bytes faster than the plainest way to move them, so the ceiling run
+	// got less of the machine than haraqa's (other load), and the ratio
+	// does not measure haraqa against it.
+	CeilingStarved bool `json:"ceiling_starved,omitempty"`
 	// The ceiling's percentiles per request (append) or round trip
 	// (ping-pong); with the ping-pong, also Latency.P50 / CeilingLatency.P50.
 	CeilingLatency *Latency `json:"ceiling_latency_us,omitempty"`
@@ -174,6 +179,10 @@ func (res *Result) fromBoth(p produceResult, c consumeResult) {
 	res.setTally(t)
 }
 
+// StarvedNote is what the table says under a ratio above 1.
+const StarvedNote = "STARVED CEILING: a ratio above 1 means the ceiling run got less of the machine than haraqa's " +
+	"(other load while it ran), not that haraqa beat it; run again on a quieter machine"
+
 func (res *Result) setCeiling(c ceilingResult) {
 	res.CeilingKind = c.kind
 	secs := c.seconds
@@ -184,6 +193,7 @@ func (res *Result) setCeiling(c ceilingResult) {
 	mbps := float64(res.Bytes) / 1e6 / secs
 	ratio := res.MBPerSec / mbps
 	res.CeilingMBPerSec, res.RatioToCeiling = &mbps, &ratio
+	res.CeilingStarved = ratio > 1
 	if c.hist != nil {
 		l := latencyOf(c.hist)
 		res.CeilingLatency = &l
@@ -257,6 +267,9 @@ func (res *Result) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&sb, ", p50 latency %.2fx the ping-pong's", *res.LatencyRatio)
 		}
 		sb.WriteString("\n")
+		if res.CeilingStarved {
+			sb.WriteString(StarvedNote + "\n")
+		}
 	}
 	if res.Mode != ModeProduce {
 		fmt.Fprintf(&sb, "consumers read %d messages: %d missing, %d duplicated, %d corrupt\n",

@@ -17,6 +17,9 @@ type UI struct {
 	// Progress receives a live progress bar with the current rate (nil:
 	// none). Give it a terminal only.
 	Progress io.Writer
+	// Lines receives a plain line of progress each second and one as the
+	// ceiling starts, for what is not a terminal (nil: none).
+	Lines io.Writer
 	// Log receives the embedded server's warnings and errors (nil: discarded).
 	Log *slog.Logger
 }
@@ -31,6 +34,7 @@ type runner struct {
 	live     live
 	errs     errorLog
 	progress io.Writer
+	lines    io.Writer
 }
 
 func (r *runner) dial(ctx context.Context) (*client.Client, error) {
@@ -53,6 +57,7 @@ func Run(ctx context.Context, cfg Config, ui UI) (res *Result, err error) {
 		addr:     cfg.Addr,
 		copts:    []client.Option{client.WithCompression(codec), client.WithIdempotence(cfg.Idempotent)},
 		progress: ui.Progress,
+		lines:    ui.Lines,
 	}
 	if cfg.AcksLeader {
 		r.copts = append(r.copts, client.WithAcks(client.AcksLeader))
@@ -384,6 +389,9 @@ const (
 func (r *runner) ceiling(ctx context.Context, res *Result, warmBytes, fileBytes int64) error {
 	cfg := r.cfg
 	var cr ceilingResult
+	if r.lines != nil {
+		fmt.Fprintf(r.lines, "haraqa-bench: measuring the ceiling for %d messages\n", res.Messages)
+	}
 	var err error
 	switch {
 	case cfg.Mode == ModeConsume:

@@ -9,7 +9,8 @@
 //	haraqa-bench -embedded -tls -mode produce -size 1024 -batch 1000 -messages 200000
 //
 // The result is a table on stdout (-json: one JSON object); a progress
-// bar goes to stderr when it is a terminal. Exit status: 0 when every
+// bar goes to stderr when it is a terminal, else a line of progress each
+// second. A ratio to the ceiling above 1 is flagged as a starved ceiling. Exit status: 0 when every
 // request succeeded and, with consumers, every message was read exactly
 // once and intact; 1 otherwise or when the run failed; 2 for a usage error.
 package main
@@ -239,14 +240,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var progress io.Writer
+	// A bar on a terminal; elsewhere (a pipe, a log) a line each second,
+	// so a long run is not silent until it ends.
+	var progress, lines io.Writer
 	if tty {
 		progress = stderr
+	} else {
+		lines = stderr
 	}
 	if o.matrix {
 		return runMatrix(ctx, o, stdout, stderr)
 	}
-	ui := bench.UI{Progress: progress, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	ui := bench.UI{Progress: progress, Lines: lines, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	res, err := bench.Run(ctx, o.cfg, ui)
 	if err != nil {
 		fmt.Fprintln(stderr, "haraqa-bench:", err)
@@ -292,6 +297,14 @@ func runMatrix(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "haraqa-bench:", err)
 		return 1
+	}
+	if o.mcfg.Out != "" {
+		// Before the run, not after it: a hand-written section between the
+		// markers would make the rewrite refuse minutes later.
+		if err := bench.CheckSection(o.mcfg.Out); err != nil {
+			fmt.Fprintln(stderr, "haraqa-bench:", err)
+			return 1
+		}
 	}
 	o.mcfg.Exe = exe
 	o.mcfg.Log = stderr

@@ -117,6 +117,25 @@ func TestTable(t *testing.T) {
 	}
 }
 
+// Off a terminal, a run prints a line of progress each second to stderr
+// (and the line as the ceiling starts), not only its result at the end.
+func TestProgressLines(t *testing.T) {
+	code, stdout, stderr := runArgs(t, "-embedded", "-json", "-mode", "both", "-size", "100", "-batch", "100",
+		"-duration", "2500ms", "-warmup", "0", "-ceiling", "-dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if n := strings.Count(stderr, "haraqa-bench: both "); n < 2 {
+		t.Errorf("%d progress lines of the timed phase, want 2 or more:\n%s", n, stderr)
+	}
+	if !strings.Contains(stderr, "haraqa-bench: measuring the ceiling") {
+		t.Errorf("no line as the ceiling starts:\n%s", stderr)
+	}
+	if !json.Valid([]byte(stdout)) {
+		t.Errorf("stdout is not only the JSON: %q", stdout)
+	}
+}
+
 // The matrix runs each cell as a fresh process (this test binary acting
 // as haraqa-bench) and rewrites only its section of the file.
 func TestMatrix(t *testing.T) {
@@ -151,6 +170,27 @@ func TestMatrix(t *testing.T) {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("file lacks %q:\n%s", want, doc)
 		}
+	}
+}
+
+// A hand-written heading between the markers of -matrix-out stops the
+// matrix before its first run, and the file is left as it was.
+func TestMatrixRefusesHandWritten(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "benchmarks.md")
+	doc := "# Benchmarks\n\n" + bench.MarkerBegin + "\n## Notes\n\nhand-written\n\n" + bench.MatrixHeading + "\n\nold\n" + bench.MarkerEnd + "\n"
+	if err := os.WriteFile(out, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code, _, stderr := runArgs(t, "-matrix", "-matrix-out", out)
+	if code != 1 || !strings.Contains(stderr, `"## Notes"`) || !strings.Contains(stderr, "move it outside the markers") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("refused after %v: a run was started", took)
+	}
+	if b, _ := os.ReadFile(out); string(b) != doc {
+		t.Errorf("file changed:\n%s", b)
 	}
 }
 
