@@ -52,9 +52,10 @@ fmt-check:
 vet:
 	$(GO) vet $(PKGS)
 	cd deploy && $(GO) vet ./...
-	# The client library builds for macOS and Windows too (the server is Linux only).
-	GOOS=darwin $(GO) build ./client ./protocol
-	GOOS=windows $(GO) build ./client ./protocol
+	# The client library and hrqa build for macOS and Windows too (the server is Linux only:
+	# storage uses unix.Gettid and other Linux calls).
+	GOOS=darwin $(GO) build -o /dev/null ./client/... ./protocol ./cmd/hrqa
+	GOOS=windows $(GO) build -o /dev/null ./client/... ./protocol ./cmd/hrqa
 
 unit:
 	bash .ci/chromium

@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/haraqa/haraqa/protocol"
 )
@@ -163,10 +164,53 @@ func (e *Error) Error() string {
 		}
 		msg = "the leader wrote the batch but stopped leading the topic before it was committed: it may or may not be kept (" + lead + ")"
 	}
+	msg = unrepeated(e.Code.String(), msg)
+	head := fmt.Sprintf("haraqa: %s: %s", e.Op, e.Code)
 	if e.Op == 0 { // an answer to no request: about the connection
-		return fmt.Sprintf("haraqa: %s: %s", e.Code, msg)
+		head = fmt.Sprintf("haraqa: %s", e.Code)
 	}
-	return fmt.Sprintf("haraqa: %s: %s: %s", e.Op, e.Code, msg)
+	if msg == "" {
+		return head
+	}
+	return head + ": " + msg
+}
+
+// unrepeated is a server's message without what repeats its code: a
+// message "storage: topic not found: \"x\"" under the code "topic not
+// found" is "\"x\"" (its package prefixes go with the repetition). A
+// message that does not repeat the code is kept whole.
+func unrepeated(code, msg string) string {
+	m := msg
+	for {
+		if rest, ok := strings.CutPrefix(m, code); ok {
+			if rest == "" {
+				return ""
+			}
+			if rest, ok := strings.CutPrefix(rest, ": "); ok {
+				return rest
+			}
+			return msg
+		}
+		pkg, rest, ok := strings.Cut(m, ": ")
+		if !ok || !isPackageName(pkg) {
+			return msg
+		}
+		m = rest
+	}
+}
+
+// isPackageName reports whether s looks like a Go package's prefix of
+// an error message ("storage", "broker"): a short lowercase word.
+func isPackageName(s string) bool {
+	if s == "" || len(s) > 16 {
+		return false
+	}
+	for _, r := range s {
+		if r < 'a' || r > 'z' {
+			return false
+		}
+	}
+	return true
 }
 
 // Is matches the sentinel of the error's code, so

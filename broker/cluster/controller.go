@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -30,6 +31,9 @@ type controller struct {
 
 	failing map[string]time.Time // member -> when its heartbeats began failing (or its last contact)
 	down    map[string]bool
+	// downView: a copy of down, with since when, published for the
+	// cluster status (down.go); nil while this member does not lead.
+	downView atomic.Pointer[map[string]time.Time]
 	// ready: topic -> since when its move could end with a new leader
 	// (finish).
 	ready map[string]time.Time
@@ -171,6 +175,7 @@ func (c *controller) run() {
 			}
 		}
 		if !leading {
+			c.publishDown(false)
 			if lc := c.n.raft.LastContact(); c.followed.id != "" && lc.After(c.followed.contact) {
 				c.followed.contact = lc
 			}
@@ -196,6 +201,7 @@ func (c *controller) run() {
 				c.n.log.Warn("cluster: member down", "member", id, "failing_for", now.Sub(since).Round(time.Millisecond))
 			}
 		}
+		c.publishDown(true)
 		c.reconcile()
 	}
 }

@@ -521,6 +521,9 @@ func (n *Node) serveForward(b []byte) []byte {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return encodeAnswer(0, nil, fmt.Errorf("%w: %w", ErrBadCommand, err))
 	}
+	if c.Op == opDownQuery {
+		return n.answerDown()
+	}
 	if localOnly(c.Op) {
 		n.log.Warn("cluster: a forwarded command refused: only the Raft leader makes it", "op", c.Op)
 		return encodeAnswer(0, nil, fmt.Errorf("%w: %q is not a command a member forwards", ErrBadCommand, c.Op))

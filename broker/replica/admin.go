@@ -185,11 +185,27 @@ type clusterStatus struct {
 	// MembersHidden: the caller may not see the members
 	// (service.StatusView): RaftLeader is empty, Members absent, and
 	// the topics name no replica but their leader.
-	MembersHidden bool             `json:"members_hidden,omitempty"`
-	RaftLeader    string           `json:"raft_leader"`
-	Members       []cluster.Member `json:"members,omitempty"`
-	Topics        []TopicStatus    `json:"topics"`
+	MembersHidden bool           `json:"members_hidden,omitempty"`
+	RaftLeader    string         `json:"raft_leader"`
+	Members       []MemberStatus `json:"members,omitempty"`
+	// DownUnknown: why the members' liveness is not known (no Raft
+	// leader, or it did not answer); Down is then false for every member.
+	DownUnknown string        `json:"down_unknown,omitempty"`
+	Topics      []TopicStatus `json:"topics"`
 }
+
+// MemberStatus is a member with its liveness as the Raft leader sees it.
+type MemberStatus struct {
+	cluster.Member
+	// Down: no heartbeat from it within the member timeout; DownSince:
+	// when it was last heard from (RFC 3339).
+	Down      bool   `json:"down,omitempty"`
+	DownSince string `json:"down_since,omitempty"`
+}
+
+// statusDownTimeout bounds the question to the Raft leader of which
+// members are down (cluster.Node.Down).
+const statusDownTimeout = 2 * time.Second
 
 // Status implements service.Replication: the cluster status of op 19,
 // the topics and members v shows.
@@ -201,7 +217,20 @@ func (m *Manager) Status(v service.StatusView) []byte {
 	st := n.Status()
 	out := clusterStatus{Self: st.Self, InStep: m.isSynced(), Topics: []TopicStatus{}}
 	if v.Members {
-		out.RaftLeader, out.Members = st.RaftLeader, st.Members
+		out.RaftLeader = st.RaftLeader
+		ctx, cancel := context.WithTimeout(context.Background(), statusDownTimeout)
+		down, err := n.Down(ctx)
+		cancel()
+		if err != nil {
+			out.DownUnknown = err.Error()
+		}
+		for _, mb := range st.Members {
+			ms := MemberStatus{Member: mb}
+			if since, ok := down[mb.ID]; ok && mb.ID != st.Self {
+				ms.Down, ms.DownSince = true, since.UTC().Format(time.RFC3339)
+			}
+			out.Members = append(out.Members, ms)
+		}
 	} else {
 		out.MembersHidden = true
 	}

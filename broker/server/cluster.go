@@ -129,7 +129,7 @@ func (s *Server) startCluster() error {
 		Logger: s.log.With("part", "cluster"),
 	})
 	if err != nil {
-		return err
+		return portInUse(err, "-cluster-port", "", peers[self].Raft)
 	}
 	s.node = node
 	s.repl.Start(node)

@@ -384,7 +384,7 @@ func (s *Server) Start() (err error) {
 	}
 	if err := s.broker.Start(); err != nil {
 		s.broker = nil // never started: nothing to shut down
-		return err
+		return portInUse(err, "-tcp", "TCP_PORT", s.cfg.Broker.Addr)
 	}
 	if s.cfg.Cluster != nil {
 		if err := s.startCluster(); err != nil {
@@ -499,7 +499,7 @@ func (s *Server) listenHTTP() error {
 	}
 	hl, err := net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
-		return fmt.Errorf("server: http port: %w", err)
+		return portInUse(fmt.Errorf("server: http port: %w", err), "-http", "HTTP_PORT", s.cfg.HTTPAddr)
 	}
 	s.hl = hl
 	base, stop := context.WithCancel(context.Background())

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/haraqa/haraqa/client"
 )
@@ -19,15 +20,12 @@ type clusterStatus struct {
 	// MembersHidden: the token may not see the members (it needs the
 	// replication or admin right on every topic); the topics are those
 	// it holds a right on.
-	MembersHidden bool   `json:"members_hidden"`
-	RaftLeader    string `json:"raft_leader"`
-	Members       []struct {
-		ID      string `json:"id"`
-		Raft    string `json:"raft"`
-		HTTP    string `json:"http"`
-		Leaving bool   `json:"leaving"`
-	} `json:"members"`
-	Topics []struct {
+	MembersHidden bool            `json:"members_hidden"`
+	RaftLeader    string          `json:"raft_leader"`
+	Members       []clusterMember `json:"members"`
+	// DownUnknown: why the server could not tell which members are down.
+	DownUnknown string `json:"down_unknown"`
+	Topics      []struct {
 		Name         string   `json:"name"`
 		Replicas     []string `json:"replicas"`
 		Target       []string `json:"target"`
@@ -49,6 +47,43 @@ type clusterStatus struct {
 	} `json:"topics"`
 }
 
+// downSince is when a down member was last heard from, as the status
+// sent it (RFC 3339), in local time with how long ago.
+func downSince(s string) string {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return s
+	}
+	return fmt.Sprintf("%s (%s ago)", t.Local().Format(time.DateTime), time.Since(t).Round(time.Second))
+}
+
+// clusterMember is a member in a cluster status.
+type clusterMember struct {
+	ID      string `json:"id"`
+	Raft    string `json:"raft"`
+	HTTP    string `json:"http"`
+	Leaving bool   `json:"leaving"`
+	// Down: the Raft leader heard no heartbeat from it within the
+	// member timeout; DownSince: when it last did (RFC 3339).
+	Down      bool   `json:"down"`
+	DownSince string `json:"down_since"`
+}
+
+// state is the member's STATE: member, leaving, or down since when.
+func (m clusterMember) state() string {
+	state := "member"
+	if m.Leaving {
+		state = "leaving"
+	}
+	if m.Down {
+		state = "down since " + downSince(m.DownSince)
+		if m.Leaving {
+			state = "leaving, " + state
+		}
+	}
+	return state
+}
+
 // membersHidden stands for what a status hides from a token that may
 // not see the members.
 const membersHidden = "(hidden)"
@@ -59,7 +94,8 @@ var clusterStatusCmd = &command{
 	summary: "members, the Raft leader, each replicated topic's leader, epoch, in-sync set and lag",
 	help: `Asks the server (the first of -addr) for its view of its cluster (a server started
 with -cluster, docs/replication.md): the members, which of them leads the Raft
-group, and for each replicated topic its replicas, leader, leader epoch, in-sync
+group (a member's STATE is member, leaving, or down since when it was last heard
+from, as the Raft leader sees it), and for each replicated topic its replicas, leader, leader epoch, in-sync
 set and high-water mark, and where this server's copy ends (NEXT HERE; "read-only"
 once a failed write turned it so: it needs a restart; "repairing" while a copy that
 recovery found damaged at the start is copied again from the leader). Ask a topic's leader to see
@@ -109,11 +145,10 @@ Examples:
 				fmt.Fprintf(tw, "\nMEMBER\tCLUSTER PORT\tHTTP\tSTATE\n")
 			}
 			for _, m := range st.Members {
-				state := "member"
-				if m.Leaving {
-					state = "leaving"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.ID, m.Raft, m.HTTP, state)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.ID, m.Raft, m.HTTP, m.state())
+			}
+			if st.DownUnknown != "" && !st.MembersHidden {
+				fmt.Fprintf(tw, "\n(which members are down is not known: %s)\n", st.DownUnknown)
 			}
 			fmt.Fprintf(tw, "\nTOPIC\tLEADER\tEPOCH\tIN SYNC\tREPLICAS\tHIGH WATER\tNEXT HERE\tLAG\tMOVING TO\n")
 			for _, t := range st.Topics {

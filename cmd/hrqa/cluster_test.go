@@ -133,3 +133,22 @@ func TestClusterStatusMembersHidden(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterMemberState: a live member's STATE is member (the line ends
+// with it), a down one's says down and since when.
+func TestClusterMemberState(t *testing.T) {
+	since := time.Now().Add(-90 * time.Second).UTC()
+	for _, c := range []struct {
+		m    clusterMember
+		want string
+	}{
+		{clusterMember{ID: "a:1"}, "member"},
+		{clusterMember{ID: "a:1", Leaving: true}, "leaving"},
+		{clusterMember{ID: "a:1", Down: true, DownSince: since.Format(time.RFC3339)}, "down since " + since.Local().Format(time.DateTime) + " (1m3"},
+		{clusterMember{ID: "a:1", Leaving: true, Down: true, DownSince: "x"}, "leaving, down since x"},
+	} {
+		if got := c.m.state(); got != c.want && !(c.m.Down && strings.HasPrefix(got, c.want) && strings.HasSuffix(got, "s ago)")) {
+			t.Errorf("%+v: state %q, want %q", c.m, got, c.want)
+		}
+	}
+}

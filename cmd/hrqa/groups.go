@@ -51,7 +51,7 @@ func leaseText(d time.Duration) string {
 var groupsListCmd = &command{
 	name:    "groups list",
 	args:    "TOPIC",
-	opts:    "[-format text|json]",
+	opts:    "[-topic TOPIC] [-format text|json]",
 	summary: "list a topic's consumer groups, their offsets and lag",
 	help: `Lists the consumer groups of TOPIC that have committed or hold a lease, by
 name: the committed offset ("-" for none), the lag (the topic's next offset
@@ -62,9 +62,16 @@ Examples:
   hrqa groups list orders -format json`,
 	setup: func(fs *flag.FlagSet) action {
 		format := fs.String("format", "text", "output format: text or json (one object per line)")
+		topicFlag := fs.String("topic", "", "the topic (instead of the argument TOPIC)")
 		return func(ctx context.Context, e *env, args []string) error {
 			if err := checkFormat(*format); err != nil {
 				return err
+			}
+			if *topicFlag != "" {
+				if len(args) > 0 {
+					return usagef("unexpected arguments after -topic: %s", strings.Join(args, " "))
+				}
+				args = []string{*topicFlag}
 			}
 			return withTopic(ctx, e, args, func(c *client.Client, topic string) error {
 				gs, err := c.ListGroups(ctx, topic)
@@ -91,23 +98,51 @@ Examples:
 	},
 }
 
-// topicGroup checks that args are exactly TOPIC GROUP.
-func topicGroup(args []string) (string, string, error) {
-	switch len(args) {
-	case 0:
-		return "", "", usagef("missing TOPIC and GROUP")
-	case 1:
-		return "", "", usagef("missing GROUP")
-	case 2:
-		return args[0], args[1], nil
+// groupFlags are a group command's -topic and -group, which name what
+// the arguments TOPIC GROUP do, in either order.
+type groupFlags struct{ topic, group *string }
+
+func addGroupFlags(fs *flag.FlagSet) groupFlags {
+	return groupFlags{
+		topic: fs.String("topic", "", "the topic (instead of the argument TOPIC)"),
+		group: fs.String("group", "", "the group (instead of the argument GROUP)"),
 	}
-	return "", "", usagef("unexpected arguments after the group: %s", strings.Join(args[2:], " "))
 }
 
-// withGroup runs f with a client, the topic and the group args name, and
-// explains its error.
-func withGroup(ctx context.Context, e *env, args []string, f func(c *client.Client, topic, group string) error) error {
-	topic, group, err := topicGroup(args)
+// topicGroup returns the topic and the group that gf and args name: each
+// one by its flag or, when that is not given, by the next argument, the
+// topic first (TOPIC GROUP).
+func topicGroup(gf groupFlags, args []string) (string, string, error) {
+	topic, group := *gf.topic, *gf.group
+	rest := args
+	var missing []string
+	if topic == "" {
+		if len(rest) > 0 {
+			topic, rest = rest[0], rest[1:]
+		} else {
+			missing = append(missing, "TOPIC (or -topic)")
+		}
+	}
+	if group == "" {
+		if len(rest) > 0 {
+			group, rest = rest[0], rest[1:]
+		} else {
+			missing = append(missing, "GROUP (or -group)")
+		}
+	}
+	if len(missing) > 0 {
+		return "", "", usagef("missing %s", strings.Join(missing, " and "))
+	}
+	if len(rest) > 0 {
+		return "", "", usagef("unexpected arguments after the topic and the group: %s", strings.Join(rest, " "))
+	}
+	return topic, group, nil
+}
+
+// withGroup runs f with a client, the topic and the group gf and args
+// name, and explains its error.
+func withGroup(ctx context.Context, e *env, gf groupFlags, args []string, f func(c *client.Client, topic, group string) error) error {
+	topic, group, err := topicGroup(gf, args)
 	if err != nil {
 		return err
 	}
@@ -116,7 +151,15 @@ func withGroup(ctx context.Context, e *env, args []string, f func(c *client.Clie
 		return err
 	}
 	defer c.Close()
-	return explainGroup(explain(f(c, topic, group), topic), topic, group)
+	err = f(c, topic, group)
+	if errors.Is(err, client.ErrTopicNotFound) && group != topic && client.ValidGroup(topic) == nil {
+		// The group names a topic: the arguments were likely given in
+		// the Go client's order (group, topic).
+		if _, ierr := c.TopicInfo(ctx, group); ierr == nil {
+			return failf(err, "topic %q does not exist, but %q is a topic: the topic and the group look swapped (hrqa groups takes TOPIC GROUP, or -topic %s -group %s)", topic, group, group, topic)
+		}
+	}
+	return explainGroup(explain(err, topic), topic, group)
 }
 
 // explainGroup says what a group error means.
@@ -138,22 +181,27 @@ func explainGroup(err error, topic, group string) error {
 var groupsInfoCmd = &command{
 	name:    "groups info",
 	args:    "TOPIC GROUP",
-	opts:    "[-format text|json]",
+	opts:    "[-topic TOPIC] [-group GROUP] [-format text|json]",
 	summary: "show a consumer group's offsets on a topic",
 	help: `Shows the committed offset of GROUP on TOPIC ("-" for none), where it reads
 from next (the committed offset, or the oldest offset kept when a truncation
 passed it or the group has none), the topic's next offset, the lag and the
 time left on a member's lease.
 
+The topic comes first, then the group (the Go client's FetchOffset takes the
+group first); -topic and -group name them in any order instead.
+
 Examples:
-  hrqa groups info orders billing`,
+  hrqa groups info orders billing
+  hrqa groups info -group billing -topic orders`,
 	setup: func(fs *flag.FlagSet) action {
 		format := fs.String("format", "text", "output format: text or json")
+		gf := addGroupFlags(fs)
 		return func(ctx context.Context, e *env, args []string) error {
 			if err := checkFormat(*format); err != nil {
 				return err
 			}
-			return withGroup(ctx, e, args, func(c *client.Client, topic, group string) error {
+			return withGroup(ctx, e, gf, args, func(c *client.Client, topic, group string) error {
 				o, err := c.FetchOffset(ctx, group, topic)
 				if err != nil {
 					return err
@@ -178,7 +226,7 @@ Examples:
 var groupsResetCmd = &command{
 	name:    "groups reset",
 	args:    "TOPIC GROUP",
-	opts:    "-to oldest|end|OFFSET",
+	opts:    "[-topic TOPIC] [-group GROUP] -to oldest|end|OFFSET",
 	summary: "set where a consumer group reads from next",
 	help: `Commits -to as GROUP's offset on TOPIC: "oldest" (read everything kept again),
 "end" (skip to new messages) or an offset. It fails while a member reads the
@@ -189,8 +237,9 @@ Examples:
   hrqa groups reset orders billing -to 1200`,
 	setup: func(fs *flag.FlagSet) action {
 		to := fs.String("to", "", "oldest, end or an offset")
+		gf := addGroupFlags(fs)
 		return func(ctx context.Context, e *env, args []string) error {
-			if _, _, err := topicGroup(args); err != nil {
+			if _, _, err := topicGroup(gf, args); err != nil {
 				return err
 			}
 			var off int64
@@ -205,7 +254,7 @@ Examples:
 				}
 				off = n
 			}
-			return withGroup(ctx, e, args, func(c *client.Client, topic, group string) error {
+			return withGroup(ctx, e, gf, args, func(c *client.Client, topic, group string) error {
 				if *to == "oldest" || *to == "end" {
 					info, err := c.TopicInfo(ctx, topic)
 					if err != nil {
@@ -231,6 +280,7 @@ Examples:
 var groupsDeleteCmd = &command{
 	name:    "groups delete",
 	args:    "TOPIC GROUP",
+	opts:    "[-topic TOPIC] [-group GROUP]",
 	summary: "forget a consumer group's offset on a topic",
 	help: `Deletes GROUP's committed offset on TOPIC: the group starts again from the
 oldest offset kept. It fails while a member reads the group; a group that
@@ -239,8 +289,9 @@ does not exist is not an error.
 Examples:
   hrqa groups delete orders billing`,
 	setup: func(fs *flag.FlagSet) action {
+		gf := addGroupFlags(fs)
 		return func(ctx context.Context, e *env, args []string) error {
-			return withGroup(ctx, e, args, func(c *client.Client, topic, group string) error {
+			return withGroup(ctx, e, gf, args, func(c *client.Client, topic, group string) error {
 				return c.DeleteGroup(ctx, group, topic)
 			})
 		}

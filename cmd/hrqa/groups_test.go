@@ -139,3 +139,41 @@ func TestConsumeGroupFollow(t *testing.T) {
 		t.Fatalf("after Ctrl-C: %+v, %v", o, err)
 	}
 }
+
+// TestGroupFlags: the group commands take -topic and -group, in any
+// order, as well as TOPIC GROUP; swapped arguments naming an existing
+// topic as the group get an error that says so.
+func TestGroupFlags(t *testing.T) {
+	t.Parallel()
+	addr, c := server(t)
+	for i := 1; i <= 4; i++ {
+		produce(t, c, "jobs", strconv.Itoa(i))
+	}
+	ok(t, addr, "", "consume", "jobs", "-group", "report", "-limit", "2")
+	for _, args := range [][]string{
+		{"groups", "info", "jobs", "report"},
+		{"groups", "info", "-group", "report", "-topic", "jobs"},
+		{"groups", "info", "-topic", "jobs", "report"},
+		{"groups", "info", "-group", "report", "jobs"},
+	} {
+		if out := ok(t, addr, "", args...); !strings.Contains(out, "committed  2") {
+			t.Errorf("hrqa %s:\n%s", strings.Join(args, " "), out)
+		}
+	}
+	if out := ok(t, addr, "", "groups", "list", "-topic", "jobs"); !strings.Contains(out, "report") {
+		t.Errorf("groups list -topic jobs:\n%s", out)
+	}
+	ok(t, addr, "", "groups", "reset", "-group", "report", "-topic", "jobs", "-to", "oldest")
+	fails(t, addr, "", `topic "report" does not exist, but "jobs" is a topic: the topic and the group look swapped`, "groups", "info", "report", "jobs")
+	fails(t, addr, "", "look swapped", "groups", "reset", "report", "jobs", "-to", "end")
+	fails(t, addr, "", `topic "nope" does not exist`, "groups", "info", "nope", "report")
+	for _, args := range [][]string{
+		{"groups", "info", "-topic", "jobs"},
+		{"groups", "info", "-topic", "jobs", "-group", "report", "extra"},
+	} {
+		if r := hrqa(t, addr, "", args...); r.code != 2 {
+			t.Errorf("hrqa %s: %+v, want a usage error", strings.Join(args, " "), r)
+		}
+	}
+	ok(t, addr, "", "groups", "delete", "-topic", "jobs", "-group", "report")
+}

@@ -92,6 +92,9 @@ func main() {
 	}()
 	e := &env{stdin: os.Stdin, stdout: output{os.Stdout}, stderr: os.Stderr,
 		addr: os.Getenv("HARAQA_ADDR"), token: os.Getenv("HARAQA_TOKEN")}
+	if e.addr != "" {
+		e.addrFrom = "$HARAQA_ADDR"
+	}
 	e.tls.fromEnv(os.Getenv)
 	os.Exit(run(ctx, e, os.Args[1:]))
 }
@@ -101,6 +104,7 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	addr           string // server address, from -addr or $HARAQA_ADDR
+	addrFrom       string // where addr came from: "-addr", "$HARAQA_ADDR", "" the default
 	token          string // presented to the server, from -token or $HARAQA_TOKEN; "" none
 	tls            tlsFlags
 }
@@ -126,6 +130,9 @@ func (e *outputError) Unwrap() error { return e.err }
 
 // dial connects to the server at e.addr.
 func (e *env) dial(ctx context.Context) (*client.Client, error) {
+	if err := e.checkAddr(); err != nil {
+		return nil, err
+	}
 	opts, err := e.tls.options()
 	if err != nil {
 		return nil, err
@@ -211,7 +218,7 @@ func run(ctx context.Context, e *env, args []string) int {
 	pos, err := parseFlags(fs, rest)
 	if err == nil {
 		if addr := fs.Lookup("addr").Value.String(); addr != "" {
-			e.addr = addr
+			e.addr, e.addrFrom = addr, "-addr"
 		}
 		if tok := fs.Lookup("token").Value.String(); tok != "" {
 			e.token = tok
@@ -236,7 +243,7 @@ func run(ctx context.Context, e *env, args []string) int {
 	case ctx.Err() != nil:
 		return exitInterrupted // a failure after Ctrl-C is its doing
 	}
-	fmt.Fprintf(e.stderr, "hrqa: %s\n", message(err, e.addr))
+	fmt.Fprintf(e.stderr, "hrqa: %s%s\n", message(err, e.addr), e.addrHint(err))
 	return exitFailure
 }
 
@@ -281,6 +288,9 @@ func findCommand(e *env, args []string) (*command, []string, error) {
 			e.tls.set(name, value)
 		} else {
 			*field(e) = value
+			if name == "addr" {
+				e.addrFrom = "-addr"
+			}
 		}
 	}
 	if len(args) == 0 {

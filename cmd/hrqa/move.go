@@ -49,7 +49,7 @@ Examples:
 			}
 			defer src.Close()
 			de := *e
-			de.addr = *to
+			de.addr, de.addrFrom = *to, "-to"
 			dst, err := de.dial(ctx)
 			if err != nil {
 				return failf(err, "%s", message(err, *to))
