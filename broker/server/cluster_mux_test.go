@@ -54,7 +54,9 @@ func TestClusterManyTopicsOneConnection(t *testing.T) {
 			t.Fatalf("server %d: -max-conns-per-addr %d, want the default 128", i, got)
 		}
 	}
-	c := dialAll(t, tc.addrs, client.WithAcks(client.AcksAll), client.WithIdempotence(true))
+	// Under load a create (a Raft commit) may take longer than an
+	// attempt's default second: this test is about connections.
+	c := dialAll(t, tc.addrs, client.WithAcks(client.AcksAll), client.WithIdempotence(true), client.WithAttemptTimeout(15*time.Second))
 	name := func(i int) string { return fmt.Sprintf("many.%03d", i) }
 	var next atomic.Int64
 	var wg sync.WaitGroup
