@@ -160,12 +160,16 @@ func setup(cfg config) (*env, error) {
 		bufferBudget: hasFlag(bin, "max-buffered-bytes")}, nil
 }
 
-// volumes returns n fresh volume paths under the run's directory.
+// volumes returns n fresh volume paths under the run's directory, in
+// a directory of name it makes.
 func (e *env) volumes(name string, n int) []string {
 	vols := make([]string, n)
 	for i := range vols {
 		vols[i] = filepath.Join(e.dir, name, fmt.Sprintf("vol%d", i+1))
 	}
+	// The server creates a volume whose parent exists, and refuses one
+	// whose parent does not as a likely typo.
+	_ = os.MkdirAll(filepath.Join(e.dir, name), 0o755)
 	return vols
 }
 
