@@ -5,11 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -132,16 +129,6 @@ func (c *Config) applyFlags(f *cliFlags, usage func(), stderr io.Writer) error {
 		usage()
 		return errors.New("at least one volume is required")
 	}
-	var created []string
-	for _, v := range c.Storage.Volumes {
-		isNew, err := checkVolumePath(v)
-		if err != nil {
-			return err
-		}
-		if isNew {
-			created = append(created, v)
-		}
-	}
 	if f.httpPort > 65535 || f.tcpPort > 65535 {
 		return errors.New("ports must be at most 65535")
 	}
@@ -190,9 +177,6 @@ func (c *Config) applyFlags(f *cliFlags, usage func(), stderr io.Writer) error {
 		return fmt.Errorf("-log-level %q: want debug, info, warn or error", f.logLevel)
 	}
 	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	for _, v := range created {
-		c.Logger.Info("volume does not exist: the server creates it, new and empty (stop it if the path is mistyped)", "volume", v)
-	}
 	c.Storage.MaxBatchBytes = c.Broker.MaxFrameSize
 	c.HTTP.MaxBodyBytes = int64(c.Broker.MaxFrameSize)
 	c.HTTP.DefaultLimit = c.Broker.DefaultLimit
@@ -200,25 +184,4 @@ func (c *Config) applyFlags(f *cliFlags, usage func(), stderr io.Writer) error {
 	c.Broker.Addr = net.JoinHostPort(f.listen, strconv.Itoa(int(f.tcpPort)))
 	c.HTTPAddr = net.JoinHostPort(f.listen, strconv.Itoa(int(f.httpPort)))
 	return nil
-}
-
-// checkVolumePath checks a volume given on the command line: a directory,
-// or one to create whose parent exists (isNew). A path whose parent does
-// not exist either is refused as likely mistyped, rather than created
-// with every directory above it.
-func checkVolumePath(v string) (isNew bool, err error) {
-	fi, err := os.Stat(v)
-	switch {
-	case err == nil && !fi.IsDir():
-		return false, fmt.Errorf("volume %q is a file, not a directory", v)
-	case err == nil:
-		return false, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return false, fmt.Errorf("volume %q: %w", v, err)
-	}
-	parent := filepath.Dir(filepath.Clean(v))
-	if _, err := os.Stat(parent); errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("volume %q: neither it nor %q exists: check the path for a typo, or create it first (mkdir -p %s)", v, parent, v)
-	}
-	return true, nil
 }

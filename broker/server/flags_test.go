@@ -18,10 +18,6 @@ import (
 // each error, and what reaches stderr.
 func TestParseFlagsErrors(t *testing.T) {
 	dir := t.TempDir()
-	file := filepath.Join(dir, "f")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		args    []string
 		err     string // in the error
@@ -37,8 +33,6 @@ func TestParseFlagsErrors(t *testing.T) {
 		{args: []string{"-fsync", "sometimes", dir}, err: "sometimes"},
 		{args: []string{"-cache", "false", dir}, err: `volume "false" looks like a flag value: write boolean flags as -flag=false`},
 		{args: []string{"-h"}, errHelp: true, stderr: "usage: haraqa"},
-		{args: []string{filepath.Join(dir, "dta", "vol")}, err: `volume "` + filepath.Join(dir, "dta", "vol") + `": neither it nor "` + filepath.Join(dir, "dta") + `" exists: check the path for a typo, or create it first (mkdir -p`},
-		{args: []string{file}, err: "is a file, not a directory"},
 	} {
 		var out bytes.Buffer
 		_, err := server.ParseFlags(tc.args, &out)
@@ -187,20 +181,5 @@ func TestParseFlagsClusterTLS(t *testing.T) {
 		t.Fatal(err)
 	case c.Cluster == nil || c.Cluster.CAFile != "servers.pem" || c.TLSCertFile != "srv.pem" || c.TLSClientCAFile != "clients.pem":
 		t.Errorf("cluster %+v, TLS files %q %q", c.Cluster, c.TLSCertFile, c.TLSClientCAFile)
-	}
-}
-
-// TestParseFlagsNewVolume: a volume that does not exist but whose parent
-// does is accepted, and the log says it will be created.
-func TestParseFlagsNewVolume(t *testing.T) {
-	v := filepath.Join(t.TempDir(), "data")
-	var out bytes.Buffer
-	c, err := server.ParseFlags([]string{v}, &out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Logger.Info("flushed") // the handler writes each line at once
-	if !strings.Contains(out.String(), "volume does not exist: the server creates it") || !strings.Contains(out.String(), v) {
-		t.Fatalf("no line saying the volume is created: %q", out.String())
 	}
 }
