@@ -167,8 +167,6 @@ func (e *env) volumes(name string, n int) []string {
 	for i := range vols {
 		vols[i] = filepath.Join(e.dir, name, fmt.Sprintf("vol%d", i+1))
 	}
-	// The server creates a volume whose parent exists, and refuses one
-	// whose parent does not as a likely typo.
 	_ = os.MkdirAll(filepath.Join(e.dir, name), 0o755)
 	return vols
 }
