@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
@@ -349,7 +350,10 @@ func (n *Node) Member(id string) (Member, bool) {
 // hashing of its name over the members not leaving (client.PlaceN, as the Go client
 // places a topic) and records it, led by the first. It returns the
 // topic as recorded; a topic recorded before is returned with
-// ErrTopicExists.
+// ErrTopicExists. The create is one proposal however often it is tried
+// (its answer lost, or the Raft leader lost its office while it
+// committed; Node.commit tries again): a try that meets the topic its
+// first try recorded succeeds.
 func (n *Node) CreateTopic(ctx context.Context, name string, replicas int) (Topic, error) {
 	if err := n.waitMembers(ctx); err != nil {
 		return Topic{}, err
@@ -369,12 +373,17 @@ func (n *Node) CreateTopic(ctx context.Context, name string, replicas int) (Topi
 	for _, i := range client.PlaceN(name, ids, replicas) {
 		place = append(place, ids[i])
 	}
-	err := n.Propose(ctx, Command{Op: opCreate, Topic: name, Replicas: place})
+	err := n.Propose(ctx, Command{Op: opCreate, Topic: name, Replicas: place, Proposal: newProposal()})
 	t, ok := n.Topic(name)
 	if err != nil && !(errors.Is(err, ErrTopicExists) && ok) {
 		return Topic{}, err
 	}
 	return t, err
+}
+
+// newProposal returns a random ID for a proposal (Command.Proposal).
+func newProposal() string {
+	return rand.Text()
 }
 
 // Sync returns once this member has applied everything the Raft group
