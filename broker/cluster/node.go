@@ -538,6 +538,10 @@ func (n *Node) serveForward(b []byte) []byte {
 		return encodeAnswer(0, nil, ErrNotLeader)
 	}
 	index, res, err := n.applyLocal(b)
+	if errors.Is(err, ErrClosed) {
+		// This member stops: the forwarder tries the next leader.
+		err = fmt.Errorf("%w: the Raft leader is closing", ErrNotLeader)
+	}
 	return encodeAnswer(index, res, err)
 }
 
