@@ -135,3 +135,16 @@ func TestCreateRetriedAfterLostAnswer(t *testing.T) {
 		t.Fatalf("another create of t0: %v, want ErrTopicExists", err)
 	}
 }
+
+// TestForwardBeforeRaftStarts: the cluster port listens before Raft has
+// started (it replays its log first, slow on a busy machine); a command
+// forwarded then, by a member that took this one for the Raft leader
+// before it restarted, is answered not-leader, for the sender to try
+// again, rather than crash the server.
+func TestForwardBeforeRaftStarts(t *testing.T) {
+	n := &Node{started: make(chan struct{})}
+	_, _, err := decodeAnswer(n.serveForward(Command{Op: opNoop}.encode()))
+	if !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("a command forwarded before Raft started: %v, want ErrNotLeader", err)
+	}
+}

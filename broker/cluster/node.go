@@ -108,6 +108,7 @@ type Node struct {
 	groupIndex map[string]uint64 // per topic, the last group change this member committed (groups.go)
 
 	ctl       *controller
+	started   chan struct{} // closed once raft is set: the cluster port serves forwards from its start
 	closeOnce sync.Once
 	done      chan struct{}
 	wg        sync.WaitGroup
@@ -134,7 +135,7 @@ func Open(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, appliedCh: make(chan struct{}), done: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger, appliedCh: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{})}
 	n.fsm = &fsm{st: newState(), onChange: n.changed}
 
 	store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
@@ -185,6 +186,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n.raft = r
+	close(n.started)
 	go n.batch.run()
 	n.ctl.observe()
 	n.wg.Go(n.ctl.run)
@@ -529,6 +531,14 @@ func (n *Node) serveForward(b []byte) []byte {
 	var c Command
 	if err := json.Unmarshal(b, &c); err != nil {
 		return encodeAnswer(0, nil, fmt.Errorf("%w: %w", ErrBadCommand, err))
+	}
+	select {
+	case <-n.started:
+	default:
+		// The cluster port listens before Raft starts (it replays its log
+		// first): a member that took this one for the leader before it
+		// restarted tries again.
+		return encodeAnswer(0, nil, fmt.Errorf("%w: this member is starting", ErrNotLeader))
 	}
 	if localOnly(c.Op) {
 		n.log.Warn("cluster: a forwarded command refused: only the Raft leader makes it", "op", c.Op)
