@@ -168,7 +168,7 @@ func (b *batcher) applyEntry(batch []*pendingApply) {
 	}
 	f := b.n.raft.ApplyLog(l, applyTimeout)
 	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrRaftShutdown) {
 			err = fmt.Errorf("%w: %w", ErrNotLeader, err)
 		} else {
 			err = fmt.Errorf("cluster: %w", err)

@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -72,6 +74,11 @@ type forwarder struct {
 	idle   []idleConn // mu must be held
 	closed bool       // mu must be held
 	dials  int        // connections dialed (or tried); mu must be held
+
+	// lose, in tests, is how many answers still to lose: the command is
+	// sent and answered, and the connection fails before the answer is
+	// read, as when the leader's answer is cut off or comes too late.
+	lose atomic.Int32
 }
 
 // idleConn is a forward connection waiting for its next command.
@@ -109,6 +116,9 @@ func (f *forwarder) do(ctx context.Context, addr string, timeout time.Duration, 
 		return nil, err
 	}
 	ans, err := readMsg(c)
+	if err == nil && f.lose.Load() > 0 && f.lose.Add(-1) >= 0 {
+		err = errors.New("the answer was lost (a test)")
+	}
 	if err != nil {
 		c.Close()
 		return nil, err

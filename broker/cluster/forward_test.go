@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -93,5 +95,56 @@ func TestForwardReusesConnections(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a command after the forward connections closed: %v", err)
 		}
+	}
+}
+
+// TestCreateRetriedAfterLostAnswer: a member creates a topic through the
+// Raft leader, which commits it, and the answer is lost on the way back
+// (the connection fails or the answer comes after the deadline): the
+// member tries again, and its retry, meeting the topic its first try
+// recorded, succeeds rather than report that the topic exists. Another
+// create of the topic is still refused.
+func TestCreateRetriedAfterLostAnswer(t *testing.T) {
+	tc := startCluster(t, 3)
+	ctx := ctx15(t)
+	tc.eventually("a Raft leader", func(nd *Node) bool { _, ok := nd.Leader(); return ok })
+	lost := false
+	for i := 0; i < 5 && !lost; i++ {
+		lead, _ := tc.any().Leader()
+		fol := tc.nodes[(tc.index(lead.ID)+1)%3]
+		if err := fol.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("t%d", i)
+		fol.fwd.lose.Store(1)
+		top, err := fol.CreateTopic(ctx, name, 3)
+		if err != nil {
+			t.Fatalf("create %s, its first answer lost: %v", name, err)
+		}
+		if top.Name != name || top.Epoch != 1 || len(top.Replicas) != 3 {
+			t.Fatalf("create %s: %+v", name, top)
+		}
+		// Not forwarded if the member became the Raft leader meanwhile:
+		// then again.
+		lost = fol.fwd.lose.Swap(0) <= 0
+	}
+	if !lost {
+		t.Fatal("no create was forwarded in 5 tries: the Raft leader kept changing")
+	}
+	if _, err := tc.any().CreateTopic(ctx, "t0", 3); !errors.Is(err, ErrTopicExists) {
+		t.Fatalf("another create of t0: %v, want ErrTopicExists", err)
+	}
+}
+
+// TestForwardBeforeRaftStarts: the cluster port listens before Raft has
+// started (it replays its log first, slow on a busy machine); a command
+// forwarded then, by a member that took this one for the Raft leader
+// before it restarted, is answered not-leader, for the sender to try
+// again, rather than crash the server.
+func TestForwardBeforeRaftStarts(t *testing.T) {
+	n := &Node{started: make(chan struct{})}
+	_, _, err := decodeAnswer(n.serveForward(Command{Op: opNoop}.encode()))
+	if !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("a command forwarded before Raft started: %v, want ErrNotLeader", err)
 	}
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
@@ -107,6 +108,7 @@ type Node struct {
 	groupIndex map[string]uint64 // per topic, the last group change this member committed (groups.go)
 
 	ctl       *controller
+	started   chan struct{} // closed once raft is set: the cluster port serves forwards from its start
 	closeOnce sync.Once
 	done      chan struct{}
 	wg        sync.WaitGroup
@@ -133,7 +135,7 @@ func Open(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, appliedCh: make(chan struct{}), done: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger, appliedCh: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{})}
 	n.fsm = &fsm{st: newState(), onChange: n.changed}
 
 	store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
@@ -184,6 +186,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n.raft = r
+	close(n.started)
 	go n.batch.run()
 	n.ctl.observe()
 	n.wg.Go(n.ctl.run)
@@ -349,7 +352,10 @@ func (n *Node) Member(id string) (Member, bool) {
 // hashing of its name over the members not leaving (client.PlaceN, as the Go client
 // places a topic) and records it, led by the first. It returns the
 // topic as recorded; a topic recorded before is returned with
-// ErrTopicExists.
+// ErrTopicExists. The create is one proposal however often it is tried
+// (its answer lost, or the Raft leader lost its office while it
+// committed; Node.commit tries again): a try that meets the topic its
+// first try recorded succeeds.
 func (n *Node) CreateTopic(ctx context.Context, name string, replicas int) (Topic, error) {
 	if err := n.waitMembers(ctx); err != nil {
 		return Topic{}, err
@@ -369,12 +375,17 @@ func (n *Node) CreateTopic(ctx context.Context, name string, replicas int) (Topi
 	for _, i := range client.PlaceN(name, ids, replicas) {
 		place = append(place, ids[i])
 	}
-	err := n.Propose(ctx, Command{Op: opCreate, Topic: name, Replicas: place})
+	err := n.Propose(ctx, Command{Op: opCreate, Topic: name, Replicas: place, Proposal: newProposal()})
 	t, ok := n.Topic(name)
 	if err != nil && !(errors.Is(err, ErrTopicExists) && ok) {
 		return Topic{}, err
 	}
 	return t, err
+}
+
+// newProposal returns a random ID for a proposal (Command.Proposal).
+func newProposal() string {
+	return rand.Text()
 }
 
 // Sync returns once this member has applied everything the Raft group
@@ -521,6 +532,14 @@ func (n *Node) serveForward(b []byte) []byte {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return encodeAnswer(0, nil, fmt.Errorf("%w: %w", ErrBadCommand, err))
 	}
+	select {
+	case <-n.started:
+	default:
+		// The cluster port listens before Raft starts (it replays its log
+		// first): a member that took this one for the leader before it
+		// restarted tries again.
+		return encodeAnswer(0, nil, fmt.Errorf("%w: this member is starting", ErrNotLeader))
+	}
 	if c.Op == opDownQuery {
 		return n.answerDown()
 	}
@@ -532,6 +551,10 @@ func (n *Node) serveForward(b []byte) []byte {
 		return encodeAnswer(0, nil, ErrNotLeader)
 	}
 	index, res, err := n.applyLocal(b)
+	if errors.Is(err, ErrClosed) {
+		// This member stops: the forwarder tries the next leader.
+		err = fmt.Errorf("%w: the Raft leader is closing", ErrNotLeader)
+	}
 	return encodeAnswer(index, res, err)
 }
 

@@ -63,6 +63,11 @@ type Topic struct {
 	// recovery); a leader elected, or a member back in the set, clears
 	// them.
 	Stepped map[string]LogEnd `json:"stepped,omitempty"`
+	// Proposal is the ID of the create that recorded the topic
+	// (Command.Proposal): the same create applied again, a proposer's
+	// retry after its first try committed but its answer was lost,
+	// succeeds rather than find the topic existing.
+	Proposal string `json:"proposal,omitempty"`
 }
 
 // LogEnd is where a replica's log of a topic ends: the last leader epoch
@@ -177,6 +182,9 @@ type Command struct {
 	Limit   int    `json:"limit,omitempty"`
 	// Ends are a stepping back member's log ends, by topic (opStepBack).
 	Ends []LogEnd `json:"ends,omitempty"`
+	// Proposal identifies one create (opCreate), random, the same in
+	// each of its tries: the topic records it (Topic.Proposal).
+	Proposal string `json:"proposal,omitempty"`
 }
 
 func (c Command) encode() []byte {
@@ -206,8 +214,14 @@ func (s *State) applyStart(c Command) error {
 
 // applyCreate creates topic c.Topic on c.Replicas (opCreate), led by the
 // first under epoch 1, every replica in sync.
+// A topic that exists is ErrTopicExists, unless this very create (its
+// Proposal) recorded it: a retry of a create whose first try committed
+// (Node.commit) then succeeds, changing nothing.
 func (s *State) applyCreate(c Command) error {
-	if _, ok := s.Topics[c.Topic]; ok {
+	if t, ok := s.Topics[c.Topic]; ok {
+		if c.Proposal != "" && t.Proposal == c.Proposal {
+			return nil
+		}
 		return fmt.Errorf("%w: %q", ErrTopicExists, c.Topic)
 	}
 	if len(c.Replicas) == 0 {
@@ -222,7 +236,7 @@ func (s *State) applyCreate(c Command) error {
 		}
 	}
 	s.Topics[c.Topic] = &Topic{Name: c.Topic, Replicas: slices.Clone(c.Replicas),
-		Leader: c.Replicas[0], Epoch: 1, ISR: slices.Clone(c.Replicas), Version: 1}
+		Leader: c.Replicas[0], Epoch: 1, ISR: slices.Clone(c.Replicas), Version: 1, Proposal: c.Proposal}
 	return nil
 }
 

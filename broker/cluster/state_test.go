@@ -33,6 +33,20 @@ func TestStateRules(t *testing.T) {
 	refused(Command{Op: opCreate, Topic: "t", Replicas: []string{"a", "a"}}, ErrBadCommand)
 	must(Command{Op: opCreate, Topic: "t", Replicas: []string{"b", "a", "c"}})
 	refused(Command{Op: opCreate, Topic: "t", Replicas: []string{"a"}}, ErrTopicExists)
+	// A create applied twice (a retry of one whose first try committed)
+	// succeeds the second time, changing nothing; another create of the
+	// same topic, the same placement too, finds it existing.
+	must(Command{Op: opCreate, Topic: "u", Replicas: []string{"a", "b"}, Proposal: "p1"})
+	must(Command{Op: opCreate, Topic: "u", Replicas: []string{"a", "b"}, Proposal: "p1"})
+	if tp := s.Topics["u"]; tp.Epoch != 1 || tp.Version != 1 || tp.Proposal != "p1" || !slices.Equal(tp.Replicas, []string{"a", "b"}) {
+		t.Fatalf("a create applied twice: %+v", tp)
+	}
+	for _, p := range []string{"p2", ""} {
+		if err := s.apply(Command{Op: opCreate, Topic: "u", Replicas: []string{"a", "b"}, Proposal: p}); !errors.Is(err, ErrTopicExists) {
+			t.Fatalf("create of u by proposal %q: %v, want ErrTopicExists", p, err)
+		}
+	}
+	must(Command{Op: opDelete, Topic: "u"})
 	if tp := s.Topics["t"]; tp.Leader != "b" || tp.Epoch != 1 {
 		t.Fatalf("created: %+v", tp)
 	}

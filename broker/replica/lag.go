@@ -49,6 +49,9 @@ func (m *Manager) checkLag() {
 				behind[id] = f.leo
 			}
 		}
+		if lagging == "" && rt.leading(m.cfg.Self) && !rt.altering {
+			lagging, why = rt.goneFollower(m.cfg.Self, m.cfg.MinInsync), "fetch connection closed"
+		}
 		if lagging == "" && m.cfg.LagBytes > 0 {
 			lagging = m.lagBytes(rt.name, behind)
 			why = "lagging bytes"
@@ -81,6 +84,9 @@ func (m *Manager) FetchGone(topic, follower string) {
 		return // closed: this server stops, and its own connections close
 	}
 	rt.mu.Lock()
+	if f := rt.fol[follower]; f != nil {
+		f.gone = true // until it fetches again: checkLag retries the change
+	}
 	shrink := rt.goneShrink(m.cfg.Self, follower, m.cfg.MinInsync)
 	if shrink != nil {
 		rt.altering = true
@@ -105,6 +111,18 @@ func (rt *rtopic) goneShrink(self, follower string, minInsync int) []string {
 		return nil
 	}
 	return rest
+}
+
+// goneFollower returns an in-sync follower whose fetch connection closed
+// and which has not fetched since, when goneShrink would take it out of
+// the set; "" for none. rt.mu is held.
+func (rt *rtopic) goneFollower(self string, minInsync int) string {
+	for _, id := range rt.meta.ISR {
+		if f := rt.fol[id]; f != nil && f.gone && rt.goneShrink(self, id, minInsync) != nil {
+			return id
+		}
+	}
+	return ""
 }
 
 // lagBytes returns a follower of behind (ID to its next offset) more than

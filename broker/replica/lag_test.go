@@ -89,3 +89,28 @@ func TestGoneShrink(t *testing.T) {
 		t.Errorf("before the topic is ready here: %v, want none", got)
 	}
 }
+
+// TestGoneFollowerRetried: a follower whose fetch connection closed
+// while another change of the in-sync set was under way (or whose
+// removal failed to commit) is still marked gone, and the lag check
+// finds it once the set is free to change; a fetch since clears it.
+func TestGoneFollowerRetried(t *testing.T) {
+	rt := &rtopic{name: "t", ready: true, meta: cluster.Topic{Name: "t", Leader: "a", Epoch: 3, Version: 7,
+		Replicas: []string{"a", "b", "c"}, ISR: []string{"a", "b", "c"}},
+		fol: map[string]*fstate{"b": {}, "c": {gone: true}}}
+	rt.altering = true
+	if got := rt.goneFollower("a", 1); got != "" {
+		t.Errorf("while another change is under way: %q, want none", got)
+	}
+	rt.altering = false
+	if got := rt.goneFollower("a", 1); got != "c" {
+		t.Errorf("once the set may change: %q, want c", got)
+	}
+	if got := rt.goneFollower("a", 3); got != "" {
+		t.Errorf("under -min-insync 3: %q, want none", got)
+	}
+	rt.fol["c"].gone = false // it fetched again
+	if got := rt.goneFollower("a", 1); got != "" {
+		t.Errorf("after a fetch: %q, want none", got)
+	}
+}

@@ -207,7 +207,7 @@ func (m *Manager) Fetch(topic, follower string, epoch, offset int64) (service.Fe
 		f = &fstate{caughtUp: time.Now()}
 		rt.fol[follower] = f
 	}
-	f.leo, f.fetched = offset, time.Now()
+	f.leo, f.fetched, f.gone = offset, time.Now(), false
 	if offset >= info.Next {
 		f.caughtUp = f.fetched
 	}

@@ -43,6 +43,11 @@ type fstate struct {
 	leo      int64     // its next offset at its last fetch
 	fetched  time.Time // that fetch
 	caughtUp time.Time // when it last reached the leader's end
+	// gone: its fetch connection closed and it has not fetched since
+	// (FetchGone). The lag check takes it out of the in-sync set when
+	// FetchGone could not (another change under way, or the change
+	// failed to commit).
+	gone bool
 }
 
 // waiter is a produce with acks=all waiting for the high-water mark.
