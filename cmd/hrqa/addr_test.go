@@ -13,12 +13,7 @@ import (
 // an address given as a URL is refused with the HOST:PORT to use.
 func TestAddrSource(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	addr := closedAddr(t)
 	fails(t, addr, "", "cannot connect to "+addr+": connect: connection refused (the address from $HARAQA_ADDR)", "ping")
 	fails(t, "", "", "connection refused (the address from -addr)", "ping", "-addr", addr)
 	fails(t, "", "", "connection refused (the address from -addr)", "-addr", addr, "topics", "list")

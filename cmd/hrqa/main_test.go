@@ -219,12 +219,7 @@ func TestPing(t *testing.T) {
 
 func TestNoServer(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	addr := closedAddr(t)
 	for _, args := range [][]string{
 		{"ping"},
 		{"topics", "list"},
@@ -425,4 +420,17 @@ func TestHTTPPortNamed(t *testing.T) {
 	hs := httptest.NewServer(http.NotFoundHandler())
 	defer hs.Close()
 	fails(t, strings.TrimPrefix(hs.URL, "http://"), "", "is an HTTP port", "ping")
+}
+
+// closedAddr returns a loopback address nothing listens on (a moment
+// ago, something did).
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }
