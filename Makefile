@@ -57,10 +57,14 @@ vet:
 	GOOS=darwin $(GO) build -o /dev/null ./client/... ./protocol ./cmd/hrqa
 	GOOS=windows $(GO) build -o /dev/null ./client/... ./protocol ./cmd/hrqa
 
+# Without root a missing Debian package cannot be installed: the test that
+# needs it is skipped, and the line says which; under CI (CI=true, run as
+# root) that is a failure instead.
 unit:
-	bash .ci/chromium
-	bash .ci/patch
-	HARAQA_BROWSER_TEST=1 $(GO) test -race -count=1 $(PKGS)
+	browser=1; \
+	bash .ci/chromium || { browser=0; echo "make test: skipping the browser test of the API docs (docs): chromium is not installed and cannot be without root"; [ -z "$$CI" ] || exit 1; }; \
+	bash .ci/patch || { echo "make test: skipping TestGnetPatchApplied (broker): patch is not installed and cannot be without root"; [ -z "$$CI" ] || exit 1; }; \
+	HARAQA_BROWSER_TEST=$$browser $(GO) test -race -count=1 $(PKGS)
 
 ## deploy-test: the deploy module (its own go.mod, so Helm and the Kubernetes API stay out of the
 ## main module): the manifests and the chart decoded strictly and checked against the server, and
