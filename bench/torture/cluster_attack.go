@@ -75,10 +75,6 @@ func (r *caRun) field(k string, v any) {
 	r.fields = append(r.fields, fmt.Sprintf("%s=%v", k, v))
 }
 
-func (r *caRun) note(format string, args ...any) {
-	fmt.Printf("  %s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
-}
-
 func runClusterAttack(ctx context.Context, e *env) (string, error) {
 	r := &caRun{e: e}
 	if err := r.open(ctx); err != nil {

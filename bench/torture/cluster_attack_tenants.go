@@ -240,49 +240,7 @@ func (s caStatus) of(ctx context.Context, c *foCluster) (foStatus, error) {
 // healthy waits until every server's status shows topics topics, each
 // with a leader and all its replicas in sync, and 3 members.
 func (s caStatus) healthy(ctx context.Context, c *foCluster, topics int, wait time.Duration) (foStatus, error) {
-	deadline := time.Now().Add(wait)
-	var last string
-	var st foStatus
-	for {
-		ok := true
-		for _, f := range c.servers {
-			cl, err := f.s.dial(ctx, client.WithToken(s.token))
-			if err != nil {
-				ok, last = false, err.Error()
-				break
-			}
-			b, err := cl.ClusterStatus(ctx)
-			cl.Close()
-			if err == nil {
-				st = foStatus{}
-				err = json.Unmarshal(b, &st)
-			}
-			if err != nil {
-				ok, last = false, err.Error()
-				break
-			}
-			if len(st.Topics) != topics || len(st.Members) != 3 {
-				ok, last = false, fmt.Sprintf("%s knows %d topics, %d members", f.addr(), len(st.Topics), len(st.Members))
-				break
-			}
-			for _, t := range st.Topics {
-				if t.Leader == "" || len(t.ISR) != len(t.Replicas) || len(t.Target) > 0 {
-					ok, last = false, fmt.Sprintf("%s: %s led by %q, in sync %v of %v", f.addr(), t.Name, t.Leader, t.ISR, t.Replicas)
-					break
-				}
-			}
-			if !ok {
-				break
-			}
-		}
-		if ok {
-			return st, nil
-		}
-		if time.Now().After(deadline) {
-			return st, fmt.Errorf("not healthy within %v: %s", wait, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return healthyAs(ctx, c.servers, s.token, topics, wait, false)
 }
 
 // leaderChanges counts the topics of before whose epoch moved by after.

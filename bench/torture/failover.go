@@ -356,48 +356,72 @@ func foHealthy(ctx context.Context, srv []*foServer, wait time.Duration, end boo
 
 // clusterHealthy is foHealthy for a cluster of topics topics.
 func clusterHealthy(ctx context.Context, srv []*foServer, topics int, wait time.Duration, end bool) error {
+	_, err := healthyAs(ctx, srv, "", topics, wait, end)
+	return err
+}
+
+// healthyAs waits until every server's cluster status, read with token,
+// shows topics topics, each with a leader and all its replicas in sync
+// (and, if end, the leader's end as its high-water mark), and every
+// server a member; it returns the last status read.
+func healthyAs(ctx context.Context, srv []*foServer, token string, topics int, wait time.Duration, end bool) (foStatus, error) {
 	deadline := time.Now().Add(wait)
 	var last string
-	for time.Now().Before(deadline) {
+	var st foStatus
+	for {
 		ok := true
 		for _, f := range srv {
-			c, err := f.s.dial(ctx)
-			if err != nil {
-				ok, last = false, err.Error()
-				break
+			if st, last = statusOf(ctx, f, token); last == "" {
+				last = checkHealthy(f, st, topics, len(srv), end)
 			}
-			b, err := c.ClusterStatus(ctx)
-			c.Close()
-			var st foStatus
-			if err == nil {
-				err = json.Unmarshal(b, &st)
-			}
-			if err != nil {
-				ok, last = false, err.Error()
-				break
-			}
-			if len(st.Topics) != topics {
-				ok, last = false, fmt.Sprintf("%s knows %d topics", f.addr(), len(st.Topics))
-				break
-			}
-			for _, t := range st.Topics {
-				if t.Leader == "" || len(t.ISR) != len(t.Replicas) || len(t.Target) > 0 {
-					ok, last = false, fmt.Sprintf("%s: %s led by %q, in sync %v of %v, moving to %v", f.addr(), t.Name, t.Leader, t.ISR, t.Replicas, t.Target)
-				}
-				if end && t.HighWater != t.Next {
-					ok, last = false, fmt.Sprintf("%s: %s at high-water mark %d of %d", f.addr(), t.Name, t.HighWater, t.Next)
-				}
-			}
-			if !ok {
+			if last != "" {
+				ok = false
 				break
 			}
 		}
 		if ok {
-			return nil
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			return st, fmt.Errorf("not healthy within %v: %s", wait, last)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("not healthy within %v: %s", wait, last)
+}
+
+// statusOf reads f's cluster status with token; the string says why it
+// could not.
+func statusOf(ctx context.Context, f *foServer, token string) (foStatus, string) {
+	var st foStatus
+	c, err := f.s.dial(ctx, client.WithToken(token))
+	if err != nil {
+		return st, err.Error()
+	}
+	b, err := c.ClusterStatus(ctx)
+	c.Close()
+	if err == nil {
+		err = json.Unmarshal(b, &st)
+	}
+	if err != nil {
+		return st, err.Error()
+	}
+	return st, ""
+}
+
+// checkHealthy says what keeps f's status st from healthy ("": nothing).
+func checkHealthy(f *foServer, st foStatus, topics, members int, end bool) string {
+	if len(st.Topics) != topics || len(st.Members) != members {
+		return fmt.Sprintf("%s knows %d topics, %d members", f.addr(), len(st.Topics), len(st.Members))
+	}
+	for _, t := range st.Topics {
+		if t.Leader == "" || len(t.ISR) != len(t.Replicas) || len(t.Target) > 0 {
+			return fmt.Sprintf("%s: %s led by %q, in sync %v of %v, moving to %v", f.addr(), t.Name, t.Leader, t.ISR, t.Replicas, t.Target)
+		}
+		if end && t.HighWater != t.Next {
+			return fmt.Sprintf("%s: %s at high-water mark %d of %d", f.addr(), t.Name, t.HighWater, t.Next)
+		}
+	}
+	return ""
 }
 
 // foProducer is one client producing batches to one topic, each batch of
