@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -125,6 +126,12 @@ func Open(opts Options) (*Store, error) {
 
 func (s *Store) lockVolumes() error {
 	for _, v := range s.opts.Volumes {
+		if _, err := s.fs.Stat(v); errors.Is(err, fs.ErrNotExist) {
+			// Not an error: a first start makes its volumes. But a
+			// mistyped path would otherwise start empty in silence.
+			s.opts.Logger.Warn("storage: a volume directory did not exist; creating it empty (if data was expected there, check the volume paths, -volumes, for a typo)",
+				"volume", v)
+		}
 		if err := s.fs.MkdirAll(filepath.Join(v, topicsDir), 0o755); err != nil {
 			return fmt.Errorf("storage: volume %s: %w", v, err)
 		}

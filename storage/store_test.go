@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/haraqa/haraqa/protocol"
@@ -170,5 +172,24 @@ func TestHasTopic(t *testing.T) {
 	}
 	if s.HasTopic("t") {
 		t.Fatal("HasTopic after delete")
+	}
+}
+
+// A volume directory that does not exist is made, with a warning naming
+// it: a mistyped path must not start empty in silence.
+func TestMissingVolumeWarned(t *testing.T) {
+	var logs bytes.Buffer
+	vol := filepath.Join(t.TempDir(), "typo", "volume")
+	opts := DefaultOptions(vol)
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	s := mustOpen(t, opts)
+	if !strings.Contains(logs.String(), "did not exist") || !strings.Contains(logs.String(), vol) {
+		t.Fatalf("no warning naming the made volume: %q", logs.String())
+	}
+	mustClose(t, s)
+	logs.Reset()
+	mustOpen(t, opts)
+	if strings.Contains(logs.String(), "did not exist") {
+		t.Fatalf("warned of a volume that exists: %q", logs.String())
 	}
 }

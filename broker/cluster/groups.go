@@ -33,6 +33,11 @@ type Group struct {
 	// past Until is no one's.
 	Member string `json:"member,omitempty"`
 	Until  int64  `json:"until,omitempty"`
+	// Proposal is the ID of the conditional commit that set Committed
+	// (Command.Proposal): that commit tried again after its first try
+	// was applied (an answer lost to a leader change) succeeds instead of
+	// meeting its own offset as a conflict.
+	Proposal string `json:"proposal,omitempty"`
 }
 
 // LeasedBy returns the member holding g's lease at now (Unix
@@ -127,9 +132,13 @@ func (n *Node) DeleteGroup(ctx context.Context, c GroupChange) (GroupResult, err
 // learns of only with the leader's next message to it (up to a tenth
 // of the heartbeat timeout later): Group and Groups wait for it instead.
 func (n *Node) groupCommand(ctx context.Context, op string, c GroupChange) (GroupResult, error) {
-	index, res, err := n.commit(ctx, Command{Op: op, Topic: c.Topic, Group: c.Group, Member: c.Member, Owner: c.Owner,
+	cmd := Command{Op: op, Topic: c.Topic, Group: c.Group, Member: c.Member, Owner: c.Owner,
 		Offset: c.Offset, Compare: c.Compare, Expect: c.Expect, TTL: c.TTL.Milliseconds(),
-		Now: time.Now().UnixMilli(), Limit: c.MaxPerOwner, Epoch: c.Epoch})
+		Now: time.Now().UnixMilli(), Limit: c.MaxPerOwner, Epoch: c.Epoch}
+	if c.Compare {
+		cmd.Proposal = newProposal() // the same in every try of commit
+	}
+	index, res, err := n.commit(ctx, cmd)
 	if err != nil {
 		return GroupResult{}, err
 	}
@@ -230,6 +239,9 @@ func (s *State) applyGroup(c Command) error {
 			cur = g.Committed
 		}
 		if c.Compare && cur != c.Expect {
+			if g != nil && c.Proposal != "" && g.Proposal == c.Proposal && cur == c.Offset {
+				return nil // this commit's own first try
+			}
 			return fmt.Errorf("%w: topic %q, group %q: committed offset is %d, not %d", storage.ErrCommitConflict, c.Topic, c.Group, cur, c.Expect)
 		}
 		if g == nil {
@@ -238,7 +250,7 @@ func (s *State) applyGroup(c Command) error {
 				return err
 			}
 		}
-		g.Committed = c.Offset
+		g.Committed, g.Proposal = c.Offset, c.Proposal
 	case opGroupLease:
 		if g == nil {
 			var err error

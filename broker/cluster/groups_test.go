@@ -58,7 +58,12 @@ func TestGroupRules(t *testing.T) {
 	do(Command{Op: opGroupDelete, Member: "m1", Now: 1200}, storage.ErrGroupBusy)
 	do(Command{Op: opGroupCommit, Member: "m1", Offset: 3, Now: 1200}, nil)
 	do(Command{Op: opGroupCommit, Member: "m1", Offset: 5, Compare: true, Expect: 4, Now: 1200}, storage.ErrCommitConflict)
-	do(Command{Op: opGroupCommit, Member: "m1", Offset: 5, Compare: true, Expect: 3, Now: 1200}, nil)
+	do(Command{Op: opGroupCommit, Member: "m1", Offset: 5, Compare: true, Expect: 3, Now: 1200, Proposal: "p1"}, nil)
+	// The same conditional commit tried again (its first answer lost)
+	// succeeds; another one from 3 is a conflict.
+	do(Command{Op: opGroupCommit, Member: "m1", Offset: 5, Compare: true, Expect: 3, Now: 1201, Proposal: "p1"}, nil)
+	do(Command{Op: opGroupCommit, Member: "m1", Offset: 5, Compare: true, Expect: 3, Now: 1201, Proposal: "p2"}, storage.ErrCommitConflict)
+	do(Command{Op: opGroupCommit, Member: "m1", Offset: 5, Compare: true, Expect: 3, Now: 1201}, storage.ErrCommitConflict)
 	if g := get(); g.Committed != 5 || g.LeasedBy(1499) != "m1" || g.LeasedBy(1500) != "" {
 		t.Fatalf("after the commits: %+v", g)
 	}

@@ -182,8 +182,10 @@ type Command struct {
 	Limit   int    `json:"limit,omitempty"`
 	// Ends are a stepping back member's log ends, by topic (opStepBack).
 	Ends []LogEnd `json:"ends,omitempty"`
-	// Proposal identifies one create (opCreate), random, the same in
-	// each of its tries: the topic records it (Topic.Proposal).
+	// Proposal identifies one create (opCreate) or conditional commit
+	// (opGroupCommit with Compare), random, the same in each of its
+	// tries: the topic or group records it (Topic.Proposal,
+	// Group.Proposal), so that a try after an applied one succeeds.
 	Proposal string `json:"proposal,omitempty"`
 }
 

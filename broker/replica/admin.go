@@ -239,6 +239,7 @@ func (m *Manager) Status(v service.StatusView) []byte {
 			continue
 		}
 		ts := TopicStatus{Topic: t, ReplicaCount: len(t.Replicas), InSyncCount: len(t.ISR)}
+		ts.Proposal = "" // the create's ID, internal to the Raft record
 		if info, err := m.store.Info(t.Name); err == nil {
 			ts.Next = info.Next
 			ts.ReadOnly = m.copyFailed(t.Name)
