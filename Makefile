@@ -98,11 +98,11 @@ bench-go:
 	python3 .ci/benchtable bench.out
 
 ## torture: the server binary killed, its volumes damaged, its disk filled, its descriptors and
-## connections exhausted, then (hostile2) every row of the second security review's threat table
-## against a server with tokens, one line each (about 2 minutes, and under 3 more for hostile2;
+## connections exhausted, then (threats) every row of the second security review's threat table
+## against a server with tokens, one line each (about 2 minutes, and under 3 more for threats;
 ## needs root for the tmpfs). Not part of `make test`. TORTURE_FLAGS shortens it, e.g.
-## TORTURE_FLAGS='-cycles 3 -faults 5 -attack 5s'; TORTURE_FLAGS='-phases hostile2 -rows2 1,3,D'
-## runs some rows of hostile2 only.
+## TORTURE_FLAGS='-cycles 3 -faults 5 -attack 5s'; TORTURE_FLAGS='-phases threats -threat-rows 1,3,D'
+## runs some rows of threats only.
 torture:
 	$(GO) run ./bench/torture $(TORTURE_FLAGS)
 

@@ -55,14 +55,14 @@ func TestMaxConns(t *testing.T) {
 	c.ok(protocol.AppendPingRequest(nil, c.id()))
 }
 
-// TestHostile2Row10PerAddrCap: a client without a token holds every
+// TestPerAddrCap: a client without a token holds every
 // connection slot from one address (127.0.0.2) and pings, which needs no
 // hello. With the default per-address cap (128) and room for 300
 // connections, it gets 128 of them and the rest are refused with a frame
 // naming -max-conns-per-addr; a client from 127.0.0.1 still connects and
 // says hello with its token. Before the cap it got "limit reached". With
 // room for 130, one address gets half: 65.
-func TestHostile2Row10PerAddrCap(t *testing.T) {
+func TestPerAddrCap(t *testing.T) {
 	for _, tc := range []struct{ slots, perAddr int }{{300, broker.DefaultMaxConnsPerAddr}, {130, 65}} {
 		t.Run(fmt.Sprint(tc.slots), func(t *testing.T) { perAddrCap(t, tc.slots, tc.perAddr) })
 	}

@@ -24,13 +24,13 @@ func zeroBomb(rawSize int) []byte {
 	return protocol.AppendBatchRaw(nil, protocol.CodecZstd, 1, raw)
 }
 
-// TestHostile2Row2DecodeOffLoop: clients that pipeline small zstd batches
+// TestDecodeOffLoop: clients that pipeline small zstd batches
 // each declaring (and holding) 64 MiB of zeros keep the decode worker
 // busy (and its queue full), yet on the same event loop another client's
 // pings and uncompressed produces are answered within a bound of their
 // idle latency: the loop never decodes and never waits for a decode
 // worker.
-func TestHostile2Row2DecodeOffLoop(t *testing.T) {
+func TestDecodeOffLoop(t *testing.T) {
 	s := brokertest.Start(t, 1, func(o *storage.Options, c *broker.Config) {
 		c.EventLoops = 1 // attackers and victim share the loop
 		o.DecodeWorkers = 1
@@ -142,11 +142,11 @@ func pipeline(addr string, frame []byte, inFlight int, stop <-chan struct{}, ack
 	}
 }
 
-// TestHostile2Row2DecodeOverBudget: a compressed batch that declares more
+// TestDecodeOverBudget: a compressed batch that declares more
 // decoded bytes than the memory budget is refused on the loop before any
 // decoding, as a bad batch naming -max-buffered-bytes; the connection
 // stays open and one within the budget is stored.
-func TestHostile2Row2DecodeOverBudget(t *testing.T) {
+func TestDecodeOverBudget(t *testing.T) {
 	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) { c.MaxBufferedBytes = 8 << 20 })
 	c := dialRaw(t, s.Addr)
 	c.ok(protocol.AppendCreateTopicRequest(nil, c.id(), "t"))

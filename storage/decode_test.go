@@ -36,13 +36,13 @@ func appendWithin(t *testing.T, s *Store, batch []byte, d time.Duration) error {
 	}
 }
 
-// TestHostile2Row2DeclaredSizeRefused: the decoded size a compressed
+// TestDeclaredSizeRefused: the decoded size a compressed
 // batch declares is checked before anything is decoded: over MaxBatchBytes
 // or over MaxDecodeBytes, the append is refused with ErrInvalidBatch even
 // while every decode worker and byte of the budget is taken, without
 // waiting for either. One within both bounds waits for the budget and is
 // stored once it frees.
-func TestHostile2Row2DeclaredSizeRefused(t *testing.T) {
+func TestDeclaredSizeRefused(t *testing.T) {
 	s, _ := openTest(t, 1, func(o *Options) {
 		o.MaxBatchBytes = 1 << 20
 		o.MaxDecodeBytes = 256 << 10

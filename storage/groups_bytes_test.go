@@ -49,12 +49,12 @@ func longGroup(i int) string {
 	return s + strings.Repeat("x", 255-len(s))
 }
 
-// TestHostile2Row14CommitWritesRecord: on a topic with 1024 groups of
+// TestCommitWritesRecord: on a topic with 1024 groups of
 // 255-byte names and 3 volumes, a commit writes its record, not the
 // groups file: over enough commits to compact the file once, at most a
 // few records' bytes per commit and volume (the whole table was
 // rewritten on every volume before: 795 KiB a commit).
-func TestHostile2Row14CommitWritesRecord(t *testing.T) {
+func TestCommitWritesRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("4000 commits")
 	}

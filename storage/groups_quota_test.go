@@ -10,13 +10,13 @@ import (
 	"github.com/haraqa/haraqa/protocol"
 )
 
-// TestHostile2Row7ExpiredLeasesFreeSlots: one client takes 65,536 leases
+// TestExpiredLeasesFreeSlots: one client takes 65,536 leases
 // over its own 64 topics, every group of the server (the review's were of
 // 100 ms; 2 s here, so that they still live while the test looks). While they
 // live they are listed, and another topic's new group is refused naming
 // MaxGroups; once they expired, that group's commit and lease succeed at
 // once, and the expired leases are neither listed nor counted.
-func TestHostile2Row7ExpiredLeasesFreeSlots(t *testing.T) {
+func TestExpiredLeasesFreeSlots(t *testing.T) {
 	if testing.Short() {
 		t.Skip("65,536 leases")
 	}
@@ -71,13 +71,13 @@ func TestHostile2Row7ExpiredLeasesFreeSlots(t *testing.T) {
 	}
 }
 
-// TestHostile2Row7PerTokenQuota: a token holds at most MaxGroupsPerToken
+// TestPerTokenQuota: a token holds at most MaxGroupsPerToken
 // groups (commits and leases, over all topics); past it a new group is
 // refused naming -max-groups-per-token, while another token and the
 // token's own existing groups go on. The owners of committed groups are
 // in the groups file, so a reopen keeps the quota; deleting a group, or
 // a lease ending, frees its slot.
-func TestHostile2Row7PerTokenQuota(t *testing.T) {
+func TestPerTokenQuota(t *testing.T) {
 	opts := recOpts(t, 2)
 	opts.MaxGroupsPerToken = 8
 	s := mustOpen(t, opts)

@@ -4,7 +4,7 @@
 // port (every message must be stored exactly once), volumes damaged while
 // it is stopped, a full disk and a descriptor limit while it runs, and
 // 1,000 hostile connections beside a well-behaved producer and consumer;
-// then (hostile2) each row of the second security review's threat table
+// then (threats) each row of the second security review's threat table
 // against a server with -auth-file, one tenant attacking another; then
 // (failover) three servers as one cluster of replicated topics, their
 // leaders killed under idempotent producers with acks=all; then
@@ -15,7 +15,7 @@
 // cluster surface attacked: commands and connections without the
 // members' secret, a connection storm, a log flood, a tenant reading
 // cluster status or flooding group commits, 500 replicated topics.
-// Every phase prints one line of what it checked (hostile2 one per row
+// Every phase prints one line of what it checked (threats one per row
 // too); the exit status is 1 if any acknowledged message was lost,
 // changed or stored twice, or a check failed.
 //
@@ -24,7 +24,7 @@
 //	go run ./bench/torture -phases crash,faults  # some phases only
 //	go run ./bench/torture -phases cluster-faults # a cluster's leaders cut short, frozen
 //	go run ./bench/torture -phases cluster-attack # the cluster port and replication attacked
-//	go run ./bench/torture -phases hostile2 -rows2 1,3,D  # some rows of hostile2
+//	go run ./bench/torture -phases threats -threat-rows 1,3,D  # some rows of threats
 package main
 
 import (
@@ -79,7 +79,7 @@ var phases = []phase{
 	{"enospc", runENOSPC},
 	{"emfile", runEMFILE},
 	{"hostile", runHostile},
-	{"hostile2", runHostile2},
+	{"threats", runThreats},
 	{"failover", runFailover},
 	{"cluster-faults", runClusterFaults},
 	{"cluster-attack", runClusterAttack},
@@ -93,7 +93,7 @@ func run() int {
 	var cfg config
 	flag.StringVar(&cfg.dir, "dir", os.TempDir(), "parent directory of the run's volumes")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the volumes and logs")
-	flag.StringVar(&cfg.phases, "phases", "crash,idempotent,faults,enospc,emfile,hostile,hostile2,failover,cluster-faults,cluster-attack", "phases to run")
+	flag.StringVar(&cfg.phases, "phases", "crash,idempotent,faults,enospc,emfile,hostile,threats,failover,cluster-faults,cluster-attack", "phases to run")
 	flag.IntVar(&cfg.cycles, "cycles", 10, "kill -9 cycles")
 	flag.IntVar(&cfg.faults, "faults", 10, "volume-fault cycles")
 	flag.IntVar(&cfg.producers, "producers", 6, "concurrent producers in the kill cycles")
@@ -103,11 +103,11 @@ func run() int {
 	flag.DurationVar(&cfg.attack, "attack", 30*time.Second, "hostile load duration")
 	flag.Int64Var(&cfg.budget, "budget", 256<<20, "-max-buffered-bytes given to the server, if it has the flag")
 	flag.Int64Var(&cfg.slack, "slack", 256<<20, "RSS allowed above the budget (runtime, page tables, caches)")
-	flag.StringVar(&cfg.extra, "server-args", "", "extra flags for the servers of the hostile and hostile2 phases, space-separated (e.g. -pprof); its serving line is printed")
+	flag.StringVar(&cfg.extra, "server-args", "", "extra flags for the servers of the hostile and threats phases, space-separated (e.g. -pprof); its serving line is printed")
 	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "random seed")
 	flag.Parse()
-	if *h2ChildAddr != "" {
-		return runVictimChild(*h2ChildAddr, *h2ChildCA, *h2ChildSeq)
+	if *threatChildAddr != "" {
+		return runVictimChild(*threatChildAddr, *threatChildCA, *threatChildSeq)
 	}
 
 	e, err := setup(cfg)

@@ -272,12 +272,12 @@ func TestLimiterPrunes(t *testing.T) {
 	}
 }
 
-// TestHostile2Row4RateLimitNotTurnedOnOthers: an attacker at the victim's
+// TestRateLimitNotTurnedOnOthers: an attacker at the victim's
 // address (same host, NAT, proxy) sends 4 bad or empty tokens a second,
 // then floods random tokens; the victim's valid token is accepted every
 // time, a missing token costs nothing, and a client retrying a revoked
 // token locks out only that token.
-func TestHostile2Row4RateLimitNotTurnedOnOthers(t *testing.T) {
+func TestRateLimitNotTurnedOnOthers(t *testing.T) {
 	r, err := Parse(strings.NewReader(hashOf("victim")+" consume *\n"), "auth")
 	if err != nil {
 		t.Fatal(err)

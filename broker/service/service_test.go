@@ -209,12 +209,12 @@ type coded struct{}
 func (coded) Error() string           { return "coded" }
 func (coded) WireCode() protocol.Code { return protocol.CodeNoSpace }
 
-// TestHostile2Row4RateLimitNotTurnedOnOthers: from the victim's address,
+// TestRateLimitNotTurnedOnOthers: from the victim's address,
 // an attacker's bad and empty tokens (4 a second, then a flood) never get
 // the victim's valid token refused; a missing token is unauthenticated
 // but not limited; a client retrying a revoked token locks out only that
 // token.
-func TestHostile2Row4RateLimitNotTurnedOnOthers(t *testing.T) {
+func TestRateLimitNotTurnedOnOthers(t *testing.T) {
 	s := withTokens(t)
 	const addr = "192.0.2.9"
 	deadline := time.Now().Add(2 * time.Second)
@@ -255,11 +255,11 @@ func TestHostile2Row4RateLimitNotTurnedOnOthers(t *testing.T) {
 	t.Logf("%d bad tokens from its address, the victim accepted all %d times", attacks, victimOK)
 }
 
-// TestHostile2RowDGroupRights: tenants A and B both consume a shared
+// TestGroupRights: tenants A and B both consume a shared
 // topic; group patterns keep each to its own groups: A cannot commit,
 // fetch, lease, release or delete B's group, nor see it in a list; B can;
 // a rule without group patterns keeps every group (old auth files).
-func TestHostile2RowDGroupRights(t *testing.T) {
+func TestGroupRights(t *testing.T) {
 	rules, err := auth.Parse(strings.NewReader(
 		hashOf("A")+" consume shared.* groups=a.*\n"+
 			hashOf("B")+" consume shared.* groups=b.*,b-legacy\n"+

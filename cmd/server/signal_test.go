@@ -6,13 +6,13 @@ import (
 	"testing"
 )
 
-// TestHostile2Row16SIGHUPAtStart sends SIGHUP while the server is still
+// TestSIGHUPAtStart sends SIGHUP while the server is still
 // starting, before it has built its server (HARAQA_TEST_HOLD_START holds
 // it there until the test closes its stdin): the server handles it once
 // it can, rereading its files, and serves. Before, the handler was
 // installed after server.New, and SIGHUP then killed the process (exit
 // 129 from a shell).
-func TestHostile2Row16SIGHUPAtStart(t *testing.T) {
+func TestSIGHUPAtStart(t *testing.T) {
 	bin := buildServer(t, t.TempDir())
 	s := newProcess(t, bin, "-tcp", "0", "-listen", "127.0.0.1", "-ballast", "0", t.TempDir())
 	s.cmd.Env = append(os.Environ(), "HARAQA_TEST_HOLD_START=1")

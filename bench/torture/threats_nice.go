@@ -13,7 +13,7 @@ import (
 
 // On a two-core machine the attackers' own load would take a core from
 // the server and the victim that a real attacker, on machines of its own,
-// does not. So hostile2's attacking process (this one) runs under
+// does not. So threats's attacking process (this one) runs under
 // SCHED_IDLE: it gets only the CPU time no other thread wants, and a CPU
 // that runs only it counts as idle when the kernel places a waking thread,
 // so the server's threads spread over both cores as they would with the
@@ -21,10 +21,10 @@ import (
 // woken by each other, stay stacked on one core while the attackers keep
 // the other.) The server and the victim process run as usual, under
 // SCHED_OTHER, and the server still gets every request the attackers send.
-var h2Idle2 = flag.Bool("attackers-idle2", true, "hostile2: run the attackers under SCHED_IDLE, as if on other machines (needs root; false: at the server's priority)")
+var threatAttackersIdle = flag.Bool("threat-attackers-idle", true, "threats: run the attackers under SCHED_IDLE, as if on other machines (needs root; false: at the server's priority)")
 
 // lifted says whether backgroundAttackers moved this process to
-// SCHED_IDLE, so that the processes hostile2 starts must be moved back.
+// SCHED_IDLE, so that the processes threats starts must be moved back.
 var lifted bool
 
 const schedIdle = 5 // SCHED_IDLE, sched(7)
@@ -33,7 +33,7 @@ const schedIdle = 5 // SCHED_IDLE, sched(7)
 // (threads made later inherit it) and returns what it did and what undoes
 // it. Leaving SCHED_IDLE needs root: without it the processes run level.
 func backgroundAttackers() (string, func()) {
-	if !*h2Idle2 {
+	if !*threatAttackersIdle {
 		return "attackers at the server's priority", func() {}
 	}
 	if os.Geteuid() != 0 {

@@ -24,19 +24,19 @@ import (
 // connection slots and signals.
 
 const (
-	row4Checks    = 20  // the victim's new connections and HTTP requests
-	row5Conns     = 240 // HTTP keep-alives held under nofile 256
-	row6Conns     = 120 // TLS connections held under nofile 256
+	rateChecks    = 20  // the victim's new connections and HTTP requests
+	httpFDConns     = 240 // HTTP keep-alives held under nofile 256
+	tlsFDConns     = 120 // TLS connections held under nofile 256
 	perAddr       = 60  // row 5 and 6 attackers per source address
 	victimNew     = 5   // new victim connections tried under rows 5, 6, 10
 	victimNewProd = 701 // their producer number in the ledger
-	row16Starts   = 5
+	sighupStarts   = 5
 )
 
-// row4RateLimit: from the victim's own address, 4 failed authentications a
+// attackRateLimit: from the victim's own address, 4 failed authentications a
 // second (a wrong token and none, on both ports); the victim's valid token
 // is never refused.
-func row4RateLimit(ctx context.Context, r *rowRun) (string, error) {
+func attackRateLimit(ctx context.Context, r *rowRun) (string, error) {
 	g := r.rig
 	var bad atomic.Int64
 	done := make(chan struct{})
@@ -52,7 +52,7 @@ func row4RateLimit(ctx context.Context, r *rowRun) (string, error) {
 	hc := g.httpClient("127.0.0.1")
 	var binRefused, httpRefused int
 	var firstBin, firstHTTP string
-	for range row4Checks {
+	for range rateChecks {
 		if c, err := g.dial(ctx, g.tok.victim); err != nil {
 			binRefused++
 			firstBin = first(firstBin, err.Error())
@@ -69,7 +69,7 @@ func row4RateLimit(ctx context.Context, r *rowRun) (string, error) {
 	r.end()
 	<-done
 	line := fmt.Sprintf("%d failed authentications from 127.0.0.1 (wrong and empty tokens, both ports): victim's token refused on %d/%d hellos and %d/%d HTTP requests",
-		bad.Load(), binRefused, row4Checks, httpRefused, row4Checks)
+		bad.Load(), binRefused, rateChecks, httpRefused, rateChecks)
 	if binRefused+httpRefused > 0 {
 		return line, fmt.Errorf("the victim's valid token was refused (hello: %s; HTTP: %s)", firstBin, firstHTTP)
 	}
@@ -77,7 +77,7 @@ func row4RateLimit(ctx context.Context, r *rowRun) (string, error) {
 }
 
 // failAuth is the i-th failed authentication of row 4.
-func failAuth(g *rig2, hc *http.Client, i int) {
+func failAuth(g *threatRig, hc *http.Client, i int) {
 	tokens := []string{"not-a-token-" + fmt.Sprint(i), ""}
 	tok := tokens[i%2]
 	if i/2%2 == 0 {
@@ -103,7 +103,7 @@ func first(old, s string) string {
 
 // victimConnects dials n new victim connections from 127.0.0.1, each
 // producing one message (in the ledger) on topic.
-func victimConnects(ctx context.Context, g *rig2, n int, topic string) (int, error) {
+func victimConnects(ctx context.Context, g *threatRig, n int, topic string) (int, error) {
 	served := 0
 	var firstErr error
 	for range n {
@@ -126,21 +126,21 @@ func victimConnects(ctx context.Context, g *rig2, n int, topic string) (int, err
 	return served, nil
 }
 
-// row10Slots: one address holds -max-conns connections and pings (ping
+// attackSlots: one address holds -max-conns connections and pings (ping
 // needs no hello); a per-address cap keeps slots for the victim.
-func row10Slots(ctx context.Context, r *rowRun) (string, error) {
-	held, refused := hold(r.rig, r.id, h2MaxConns, h2MaxConns, r.stop)
+func attackSlots(ctx context.Context, r *rowRun) (string, error) {
+	held, refused := hold(r.rig, r.id, threatMaxConns, threatMaxConns, r.stop)
 	defer closeAll(held)
 	served, err := victimConnects(ctx, r.rig, victimNew, "v.r10")
 	r.wait()
 	return fmt.Sprintf("%d connections from %s pinging without hello (-max-conns %d): %d served, %d refused; new victim connections served %d/%d",
-		h2MaxConns, attackerIP(r.id, 0), h2MaxConns, len(held), refused, served, victimNew), err
+		threatMaxConns, attackerIP(r.id, 0), threatMaxConns, len(held), refused, served, victimNew), err
 }
 
 // hold opens n connections, perIP from each source address, all at once,
 // and pings on each; it returns those served and how many were refused,
 // and keeps pinging every second until stop.
-func hold(g *rig2, row string, n, perIP int, stop <-chan struct{}) ([]net.Conn, int) {
+func hold(g *threatRig, row string, n, perIP int, stop <-chan struct{}) ([]net.Conn, int) {
 	held := openAll(n, func(i int) (net.Conn, error) {
 		c, err := g.rawDial(attackerIP(row, i/perIP))
 		if err != nil {
@@ -194,24 +194,24 @@ func closeAll(cs []net.Conn) {
 	}
 }
 
-// row5HTTPDescriptors: under a 256-descriptor limit, 240 HTTP keep-alives
+// attackHTTPDescriptors: under a 256-descriptor limit, 240 HTTP keep-alives
 // from 127.0.5.2-5; HTTP connections have their own cap inside the
 // descriptor budget, so new binary connections are still served.
-func row5HTTPDescriptors(ctx context.Context, r *rowRun) (string, error) {
+func attackHTTPDescriptors(ctx context.Context, r *rowRun) (string, error) {
 	g := r.rig
-	held := openAll(row5Conns, func(i int) (net.Conn, error) { return keepAlive(g, attackerIP(r.id, i/perAddr)) })
-	refused := row5Conns - len(held)
+	held := openAll(httpFDConns, func(i int) (net.Conn, error) { return keepAlive(g, attackerIP(r.id, i/perAddr)) })
+	refused := httpFDConns - len(held)
 	defer closeAll(held)
 	fdsNow := fds(g.srv.pid())
 	served, err := victimConnects(ctx, g, victimNew, "v.r5")
 	r.wait()
 	return fmt.Sprintf("%d HTTP keep-alives under nofile %d: %d held, %d refused, server fds %d; new victim binary connections served %d/%d",
-		row5Conns, g.spec.nofile, len(held), refused, fdsNow, served, victimNew), errors.Join(err, emfileLogged(g))
+		httpFDConns, g.spec.nofile, len(held), refused, fdsNow, served, victimNew), errors.Join(err, emfileLogged(g))
 }
 
 // keepAlive opens an HTTP connection from ip, has /healthz answered on
 // it, and returns it open.
-func keepAlive(g *rig2, ip string) (net.Conn, error) {
+func keepAlive(g *threatRig, ip string) (net.Conn, error) {
 	c, err := dialer(ip).Dial("tcp", g.http)
 	if err != nil {
 		return nil, err
@@ -236,32 +236,32 @@ func keepAlive(g *rig2, ip string) (net.Conn, error) {
 }
 
 // emfileLogged fails when the server ran out of descriptors.
-func emfileLogged(g *rig2) error {
+func emfileLogged(g *threatRig) error {
 	if l := grep(g.srv.output(), "too many open files", 1); l != "" {
 		return fmt.Errorf("the server ran out of descriptors: %s", l)
 	}
 	return nil
 }
 
-// row6TLSDescriptors: under a 256-descriptor limit, 120 TLS connections
+// attackTLSDescriptors: under a 256-descriptor limit, 120 TLS connections
 // from 127.0.6.2; a TLS connection counts what it holds, so the server
 // never runs out of descriptors, and one address holds at most half of
 // the slots, so the victim is served.
-func row6TLSDescriptors(ctx context.Context, r *rowRun) (string, error) {
+func attackTLSDescriptors(ctx context.Context, r *rowRun) (string, error) {
 	g := r.rig
-	held, refused := hold(g, r.id, row6Conns, row6Conns, r.stop)
+	held, refused := hold(g, r.id, tlsFDConns, tlsFDConns, r.stop)
 	defer closeAll(held)
 	fdsNow := fds(g.srv.pid())
 	served, err := victimConnects(ctx, g, victimNew, "v.r6")
 	r.wait()
 	return fmt.Sprintf("%d TLS connections under nofile %d: %d served, %d refused, server fds %d; new victim TLS connections served %d/%d",
-		row6Conns, g.spec.nofile, len(held), refused, fdsNow, served, victimNew), errors.Join(err, emfileLogged(g))
+		tlsFDConns, g.spec.nofile, len(held), refused, fdsNow, served, victimNew), errors.Join(err, emfileLogged(g))
 }
 
-// row16Sighup: SIGHUP as soon as the server has logged its first line
+// attackSighup: SIGHUP as soon as the server has logged its first line
 // (its main has begun); it must keep running and serve.
-func row16Sighup(ctx context.Context, r *rowRun) (string, error) {
-	dir := filepath.Join(r.e.dir, "hostile2-sighup")
+func attackSighup(ctx context.Context, r *rowRun) (string, error) {
+	dir := filepath.Join(r.e.dir, "threats-sighup")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -271,7 +271,7 @@ func row16Sighup(ctx context.Context, r *rowRun) (string, error) {
 	}
 	survived := 0
 	var why []string
-	for i := range row16Starts {
+	for i := range sighupStarts {
 		args := []string{"-listen", "127.0.0.1", "-tcp", "0", "-http", "0", "-auth-file", auth, filepath.Join(dir, fmt.Sprintf("vol%d", i))}
 		if err := sighupOnce(r.e.bin, args); err != nil {
 			why = append(why, err.Error())
@@ -279,8 +279,8 @@ func row16Sighup(ctx context.Context, r *rowRun) (string, error) {
 		}
 		survived++
 	}
-	line := fmt.Sprintf("SIGHUP on the server's first log line, %d starts: %d survived and served", row16Starts, survived)
-	if survived < row16Starts {
+	line := fmt.Sprintf("SIGHUP on the server's first log line, %d starts: %d survived and served", sighupStarts, survived)
+	if survived < sighupStarts {
 		return line, fmt.Errorf("%s", joinCounts(why))
 	}
 	return line, nil

@@ -13,13 +13,13 @@ import (
 	"github.com/haraqa/haraqa/storage"
 )
 
-// TestHostile2Row7GroupQuotaOverWire: over the binary port with tokens,
+// TestGroupQuotaOverWire: over the binary port with tokens,
 // one token takes 100 ms leases over its own topics until it is refused,
 // with limit reached naming -max-groups-per-token; its live leases are
 // listed. Meanwhile another token commits and leases on its own topic.
 // Once the leases expired, their slots are free: the first token takes
 // as many again.
-func TestHostile2Row7GroupQuotaOverWire(t *testing.T) {
+func TestGroupQuotaOverWire(t *testing.T) {
 	const quota = 64
 	const tokAttack, tokVictim = "token-attacker", "token-victim"
 	rules, err := auth.Parse(strings.NewReader(

@@ -56,7 +56,7 @@ func refused(t *testing.T, what string, br *bufio.Reader, flag string) {
 	}
 }
 
-// TestHostile2Row8HTTPBudget: HTTP request bodies and responses count
+// TestHTTPBudget: HTTP request bodies and responses count
 // against -max-buffered-bytes, the budget of the binary port. Clients hold
 // POSTs that declare 8 MiB less 64 bytes and send 1 KiB: five fit the 40
 // MiB budget (each is reserved once, as the batch its body is read into),
@@ -65,7 +65,7 @@ func refused(t *testing.T, what string, br *bufio.Reader, flag string) {
 // are gone, clients that GET that message and do not read hold about 8
 // MiB each (the decoded body, which the response is written from): four
 // are served, the next 429. The total never passes the budget.
-func TestHostile2Row8HTTPBudget(t *testing.T) {
+func TestHTTPBudget(t *testing.T) {
 	const (
 		budget  = 40 << 20
 		msgSize = 8 << 20

@@ -51,13 +51,13 @@ func unbuffered(t *testing.T, s *brokertest.Server) {
 	}
 }
 
-// TestHostile2Row1PreHelloFrame: with tokens, a connection that has not
+// TestPreHelloFrame: with tokens, a connection that has not
 // said hello announces a 1 MiB frame: it is answered frame too large,
 // naming -max-prehello-frame and the hello, and closed before anything of
 // the frame is buffered, though its client goes on sending. A hello with
 // a large produce pipelined behind it is served, and a failed hello does
 // not lift the limit.
-func TestHostile2Row1PreHelloFrame(t *testing.T) {
+func TestPreHelloFrame(t *testing.T) {
 	s := startAuthWith(t)
 	peak, stopSampling := sampleBuffered(s)
 	req := produceOfFrameLength(t, 7, "orders.x", 1<<20)
@@ -105,10 +105,10 @@ func TestHostile2Row1PreHelloFrame(t *testing.T) {
 	}
 }
 
-// TestHostile2Row1HelloTimeout: with tokens, a connection that only pings
+// TestHelloTimeout: with tokens, a connection that only pings
 // and never says hello is closed at HelloTimeout with a frame naming
 // -hello-timeout; one that said hello is not.
-func TestHostile2Row1HelloTimeout(t *testing.T) {
+func TestHelloTimeout(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	s := startAuthWith(t, func(_ *storage.Options, c *broker.Config) { c.HelloTimeout = timeout })
 	start := time.Now()
@@ -149,13 +149,13 @@ func TestHostile2Row1HelloTimeout(t *testing.T) {
 	})
 }
 
-// TestHostile2Row1PartialFramesBudget: without tokens, three connections
+// TestPartialFramesBudget: without tokens, three connections
 // each hold a 1 MiB produce frame but its last byte, then a fourth sends
 // 6 MiB of an 8 MiB frame, past the 4 MiB budget: the largest unfinished
 // frame, the fourth's, is closed with a frame naming -max-buffered-bytes,
 // the total stays within the budget and one read, the three finish their
 // produces, and a well-behaved client produces and consumes throughout.
-func TestHostile2Row1PartialFramesBudget(t *testing.T) {
+func TestPartialFramesBudget(t *testing.T) {
 	const budget = 4 << 20
 	s := brokertest.Start(t, 1, func(_ *storage.Options, c *broker.Config) {
 		c.MaxBufferedBytes = budget
@@ -201,11 +201,11 @@ func TestHostile2Row1PartialFramesBudget(t *testing.T) {
 	}
 }
 
-// TestHostile2Row1Slowloris: a connection that sent part of a frame and
+// TestSlowloris: a connection that sent part of a frame and
 // nothing more for IdleTimeout is closed as idle, with a small frame or a
 // large one half sent; one that trickles a frame slowly is not, and is
 // answered once the frame is whole.
-func TestHostile2Row1Slowloris(t *testing.T) {
+func TestSlowloris(t *testing.T) {
 	const idle = 300 * time.Millisecond
 	s := brokertest.Start(t, 1, withIdleTimeout(idle))
 	small := produceOfFrameLength(t, 5, "t", 4<<10)

@@ -31,35 +31,35 @@ const victimProd = 700
 const victimSeqBlock = 1 << 28
 
 // The victim runs in a process of its own (this binary, started with
-// -victim2-addr): in the same process its goroutine would wait in the Go
+// -threat-victim-addr): in the same process its goroutine would wait in the Go
 // scheduler's run queue behind hundreds of attacking goroutines, and its
 // p99 would measure that queue rather than the server. An attacker is
 // another machine's load; the victim's own process is what a tenant has.
 var (
-	h2ChildAddr = flag.String("victim2-addr", "", "hostile2: run as the victim process against this binary port (internal)")
-	h2ChildCA   = flag.String("victim2-ca", "", "hostile2: the victim process's TLS CA file (internal)")
-	h2ChildSeq  = flag.Int("victim2-seq", 0, "hostile2: the victim process's first sequence number (internal)")
+	threatChildAddr = flag.String("threat-victim-addr", "", "threats: run as the victim process against this binary port (internal)")
+	threatChildCA   = flag.String("threat-victim-ca", "", "threats: the victim process's TLS CA file (internal)")
+	threatChildSeq  = flag.Int("threat-victim-seq", 0, "threats: the victim process's first sequence number (internal)")
 )
 
 // victimTokenEnv carries the victim's token to its process, out of ps.
 const victimTokenEnv = "HARAQA_TORTURE_VICTIM_TOKEN"
 
-// lat2 is a histogram of produce latencies, in microseconds.
-type lat2 struct {
+// victimLat is a histogram of produce latencies, in microseconds.
+type victimLat struct {
 	mu sync.Mutex
 	h  *hdrhistogram.Histogram
 }
 
-func newLat2() *lat2 { return &lat2{h: hdrhistogram.New(1, 60_000_000, 3)} }
+func newVictimLat() *victimLat { return &victimLat{h: hdrhistogram.New(1, 60_000_000, 3)} }
 
-func (l *lat2) add(d time.Duration) {
+func (l *victimLat) add(d time.Duration) {
 	l.mu.Lock()
 	_ = l.h.RecordValue(max(d.Microseconds(), 1))
 	l.mu.Unlock()
 }
 
 // merge adds o's samples to l.
-func (l *lat2) merge(o *lat2) {
+func (l *victimLat) merge(o *victimLat) {
 	o.mu.Lock()
 	c := o.h.Export()
 	o.mu.Unlock()
@@ -68,50 +68,50 @@ func (l *lat2) merge(o *lat2) {
 	l.h.Merge(hdrhistogram.Import(c))
 }
 
-func (l *lat2) p99() time.Duration {
+func (l *victimLat) p99() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return time.Duration(l.h.ValueAtQuantile(99)) * time.Microsecond
 }
 
-func (l *lat2) count() int64 {
+func (l *victimLat) count() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.h.TotalCount()
 }
 
-// victim2 is the well-behaved tenant: a process of its own on 127.0.0.1
+// threatVictim is the well-behaved tenant: a process of its own on 127.0.0.1
 // with its own token, which produces one message to the row's topic,
 // waits for the ack, pauses a millisecond, and so on, and reports each
 // ack and its latency; every acknowledged message goes in the ledger.
-type victim2 struct {
+type threatVictim struct {
 	check   *client.Client // reading back, in this process
 	l       *ledger
 	cmd     *exec.Cmd
 	in      io.WriteCloser
 	replies chan string
-	window  atomic.Pointer[lat2]
+	window  atomic.Pointer[victimLat]
 	errMu   sync.Mutex
 	nerr    int
 	first   error
 	done    chan struct{} // closed when the process's output ends
 }
 
-func startVictim(ctx context.Context, g *rig2) (*victim2, error) {
+func startVictim(ctx context.Context, g *threatRig) (*threatVictim, error) {
 	check, err := g.dial(ctx, g.tok.victim)
 	if err != nil {
 		return nil, err
 	}
-	v := &victim2{check: check, l: g.ledger, replies: make(chan string, 1), done: make(chan struct{})}
+	v := &threatVictim{check: check, l: g.ledger, replies: make(chan string, 1), done: make(chan struct{})}
 	self, err := os.Executable()
 	if err != nil {
 		check.Close()
 		return nil, err
 	}
 	seq := v.l.next(victimProd, victimSeqBlock)
-	args := []string{"-victim2-addr", g.srv.addr, "-victim2-seq", strconv.Itoa(seq)}
+	args := []string{"-threat-victim-addr", g.srv.addr, "-threat-victim-seq", strconv.Itoa(seq)}
 	if g.ca != "" {
-		args = append(args, "-victim2-ca", g.ca)
+		args = append(args, "-threat-victim-ca", g.ca)
 	}
 	name, args := schedOther(self, args)
 	v.cmd = exec.Command(name, args...)
@@ -138,7 +138,7 @@ func startVictim(ctx context.Context, g *rig2) (*victim2, error) {
 
 // read takes the victim process's lines: "ack TOPIC BASE SEQ MICROS",
 // "err TEXT", or a reply to a command.
-func (v *victim2) read(out io.Reader) {
+func (v *threatVictim) read(out io.Reader) {
 	defer close(v.done)
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
@@ -170,7 +170,7 @@ func (v *victim2) read(out io.Reader) {
 }
 
 // reply waits for the victim process's answer to a command.
-func (v *victim2) reply() string {
+func (v *threatVictim) reply() string {
 	select {
 	case r := <-v.replies:
 		return r
@@ -182,7 +182,7 @@ func (v *victim2) reply() string {
 }
 
 // do sends a command and waits for its answer.
-func (v *victim2) do(cmd string) error {
+func (v *threatVictim) do(cmd string) error {
 	if _, err := fmt.Fprintln(v.in, cmd); err != nil {
 		return fmt.Errorf("victim process: %s: %w", cmd, err)
 	}
@@ -192,7 +192,7 @@ func (v *victim2) do(cmd string) error {
 	return nil
 }
 
-func (v *victim2) noteErr(err error) {
+func (v *threatVictim) noteErr(err error) {
 	v.errMu.Lock()
 	v.nerr++
 	if v.first == nil {
@@ -202,7 +202,7 @@ func (v *victim2) noteErr(err error) {
 }
 
 // takeErrors returns the produces failed since the last call, and the first.
-func (v *victim2) takeErrors() (int, error) {
+func (v *threatVictim) takeErrors() (int, error) {
 	v.errMu.Lock()
 	defer v.errMu.Unlock()
 	n, first := v.nerr, v.first
@@ -211,11 +211,11 @@ func (v *victim2) takeErrors() (int, error) {
 }
 
 // record sends the latencies to w from now on; nil: nowhere.
-func (v *victim2) record(w *lat2) { v.window.Store(w) }
+func (v *threatVictim) record(w *victimLat) { v.window.Store(w) }
 
 // idleWindow moves the victim to topic and measures it for d before the
 // attack.
-func (v *victim2) idleWindow(ctx context.Context, topic string, d time.Duration) (*lat2, error) {
+func (v *threatVictim) idleWindow(ctx context.Context, topic string, d time.Duration) (*victimLat, error) {
 	if err := v.check.CreateTopic(ctx, topic); err != nil && !errors.Is(err, client.ErrTopicExists) {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func (v *victim2) idleWindow(ctx context.Context, topic string, d time.Duration)
 		return nil, err
 	}
 	v.takeErrors()
-	w := newLat2()
+	w := newVictimLat()
 	v.record(w)
 	time.Sleep(d)
 	v.record(nil)
@@ -238,18 +238,18 @@ func (v *victim2) idleWindow(ctx context.Context, topic string, d time.Duration)
 
 // park stops the victim's produces until the next idleWindow; every ack
 // it had is in the ledger when it returns.
-func (v *victim2) park() error { return v.do("park") }
+func (v *threatVictim) park() error { return v.do("park") }
 
 // pause stops the victim's produces until resume.
-func (v *victim2) pause() error  { return v.do("pause") }
-func (v *victim2) resume() error { return v.do("resume") }
+func (v *threatVictim) pause() error  { return v.do("pause") }
+func (v *threatVictim) resume() error { return v.do("resume") }
 
 // verify checks every message acknowledged on topic is stored once.
-func (v *victim2) verify(ctx context.Context, topic string) (checked, error) {
+func (v *threatVictim) verify(ctx context.Context, topic string) (checked, error) {
 	return v.l.verify(ctx, v.check, topic)
 }
 
-func (v *victim2) close() {
+func (v *threatVictim) close() {
 	_ = v.in.Close() // the process ends at the end of its input
 	waited := make(chan struct{})
 	go func() { <-v.done; _ = v.cmd.Wait(); close(waited) }()

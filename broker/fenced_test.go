@@ -35,7 +35,7 @@ func startShared(t *testing.T) *brokertest.Server {
 // batches are all stored once, its retry from a new connection is
 // answered with its first offset, and after a restart the attacker is
 // still fenced and the victim can still retry.
-func TestHostile2Row3ProducerFencedE2E(t *testing.T) {
+func TestProducerFencedE2E(t *testing.T) {
 	s := startShared(t)
 	const pid = 0xfeedface
 	victimBatch := func(seq uint64) []byte {

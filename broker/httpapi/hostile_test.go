@@ -17,11 +17,11 @@ import (
 	"github.com/haraqa/haraqa/storage"
 )
 
-// TestHostile2Row9WatchesReleased: watches naming one quiet topic many
+// TestWatchesReleased: watches naming one quiet topic many
 // times, opened and closed one after another, leave no storage watch
 // armed once closed, hold one each while open, and a watch naming more
 // entries than MaxWatchTopics (repeats included) is refused.
-func TestHostile2Row9WatchesReleased(t *testing.T) {
+func TestWatchesReleased(t *testing.T) {
 	s := startREST(t, httpapi.DefaultConfig())
 	do(t, "PUT", s.url+"/topics/quiet", "").want(t, "create quiet", 201)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -87,10 +87,10 @@ func fetch(url, token string, hdr ...string) (int, http.Header, string, error) {
 	return resp.StatusCode, resp.Header, string(b), err
 }
 
-// TestHostile2Row11MetricsBounded: on a server with many topics,
+// TestMetricsBounded: on a server with many topics,
 // concurrent /metrics requests share one rendering instead of each
 // computing the whole text.
-func TestHostile2Row11MetricsBounded(t *testing.T) {
+func TestMetricsBounded(t *testing.T) {
 	s := startREST(t, httpapi.DefaultConfig())
 	const topics = 2000
 	for i := range topics {
@@ -134,10 +134,10 @@ func TestHostile2Row11MetricsBounded(t *testing.T) {
 	}
 }
 
-// TestHostile2Row11MetricsNeedsToken: with -auth-file, /metrics needs a
+// TestMetricsNeedsToken: with -auth-file, /metrics needs a
 // token with the metrics right by default and shows only the topics and
 // groups of its patterns; -auth-metrics=false opens it again.
-func TestHostile2Row11MetricsNeedsToken(t *testing.T) {
+func TestMetricsNeedsToken(t *testing.T) {
 	cfg, err := hserver.ParseFlags([]string{"-auth-file", "auth", t.TempDir()}, io.Discard)
 	if err != nil || !cfg.HTTP.AuthMetrics {
 		t.Fatalf("-auth-file alone: AuthMetrics %v (%v), want true", cfg.HTTP.AuthMetrics, err)
@@ -195,11 +195,11 @@ func TestHostile2Row11MetricsNeedsToken(t *testing.T) {
 	}
 }
 
-// TestHostile2Row12CORSWrites: on a server without tokens and the default
+// TestCORSWrites: on a server without tokens and the default
 // -cors, a page of any origin may read, but its preflights for writes,
 // its deletes and its form POSTs are refused 403 and change nothing,
 // unless its origin is in CORSOrigins or is the server's own.
-func TestHostile2Row12CORSWrites(t *testing.T) {
+func TestCORSWrites(t *testing.T) {
 	s := startREST(t, httpapi.DefaultConfig())
 	topic := s.url + "/topics/victim"
 	do(t, "PUT", topic, "").want(t, "create without Origin", 201)
@@ -251,10 +251,10 @@ func TestHostile2Row12CORSWrites(t *testing.T) {
 	}
 }
 
-// TestHostile2Row13AdminOnAll: a token that is admin on its own topics
+// TestAdminOnAll: a token that is admin on its own topics
 // only is refused pprof, which needs admin on "*", and its /metrics shows
-// only its own topics (TestHostile2Row11MetricsNeedsToken).
-func TestHostile2Row13AdminOnAll(t *testing.T) {
+// only its own topics (TestMetricsNeedsToken).
+func TestAdminOnAll(t *testing.T) {
 	u, _ := startAuthHTTPWith(t, func(c *hserver.Config) {
 		c.HTTP.Pprof = true
 		c.HTTP.AuthMetrics = true
@@ -275,10 +275,10 @@ func TestHostile2Row13AdminOnAll(t *testing.T) {
 	}
 }
 
-// TestHostile2Row11MetricsRate: clients asking for /metrics in a loop get
+// TestMetricsRate: clients asking for /metrics in a loop get
 // at most MaxMetricsRate responses a second (and the burst), the others
 // 429 with Retry-After; once the bucket refills, a scrape is served again.
-func TestHostile2Row11MetricsRate(t *testing.T) {
+func TestMetricsRate(t *testing.T) {
 	cfg := httpapi.DefaultConfig()
 	cfg.MaxMetricsRate = 2 // a burst of 4
 	s := startREST(t, cfg)
@@ -314,12 +314,12 @@ func TestHostile2Row11MetricsRate(t *testing.T) {
 	}
 }
 
-// TestHostile2Row11RefusalsPaced: a client looping on /metrics without a
+// TestRefusalsPaced: a client looping on /metrics without a
 // token gets its first second's worth of 401s at once, then one every
 // 1/-http-refusal-rate: 30 at 10 a second take at least 2 s, the paced
 // ones counted; a request with a valid token from the same address is
 // not held meanwhile.
-func TestHostile2Row11RefusalsPaced(t *testing.T) {
+func TestRefusalsPaced(t *testing.T) {
 	u, _ := startAuthHTTPWith(t, func(c *hserver.Config) { c.HTTP.RefusalRate = 10 })
 	const n = 30
 	begun := time.Now()

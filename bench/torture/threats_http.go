@@ -20,32 +20,32 @@ import (
 // profiles.
 
 const (
-	row9Cycles   = 200 // websocket watches opened and closed
-	row9Conc     = 4
-	row9Names    = 100 // times X-Topics names the quiet topic
-	row9Topic    = "shared.quiet"
-	row11Count   = 20000 // topics of the attacker's before row 11
-	row11Clients = 4
+	watchCycles   = 200 // websocket watches opened and closed
+	watchConc     = 4
+	watchNames    = 100 // times X-Topics names the quiet topic
+	watchTopic    = "shared.quiet"
+	metricsCount   = 20000 // topics of the attacker's before row 11
+	metricsClients = 4
 	evilOrigin   = "http://evil.example"
 )
 
-// row9Watches: websocket watches naming one quiet topic 100 times are
+// attackWatches: websocket watches naming one quiet topic 100 times are
 // opened and closed 200 times; every storage watch is released on close,
 // so RSS does not grow and the next produce to the topic is not slowed.
-func row9Watches(ctx context.Context, r *rowRun) (string, error) {
+func attackWatches(ctx context.Context, r *rowRun) (string, error) {
 	g := r.rig
-	if _, err := g.victim.check.Produce(ctx, row9Topic, []byte("first")); err != nil {
-		return "produce to " + row9Topic, err
+	if _, err := g.victim.check.Produce(ctx, watchTopic, []byte("first")); err != nil {
+		return "produce to " + watchTopic, err
 	}
 	rss0, _ := rss(g.srv.pid())
-	names := strings.TrimSuffix(strings.Repeat(row9Topic+",", row9Names), ",")
+	names := strings.TrimSuffix(strings.Repeat(watchTopic+",", watchNames), ",")
 	var opened, refused atomic.Int64
 	var firstErr atomic.Pointer[string]
 	var wg sync.WaitGroup
-	for w := range row9Conc {
+	for w := range watchConc {
 		wg.Go(func() {
 			hc := &http.Client{Transport: &http.Transport{DialContext: dialer(attackerIP(r.id, w)).DialContext, TLSClientConfig: g.tls}}
-			for range row9Cycles / row9Conc {
+			for range watchCycles / watchConc {
 				if err := openWatch(ctx, g, hc, names); err != nil {
 					refused.Add(1)
 					s := err.Error()
@@ -62,7 +62,7 @@ func row9Watches(ctx context.Context, r *rowRun) (string, error) {
 	var firstProduce, worst time.Duration
 	for i := range 5 {
 		begun := time.Now()
-		if _, err := g.victim.check.Produce(ctx, row9Topic, []byte("after")); err != nil {
+		if _, err := g.victim.check.Produce(ctx, watchTopic, []byte("after")); err != nil {
 			return "victim produce after the watches", err
 		}
 		took := time.Since(begun)
@@ -72,19 +72,19 @@ func row9Watches(ctx context.Context, r *rowRun) (string, error) {
 		worst = max(worst, took)
 	}
 	line := fmt.Sprintf("%d websocket watches naming %s %d times opened and closed (%d refused): RSS %d -> %d MiB, the next produce to it %s (max of 5: %s)",
-		opened.Load(), row9Topic, row9Names, refused.Load(), rss0>>20, rss1>>20, ms(firstProduce), ms(worst))
+		opened.Load(), watchTopic, watchNames, refused.Load(), rss0>>20, rss1>>20, ms(firstProduce), ms(worst))
 	if p := firstErr.Load(); p != nil {
 		line += " (first refusal: " + *p + ")"
 	}
-	if limit := time.Duration(float64(r.idle.p99()) * *h2Factor); worst > limit {
-		return line, fmt.Errorf("a produce to the watched topic took %s, over %gx the victim's idle p99 %s", ms(worst), *h2Factor, ms(r.idle.p99()))
+	if limit := time.Duration(float64(r.idle.p99()) * *threatFactor); worst > limit {
+		return line, fmt.Errorf("a produce to the watched topic took %s, over %gx the victim's idle p99 %s", ms(worst), *threatFactor, ms(r.idle.p99()))
 	}
 	return line, nil
 }
 
 // openWatch opens a watch of names with the attacker's shared token and
 // closes it.
-func openWatch(ctx context.Context, g *rig2, hc *http.Client, names string) error {
+func openWatch(ctx context.Context, g *threatRig, hc *http.Client, names string) error {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	u := "ws://" + g.http + "/ws/topics"
@@ -102,9 +102,9 @@ func openWatch(ctx context.Context, g *rig2, hc *http.Client, names string) erro
 	return c.Close(websocket.StatusNormalClosure, "")
 }
 
-// row11Topics creates the attacker's 2,000 topics, pipelined, before the
+// setupMetricsTopics creates the attacker's 2,000 topics, pipelined, before the
 // victim's idle window.
-func row11Topics(ctx context.Context, r *rowRun) (string, error) {
+func setupMetricsTopics(ctx context.Context, r *rowRun) (string, error) {
 	a, err := r.rig.rawHello(attackerIP(r.id, 0), r.rig.tok.attacker)
 	if err != nil {
 		return "attacker hello", err
@@ -112,14 +112,14 @@ func row11Topics(ctx context.Context, r *rowRun) (string, error) {
 	defer a.Close()
 	begun := time.Now()
 	var req []byte
-	for i := range row11Count {
+	for i := range metricsCount {
 		req = protocol.AppendCreateTopicRequest(req, uint32(i), fmt.Sprintf("a.m.%05d", i))
 	}
 	errc := make(chan error, 1)
 	go func() { _, err := a.Write(req); errc <- err }()
 	_ = a.SetReadDeadline(time.Now().Add(60 * time.Second))
 	bad := 0
-	for range row11Count {
+	for range metricsCount {
 		code, _, err := readResponse(a)
 		if err != nil {
 			return "create topics", err
@@ -131,19 +131,19 @@ func row11Topics(ctx context.Context, r *rowRun) (string, error) {
 	if err := <-errc; err != nil {
 		return "create topics", err
 	}
-	return fmt.Sprintf("%d topics created in %s (%d refused)", row11Count, time.Since(begun).Round(10*time.Millisecond), bad), nil
+	return fmt.Sprintf("%d topics created in %s (%d refused)", metricsCount, time.Since(begun).Round(10*time.Millisecond), bad), nil
 }
 
-// row11Metrics: /metrics fetched in a loop by 4 clients, for half the
+// attackMetrics: /metrics fetched in a loop by 4 clients, for half the
 // attack without a token (refused: with -auth-file it needs one by
 // default), then with a metrics token (cached or bounded: 200, or 429
 // past a bound, and the victim's p99 holds).
-func row11Metrics(ctx context.Context, r *rowRun) (string, error) {
+func attackMetrics(ctx context.Context, r *rowRun) (string, error) {
 	g := r.rig
 	half := make(chan struct{})
 	time.AfterFunc(r.d/2, func() { close(half) })
 	open := fetchMetrics(g, r.id, "", half)
-	line := fmt.Sprintf("%d clients fetching /metrics with %d topics, no token: %s", row11Clients, row11Count, open)
+	line := fmt.Sprintf("%d clients fetching /metrics with %d topics, no token: %s", metricsClients, metricsCount, open)
 	var errs []error
 	if open.codes[http.StatusUnauthorized] != open.n {
 		errs = append(errs, fmt.Errorf("/metrics without a token answered %s, want 401 only", joinStatus(open.codes)))
@@ -180,12 +180,12 @@ func joinStatus(codes map[int]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// fetchMetrics has row11Clients clients GET /metrics with token until stop.
-func fetchMetrics(g *rig2, row, token string, stop <-chan struct{}) fetched {
+// fetchMetrics has metricsClients clients GET /metrics with token until stop.
+func fetchMetrics(g *threatRig, row, token string, stop <-chan struct{}) fetched {
 	var mu sync.Mutex
 	f := fetched{codes: map[int]int{}}
 	var wg sync.WaitGroup
-	for i := range row11Clients {
+	for i := range metricsClients {
 		wg.Go(func() {
 			hc := g.httpClient(attackerIP(row, i))
 			for !isClosed(stop) {
@@ -207,11 +207,11 @@ func fetchMetrics(g *rig2, row, token string, stop <-chan struct{}) fetched {
 	return f
 }
 
-// row12CORS: a page of another origin sends the victim's browser's
+// attackCORS: a page of another origin sends the victim's browser's
 // DELETE of a victim topic; without an origin in the allow-list it is
 // refused (the preflight does not allow it, the request is 403) and the
 // topic is still there. Reads stay open to any origin.
-func row12CORS(ctx context.Context, r *rowRun) (string, error) {
+func attackCORS(ctx context.Context, r *rowRun) (string, error) {
 	g := r.rig
 	if err := g.victim.check.CreateTopic(ctx, "v.cors"); err != nil && !errors.Is(err, client.ErrTopicExists) {
 		return "create v.cors", err
@@ -244,10 +244,10 @@ func row12CORS(ctx context.Context, r *rowRun) (string, error) {
 	return line, errors.Join(errs...)
 }
 
-// row13MetricsPprof: the attacker's token, admin on a.* only, asks for
+// attackMetricsPprof: the attacker's token, admin on a.* only, asks for
 // /metrics and /debug/pprof/; it sees no victim topic or group, and
 // profiles need admin on *.
-func row13MetricsPprof(ctx context.Context, r *rowRun) (string, error) {
+func attackMetricsPprof(ctx context.Context, r *rowRun) (string, error) {
 	g := r.rig
 	if err := g.victim.check.CommitOffset(ctx, "v.g13", "v.r13", 0); err != nil {
 		return "victim commit", err

@@ -11,14 +11,14 @@ import (
 	"time"
 )
 
-// The hostile2 phase runs each row of the second security review's
+// The threats phase runs each row of the second security review's
 // threat table (1-16 and D) against a server with -auth-file: several
 // tenants' tokens, a victim on 127.0.0.1 producing one message at a time
 // and attackers bound to 127.0.<row>.2 and up, so that a per-address cap
 // tells them apart from the victim and from each other. Every row prints
 // one line with its figure; a row fails when the server's peak RSS reaches
 // -memory-limit, when the victim's produce p99 under the attack is more
-// than h2Factor times its idle p99 in the same run, when a victim message
+// than threatFactor times its idle p99 in the same run, when a victim message
 // is lost or stored twice, or when the row's own check fails.
 //
 // The idle p99 is that of every row's idle window together (2 s before
@@ -30,52 +30,52 @@ import (
 // no attack at all. Each row's line still shows its own idle p99.
 
 var (
-	h2Rows   = flag.String("rows2", "", "hostile2: rows to run, comma-separated (default all): 1,...,16,D, and 1t (row 1 over TLS)")
-	h2Attack = flag.Duration("attack2", 3*time.Second, "hostile2: attack duration of each row, and the shortest window the victim is measured under it")
-	h2Idle   = flag.Duration("idle2", 2*time.Second, "hostile2: the victim's idle window before each row")
-	h2Factor = flag.Float64("p99-factor2", 3, "hostile2: victim p99 under attack allowed, in multiples of its idle p99")
+	threatRows   = flag.String("threat-rows", "", "threats: rows to run, comma-separated (default all): 1,...,16,D, and 1t (row 1 over TLS)")
+	threatAttack = flag.Duration("threat-attack", 3*time.Second, "threats: attack duration of each row, and the shortest window the victim is measured under it")
+	threatIdle   = flag.Duration("threat-idle", 2*time.Second, "threats: the victim's idle window before each row")
+	threatFactor = flag.Float64("threat-p99-factor", 3, "threats: victim p99 under attack allowed, in multiples of its idle p99")
 )
 
 const (
-	h2Budget   = 256 << 20 // -max-buffered-bytes
-	h2MemLimit = 448 << 20 // -memory-limit: the budget, a quarter of it and 128 MiB, as the default derives it
-	h2MaxConns = 200       // -max-conns of the main server (row 10)
+	threatBudget   = 256 << 20 // -max-buffered-bytes
+	threatMemLimit = 448 << 20 // -memory-limit: the budget, a quarter of it and 128 MiB, as the default derives it
+	threatMaxConns = 200       // -max-conns of the main server (row 10)
 )
 
-// row2 is one row of the threat table: rig names the server it runs on
+// threatRow is one row of the threat table: rig names the server it runs on
 // ("main", "fd", "tls", or "" for a row that starts its own).
-type row2 struct {
+type threatRow struct {
 	id    string
 	rig   string
 	run   func(ctx context.Context, r *rowRun) (string, error)
 	setup func(ctx context.Context, r *rowRun) (string, error) // before the idle window; nil: none
 }
 
-// rows2 in the order they run: rows on the main server first, row 11's
+// threatTable in the order they run: rows on the main server first, row 11's
 // topics and row 7's leases (which, unfixed, fill every group slot) last
 // among them, then the rows needing another server.
-var rows2 = []row2{
-	{"1", "main", row1PreHelloFrames, nil},
-	{"2", "main", row2ZstdBombs, nil},
-	{"3", "main", row3ForgedProducer, nil},
-	{"4", "main", row4RateLimit, nil},
-	{"8", "main", row8HTTPMemory, nil},
-	{"9", "main", row9Watches, nil},
-	{"10", "main", row10Slots, nil},
-	{"12", "main", row12CORS, nil},
-	{"13", "main", row13MetricsPprof, nil},
-	{"14", "main", row14GroupsFile, row14Setup},
-	{"15", "main", row15ImportWrap, nil},
-	{"D", "main", rowDGroups, nil},
-	{"11", "main", row11Metrics, row11Topics},
-	{"7", "main", row7Leases, row7Setup},
-	{"5", "fd", row5HTTPDescriptors, nil},
-	{"6", "tls", row6TLSDescriptors, nil},
-	{"1t", "tls", row1PreHelloFrames, nil}, // row 1 over TLS
-	{"16", "", row16Sighup, nil},
+var threatTable = []threatRow{
+	{"1", "main", attackPreHelloFrames, nil},
+	{"2", "main", attackZstdBombs, nil},
+	{"3", "main", attackForgedProducer, nil},
+	{"4", "main", attackRateLimit, nil},
+	{"8", "main", attackHTTPMemory, nil},
+	{"9", "main", attackWatches, nil},
+	{"10", "main", attackSlots, nil},
+	{"12", "main", attackCORS, nil},
+	{"13", "main", attackMetricsPprof, nil},
+	{"14", "main", attackGroupsFile, setupGroupsFile},
+	{"15", "main", attackImportWrap, nil},
+	{"D", "main", attackGroupRights, nil},
+	{"11", "main", attackMetrics, setupMetricsTopics},
+	{"7", "main", attackLeases, setupLeases},
+	{"5", "fd", attackHTTPDescriptors, nil},
+	{"6", "tls", attackTLSDescriptors, nil},
+	{"1t", "tls", attackPreHelloFrames, nil}, // row 1 over TLS
+	{"16", "", attackSighup, nil},
 }
 
-// rowLonger gives the rows whose attack needs longer than -attack2 their
+// rowLonger gives the rows whose attack needs longer than -threat-attack their
 // multiple of it: row 8's GETs each decompress 64 MiB before answering.
 var rowLonger = map[string]time.Duration{"8": 2}
 
@@ -84,13 +84,13 @@ var rowLonger = map[string]time.Duration{"8": 2}
 // the limit.
 type rowRun struct {
 	e     *env
-	rig   *rig2
+	rig   *threatRig
 	id    string
 	d     time.Duration
 	stop  chan struct{}
 	once  sync.Once
 	begun time.Time
-	idle  *lat2 // the victim's latencies before the attack
+	idle  *victimLat // the victim's latencies before the attack
 }
 
 // stopped reports whether the attack should end.
@@ -108,9 +108,9 @@ func (r *rowRun) wait() { <-r.stop }
 
 func (r *rowRun) end() { r.once.Do(func() { close(r.stop) }) }
 
-// runHostile2 runs the selected rows and fails if any failed.
-func runHostile2(ctx context.Context, e *env) (string, error) {
-	rigs := map[string]*rig2{}
+// runThreats runs the selected rows and fails if any failed.
+func runThreats(ctx context.Context, e *env) (string, error) {
+	rigs := map[string]*threatRig{}
 	defer func() {
 		for _, g := range rigs {
 			g.close()
@@ -120,14 +120,14 @@ func runHostile2(ctx context.Context, e *env) (string, error) {
 	defer restore()
 	fmt.Printf("  %s\n", prio)
 	var failed, ran []string
-	idle := newLat2()
+	idle := newVictimLat()
 	var unders []rowLat
-	for _, row := range rows2 {
-		if *h2Rows != "" && !strings.Contains(","+*h2Rows+",", ","+row.id+",") {
+	for _, row := range threatTable {
+		if *threatRows != "" && !strings.Contains(","+*threatRows+",", ","+row.id+",") {
 			continue
 		}
 		ran = append(ran, row.id)
-		line, lat, err := runRow2(ctx, e, rigs, row)
+		line, lat, err := runThreatRow(ctx, e, rigs, row)
 		if lat.under != nil {
 			idle.merge(lat.idle)
 			unders = append(unders, lat)
@@ -159,15 +159,15 @@ func runHostile2(ctx context.Context, e *env) (string, error) {
 // under its attack (nil for a row with no victim).
 type rowLat struct {
 	id          string
-	idle, under *lat2
+	idle, under *victimLat
 }
 
-// judgeP99 compares the victim's p99 under each row with h2Factor times
+// judgeP99 compares the victim's p99 under each row with threatFactor times
 // its idle p99 over the whole run, and returns the line that says so and
 // the rows over it.
-func judgeP99(idle *lat2, unders []rowLat) (string, []string) {
+func judgeP99(idle *victimLat, unders []rowLat) (string, []string) {
 	ip := idle.p99()
-	limit := time.Duration(float64(ip) * *h2Factor)
+	limit := time.Duration(float64(ip) * *threatFactor)
 	var parts, slow []string
 	for _, u := range unders {
 		up := u.under.p99()
@@ -179,13 +179,13 @@ func judgeP99(idle *lat2, unders []rowLat) (string, []string) {
 		parts = append(parts, part)
 	}
 	return fmt.Sprintf("victim idle p99 over every row's idle window %s (%d samples); its p99 under each row against it (at most %gx): %s",
-		ms(ip), idle.count(), *h2Factor, strings.Join(parts, ", ")), slow
+		ms(ip), idle.count(), *threatFactor, strings.Join(parts, ", ")), slow
 }
 
-// runRow2 runs one row on its rig (started on first use, restarted if its
+// runThreatRow runs one row on its rig (started on first use, restarted if its
 // server died) with the checks every row shares.
-func runRow2(ctx context.Context, e *env, rigs map[string]*rig2, row row2) (string, rowLat, error) {
-	r := &rowRun{e: e, id: row.id, d: *h2Attack * max(rowLonger[row.id], 1), stop: make(chan struct{})}
+func runThreatRow(ctx context.Context, e *env, rigs map[string]*threatRig, row threatRow) (string, rowLat, error) {
+	r := &rowRun{e: e, id: row.id, d: *threatAttack * max(rowLonger[row.id], 1), stop: make(chan struct{})}
 	if row.rig == "" {
 		time.AfterFunc(r.d, r.end)
 		line, err := row.run(ctx, r)
@@ -204,27 +204,27 @@ func runRow2(ctx context.Context, e *env, rigs map[string]*rig2, row row2) (stri
 		prep += "; "
 	}
 	topic := "v.r" + strings.ToLower(row.id)
-	idle, err := g.victim.idleWindow(ctx, topic, *h2Idle)
+	idle, err := g.victim.idleWindow(ctx, topic, *threatIdle)
 	if err != nil {
 		return "victim before the attack", rowLat{}, err
 	}
 	r.idle = idle
-	under := newLat2()
+	under := newVictimLat()
 	g.victim.record(under)
 	peak := g.watchRSS(r)
 	r.begun = time.Now()
 	time.AfterFunc(r.d, r.end)
 	line, rowErr := row.run(ctx, r)
-	// The victim is measured under the attack for at least -attack2, so
+	// The victim is measured under the attack for at least -threat-attack, so
 	// that its p99 under a short row rests on as many samples as a long
 	// row's.
-	if rest := *h2Attack - time.Since(r.begun); rest > 0 {
+	if rest := *threatAttack - time.Since(r.begun); rest > 0 {
 		time.Sleep(rest)
 	}
 	r.end()
 	g.victim.record(nil)
 	maxRSS := peak()
-	if maxRSS >= h2Budget && g.srv.alive() {
+	if maxRSS >= threatBudget && g.srv.alive() {
 		// The memory the row left in the process would count against the
 		// next row: that one starts on a fresh process.
 		defer g.srv.kill()
@@ -236,14 +236,14 @@ func runRow2(ctx context.Context, e *env, rigs map[string]*rig2, row row2) (stri
 // check is what every row on a rig checks: the server alive, its peak RSS
 // under the limit and the victim's messages; it reports the victim's p99,
 // which judgeP99 judges once every row has run.
-func (g *rig2) check(ctx context.Context, topic string, idle, under *lat2, maxRSS int64) (string, error) {
+func (g *threatRig) check(ctx context.Context, topic string, idle, under *victimLat, maxRSS int64) (string, error) {
 	var errs []error
 	line := fmt.Sprintf("peak RSS %d MiB", maxRSS>>20)
-	if maxRSS >= h2MemLimit {
-		line += fmt.Sprintf(" >= limit %d MiB", h2MemLimit>>20)
-		errs = append(errs, fmt.Errorf("server RSS peaked at %d MiB, the limit is %d MiB", maxRSS>>20, h2MemLimit>>20))
+	if maxRSS >= threatMemLimit {
+		line += fmt.Sprintf(" >= limit %d MiB", threatMemLimit>>20)
+		errs = append(errs, fmt.Errorf("server RSS peaked at %d MiB, the limit is %d MiB", maxRSS>>20, threatMemLimit>>20))
 	} else {
-		line += fmt.Sprintf(" < limit %d MiB", h2MemLimit>>20)
+		line += fmt.Sprintf(" < limit %d MiB", threatMemLimit>>20)
 	}
 	line += fmt.Sprintf(", victim p99 %s (idle before it %s, %d samples)", ms(under.p99()), ms(idle.p99()), under.count())
 	if n, first := g.victim.takeErrors(); n > 0 {

@@ -65,14 +65,14 @@ func keepAlive(addr string) (net.Conn, int, error) {
 	return c, resp.StatusCode, nil
 }
 
-// TestHostile2Row5HTTPConns runs the server under a descriptor limit of
+// TestHTTPConns runs the server under a descriptor limit of
 // 256 with the default limits and holds 240 HTTP keep-alive connections,
 // as the review did: the HTTP port answers those past -max-http-conns (an
 // eighth of the limit less 64: 24) with a 503 naming it, and the binary
 // port still serves a new connection. Before the HTTP port had a limit,
 // 237 keep-alives took every descriptor and the binary port's accept
 // failed with EMFILE.
-func TestHostile2Row5HTTPConns(t *testing.T) {
+func TestHTTPConns(t *testing.T) {
 	bin := buildServer(t, t.TempDir())
 	srv := startServer(t, nofileWrapper(t, bin, 256), "-tcp", "0", "-listen", "127.0.0.1", "-ballast", "0", t.TempDir())
 	haddr := srv.httpAddr()
@@ -105,7 +105,7 @@ func TestHostile2Row5HTTPConns(t *testing.T) {
 	}
 }
 
-// TestHostile2Row6TLSDescriptors runs the server with TLS under a
+// TestTLSDescriptors runs the server with TLS under a
 // descriptor limit of 256 and the default -max-conns, and opens 100 TLS
 // connections, as the review did: each holds 3 descriptors (its TCP
 // socket and a socket pair), so the server admits what its budget holds
@@ -113,12 +113,12 @@ func TestHostile2Row5HTTPConns(t *testing.T) {
 // naming -max-conns; none fails for want of descriptors. Before, the
 // default counted one descriptor a connection and the 77th failed with
 // "socketpair: too many open files".
-func TestHostile2Row6TLSDescriptors(t *testing.T) {
+func TestTLSDescriptors(t *testing.T) {
 	bin := buildServer(t, t.TempDir())
 	ca := brokertest.NewCA(t, "test-ca")
 	certFile, keyFile := ca.Issue(t, "srv", time.Now().Add(-time.Hour), time.Now().Add(time.Hour), "127.0.0.1").Write(t, t.TempDir(), "srv")
 	// -max-conns-per-addr 0: every connection comes from 127.0.0.1, and one
-	// address would get only half of -max-conns (TestHostile2Row10PerAddrCap).
+	// address would get only half of -max-conns (TestPerAddrCap).
 	srv := startServer(t, nofileWrapper(t, bin, 256), "-tcp", "0", "-listen", "127.0.0.1", "-ballast", "0",
 		"-max-conns-per-addr", "0", "-tls-cert", certFile, "-tls-key", keyFile, t.TempDir())
 	served, refused := 0, 0

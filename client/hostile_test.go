@@ -16,7 +16,7 @@ import (
 // which had never sent that batch, sends it again under a fresh producer
 // id, and it is stored once; the codes 25 and 26 match their sentinels
 // and are not retried.
-func TestHostile2Row3ClientUnknownProducer(t *testing.T) {
+func TestClientUnknownProducer(t *testing.T) {
 	t.Parallel()
 	srv := brokertest.Start(t, 1, func(o *storage.Options, _ *broker.Config) { o.MaxProducers = 4 })
 	c := dial(t, srv.Addr)
@@ -67,7 +67,7 @@ func TestHostile2Row3ClientUnknownProducer(t *testing.T) {
 // Another token took the Client's producer id on a topic (after the
 // server forgot it): the Client's first send there is refused (code 25)
 // and sent again under a fresh producer id, stored once.
-func TestHostile2Row3ClientFenced(t *testing.T) {
+func TestClientFenced(t *testing.T) {
 	t.Parallel()
 	srv := startWithTokens(t)
 	c := dial(t, srv.Addr, client.WithToken("writer"))

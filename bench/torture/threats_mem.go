@@ -19,27 +19,27 @@ import (
 // Rows 1 and 8: memory taken before identity, and by HTTP requests.
 
 const (
-	row1Conns  = 12       // connections announcing a 64 MiB frame before hello
-	row1Frame  = 64 << 20 // the frame they announce, length field included
-	row8Gets   = 8        // GETs of the 64 MiB message, never read
-	row8Posts  = 8        // 64 MiB POST bodies held one byte short
-	row8Msg    = 64<<20 - 4096
+	preHelloConns  = 12       // connections announcing a 64 MiB frame before hello
+	preHelloFrame  = 64 << 20 // the frame they announce, length field included
+	httpMemGets   = 8        // GETs of the 64 MiB message, never read
+	httpMemPosts  = 8        // 64 MiB POST bodies held one byte short
+	httpMemMsg    = 64<<20 - 4096
 	chunk      = 1 << 20 // bytes an attacker writes at a time
-	row8Header = "POST /topics/a.post8 HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\nX-Sizes: %d\r\n\r\n"
+	httpMemHeader = "POST /topics/a.post8 HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\nX-Sizes: %d\r\n\r\n"
 )
 
-// row1PreHelloFrames: 12 connections without hello each announce a 64 MiB
+// attackPreHelloFrames: 12 connections without hello each announce a 64 MiB
 // frame and send all of it but its last byte. Each must be closed by the
 // server (a pre-hello frame is bounded by -max-prehello-frame) and RSS
 // stay low.
-func row1PreHelloFrames(ctx context.Context, r *rowRun) (string, error) {
-	frame := make([]byte, row1Frame-1)
-	binary.LittleEndian.PutUint32(frame, row1Frame-4)
+func attackPreHelloFrames(ctx context.Context, r *rowRun) (string, error) {
+	frame := make([]byte, preHelloFrame-1)
+	binary.LittleEndian.PutUint32(frame, preHelloFrame-4)
 	frame[4], frame[5] = 1, byte(protocol.OpProduce)
 	binary.LittleEndian.PutUint32(frame[8:], 1)
 	var refused, failed atomic.Int64
 	var wg sync.WaitGroup
-	for range row1Conns {
+	for range preHelloConns {
 		wg.Go(func() {
 			c, err := r.rig.rawDial(attackerIP(r.id, 0))
 			if err != nil {
@@ -54,12 +54,12 @@ func row1PreHelloFrames(ctx context.Context, r *rowRun) (string, error) {
 	}
 	wg.Wait()
 	line := fmt.Sprintf("%d pre-hello %d MiB frames, all but the last byte, from %s: refused %d/%d within %s",
-		row1Conns, row1Frame>>20, attackerIP(r.id, 0), refused.Load(), row1Conns, time.Since(r.begun).Round(100*time.Millisecond))
+		preHelloConns, preHelloFrame>>20, attackerIP(r.id, 0), refused.Load(), preHelloConns, time.Since(r.begun).Round(100*time.Millisecond))
 	if n := failed.Load(); n > 0 {
 		line += fmt.Sprintf(" (%d not connected)", n)
 	}
-	if refused.Load() < row1Conns {
-		return line, fmt.Errorf("%d connections still open at the end of the attack", row1Conns-refused.Load())
+	if refused.Load() < preHelloConns {
+		return line, fmt.Errorf("%d connections still open at the end of the attack", preHelloConns-refused.Load())
 	}
 	return line, nil
 }
@@ -101,18 +101,18 @@ func isTimeout(err error) bool {
 	return ok && ne.Timeout()
 }
 
-// row8HTTPMemory: a 7 KB stored batch holding a 64 MiB message, fetched
+// attackHTTPMemory: a 7 KB stored batch holding a 64 MiB message, fetched
 // by 8 GETs that never read; and 8 POSTs of 64 MiB held one byte short.
 // HTTP bodies and responses in flight count against -max-buffered-bytes,
 // so RSS stays under the limit.
-func row8HTTPMemory(ctx context.Context, r *rowRun) (string, error) {
+func attackHTTPMemory(ctx context.Context, r *rowRun) (string, error) {
 	g := r.rig
 	a, err := g.rawHello(attackerIP(r.id, 0), g.tok.attacker)
 	if err != nil {
 		return "attacker hello", err
 	}
 	defer a.Close()
-	batch := protocol.AppendBatchCodec(nil, protocol.CodecZstd, make([]byte, row8Msg))
+	batch := protocol.AppendBatchCodec(nil, protocol.CodecZstd, make([]byte, httpMemMsg))
 	code, _, err := a.do(func(id uint32) []byte {
 		return protocol.AppendProduceRequest(nil, id, "a.big8", protocol.ProduceCreateTopic, batch)
 	})
@@ -126,13 +126,13 @@ func row8HTTPMemory(ctx context.Context, r *rowRun) (string, error) {
 		return "create a.post8", fmt.Errorf("code %d: %v", code, err)
 	}
 	get := fmt.Sprintf("GET /topics/a.big8?id=0&limit=1 HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer %s\r\n\r\n", g.tok.attacker)
-	post := fmt.Sprintf(row8Header, g.tok.attacker, row8Msg, row8Msg)
-	body := make([]byte, row8Msg-1)
-	statuses := make([]int, row8Gets+row8Posts)
+	post := fmt.Sprintf(httpMemHeader, g.tok.attacker, httpMemMsg, httpMemMsg)
+	body := make([]byte, httpMemMsg-1)
+	statuses := make([]int, httpMemGets+httpMemPosts)
 	var wg sync.WaitGroup
 	for i := range statuses {
 		wg.Go(func() {
-			if i < row8Gets {
+			if i < httpMemGets {
 				statuses[i] = holdHTTP(g, attackerIP(r.id, i), get, nil, r.stop)
 			} else {
 				statuses[i] = holdHTTP(g, attackerIP(r.id, i), post, body, r.stop)
@@ -141,13 +141,13 @@ func row8HTTPMemory(ctx context.Context, r *rowRun) (string, error) {
 	}
 	wg.Wait()
 	return fmt.Sprintf("a %d KB batch holding a 64 MiB message: %d GETs never read (%s), %d POSTs of 64 MiB held one byte short (%s)",
-		len(batch)>>10, row8Gets, statusCounts(statuses[:row8Gets]), row8Posts, statusCounts(statuses[row8Gets:])), nil
+		len(batch)>>10, httpMemGets, statusCounts(statuses[:httpMemGets]), httpMemPosts, statusCounts(statuses[httpMemGets:])), nil
 }
 
 // holdHTTP sends head and body on a connection from ip, reads no more
 // than the status line of the answer, and holds the connection until
 // stop. It returns the status, 0 if none came.
-func holdHTTP(g *rig2, ip, head string, body []byte, stop <-chan struct{}) int {
+func holdHTTP(g *threatRig, ip, head string, body []byte, stop <-chan struct{}) int {
 	c, err := dialer(ip).Dial("tcp", g.http)
 	if err != nil {
 		return -1

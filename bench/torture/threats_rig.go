@@ -21,8 +21,8 @@ import (
 // fixes of rows D and 11/13 define it: a rule field "groups=<pattern>"
 // naming the groups a token may use, and a right "metrics" for /metrics.
 const (
-	h2GroupsField  = "groups="
-	h2MetricsRight = "metrics"
+	threatGroupsField  = "groups="
+	threatMetricsRight = "metrics"
 )
 
 // tokens2 are the phase's tenants.
@@ -48,19 +48,19 @@ func (t tokens2) authFile() string {
 		h := protocol.TokenHash(token)
 		line := hex.EncodeToString(h[:]) + " " + rights + " " + topics
 		if groups != "" {
-			line += " " + h2GroupsField + groups
+			line += " " + threatGroupsField + groups
 		}
 		return line + "\n"
 	}
-	s := "# hostile2: the victim, the attacker, the attacker's token on the shared topics, a metrics token\n" +
+	s := "# threats: the victim, the attacker, the attacker's token on the shared topics, a metrics token\n" +
 		rule(t.victim, "produce,consume,admin", "v.* shared.*", "v.*") +
 		rule(t.attacker, "produce,consume,admin", "a.*", "a.*") +
 		rule(t.shared, "produce,consume", "shared.*", "a.*")
-	return s + rule(t.metrics, h2MetricsRight, "*", "")
+	return s + rule(t.metrics, threatMetricsRight, "*", "")
 }
 
-// rig2 is a server with the phase's auth file and its victim.
-type rig2 struct {
+// threatRig is a server with the phase's auth file and its victim.
+type threatRig struct {
 	name   string
 	spec   serverSpec
 	srv    *server
@@ -68,13 +68,13 @@ type rig2 struct {
 	tok    tokens2
 	tls    *tls.Config
 	ca     string // the TLS server's certificate file, its clients' CA
-	victim *victim2
+	victim *threatVictim
 	ledger *ledger // the victim's acks, across restarts of its process
 }
 
 // ensureRig returns the named rig, starting it, or restarting its server
 // when it died in an earlier row.
-func ensureRig(ctx context.Context, e *env, rigs map[string]*rig2, name string) (*rig2, error) {
+func ensureRig(ctx context.Context, e *env, rigs map[string]*threatRig, name string) (*threatRig, error) {
 	g := rigs[name]
 	if g != nil && g.srv.alive() {
 		return g, nil
@@ -82,7 +82,7 @@ func ensureRig(ctx context.Context, e *env, rigs map[string]*rig2, name string) 
 	why := "first row"
 	if g == nil {
 		var err error
-		if g, err = newRig2(e, name); err != nil {
+		if g, err = newThreatRig(e, name); err != nil {
 			return nil, err
 		}
 		rigs[name] = g
@@ -105,21 +105,21 @@ func ensureRig(ctx context.Context, e *env, rigs map[string]*rig2, name string) 
 	return g, nil
 }
 
-// newRig2 lays out the rig's files and flags: main (3 volumes, -max-conns
+// newThreatRig lays out the rig's files and flags: main (3 volumes, -max-conns
 // 200, -pprof), fd (a 256-descriptor limit) and tls (the same, TLS).
-func newRig2(e *env, name string) (*rig2, error) {
-	dir := filepath.Join(e.dir, "hostile2-"+name)
+func newThreatRig(e *env, name string) (*threatRig, error) {
+	dir := filepath.Join(e.dir, "threats-"+name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	g := &rig2{name: name, tok: newTokens2(), ledger: newLedger()}
+	g := &threatRig{name: name, tok: newTokens2(), ledger: newLedger()}
 	args := []string{"-auth-file", filepath.Join(dir, "auth"),
-		"-max-buffered-bytes", strconv.Itoa(h2Budget), "-memory-limit", strconv.Itoa(h2MemLimit)}
-	g.spec = serverSpec{bin: e.bin, volumes: e.volumes("hostile2-"+name, 2), args: args}
+		"-max-buffered-bytes", strconv.Itoa(threatBudget), "-memory-limit", strconv.Itoa(threatMemLimit)}
+	g.spec = serverSpec{bin: e.bin, volumes: e.volumes("threats-"+name, 2), args: args}
 	switch name {
 	case "main":
-		g.spec.volumes = e.volumes("hostile2-"+name, 3)
-		g.spec.args = append(g.spec.args, "-max-conns", strconv.Itoa(h2MaxConns), "-pprof")
+		g.spec.volumes = e.volumes("threats-"+name, 3)
+		g.spec.args = append(g.spec.args, "-max-conns", strconv.Itoa(threatMaxConns), "-pprof")
 	case "fd":
 		g.spec.nofile = 256
 	case "tls":
@@ -136,7 +136,7 @@ func newRig2(e *env, name string) (*rig2, error) {
 }
 
 // start writes the auth file and starts the server.
-func (g *rig2) start(e *env) error {
+func (g *threatRig) start(e *env) error {
 	if err := os.WriteFile(g.spec.args[1], []byte(g.tok.authFile()), 0o600); err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func logField(line, key string) string {
 	return ""
 }
 
-func (g *rig2) close() {
+func (g *threatRig) close() {
 	if g.victim != nil {
 		g.victim.close()
 	}
@@ -169,7 +169,7 @@ func (g *rig2) close() {
 }
 
 // dial connects a Go client with token from 127.0.0.1.
-func (g *rig2) dial(ctx context.Context, token string, opts ...client.Option) (*client.Client, error) {
+func (g *threatRig) dial(ctx context.Context, token string, opts ...client.Option) (*client.Client, error) {
 	opts = append([]client.Option{client.WithToken(token)}, opts...)
 	if g.tls != nil {
 		opts = append(opts, client.WithTLS(g.tls))
@@ -192,13 +192,13 @@ func hwmRSS(pid int) int64 {
 	return 0
 }
 
-// h2Abort is the RSS at which the server is killed to spare the machine.
-const h2Abort = 2 << 30
+// threatAbort is the RSS at which the server is killed to spare the machine.
+const threatAbort = 2 << 30
 
 // watchRSS resets the server's peak RSS and samples it every 20 ms; at
 // the limit it ends the row's attack. The returned func stops sampling
 // and returns the peak.
-func (g *rig2) watchRSS(r *rowRun) func() int64 {
+func (g *threatRig) watchRSS(r *rowRun) func() int64 {
 	pid := g.srv.pid()
 	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 	var peak atomic.Int64
@@ -208,10 +208,10 @@ func (g *rig2) watchRSS(r *rowRun) func() int64 {
 			return
 		}
 		peak.Store(max(peak.Load(), n))
-		if n >= h2MemLimit {
+		if n >= threatMemLimit {
 			r.end()
 		}
-		if n >= h2Abort {
+		if n >= threatAbort {
 			g.srv.kill()
 		}
 	})

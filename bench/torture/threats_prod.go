@@ -21,35 +21,35 @@ import (
 // with batches, producer ids and offsets.
 
 const (
-	row2Conns    = 2
-	row2Rate     = 25 // batches a second per connection
-	row2InFlight = 8
-	row2Declared = 64<<20 - 64<<10 // the bomb's raw size: 64-byte messages of zeros
+	zstdConns    = 2
+	zstdRate     = 25 // batches a second per connection
+	zstdInFlight = 8
+	zstdDeclared = 64<<20 - 64<<10 // the bomb's raw size: 64-byte messages of zeros
 
 	// codeProducerFenced is the code of a batch under another token's
 	// producer id.
 	codeProducerFenced = protocol.CodeProducerFenced
-	row3Topic          = "shared.idem"
-	row3Prod           = 501 // the victim producer's number in its messages
-	row3Fresh          = 1000
-	row3Pace           = 20 * time.Millisecond
+	forgedTopic          = "shared.idem"
+	forgedProd           = 501 // the victim producer's number in its messages
+	forgedFresh          = 1000
+	forgedPace           = 20 * time.Millisecond
 )
 
-// row2ZstdBombs: two connections of the attacker pipeline 6 KB zstd
+// attackZstdBombs: two connections of the attacker pipeline 6 KB zstd
 // batches that each decode to 64 MiB. Decoding runs off the event loop,
 // so the victim's p99 holds.
-func row2ZstdBombs(ctx context.Context, r *rowRun) (string, error) {
-	raw := make([]byte, row2Declared)
+func attackZstdBombs(ctx context.Context, r *rowRun) (string, error) {
+	raw := make([]byte, zstdDeclared)
 	for i := 0; i < len(raw); i += 64 {
 		raw[i] = 63
 	}
-	bomb := protocol.AppendBatchRaw(nil, protocol.CodecZstd, row2Declared/64, raw)
+	bomb := protocol.AppendBatchRaw(nil, protocol.CodecZstd, zstdDeclared/64, raw)
 	frame := protocol.AppendProduceRequest(nil, 0, "a.bomb", protocol.ProduceCreateTopic, bomb)
 	var sent atomic.Int64
-	codes := make([][]protocol.Code, row2Conns)
+	codes := make([][]protocol.Code, zstdConns)
 	var wg sync.WaitGroup
 	var dialErr error
-	for i := range row2Conns {
+	for i := range zstdConns {
 		c, err := r.rig.rawHello(attackerIP(r.id, i), r.rig.tok.attacker)
 		if err != nil {
 			dialErr = err
@@ -64,15 +64,15 @@ func row2ZstdBombs(ctx context.Context, r *rowRun) (string, error) {
 	}
 	took := time.Since(r.begun)
 	line := fmt.Sprintf("%d connections pipelining %.1f KB zstd batches declaring %.1f MiB: %d sent in %s (%.0f/s), answers: %s",
-		row2Conns, float64(len(bomb))/1000, float64(row2Declared)/(1<<20), sent.Load(), took.Round(100*time.Millisecond),
+		zstdConns, float64(len(bomb))/1000, float64(zstdDeclared)/(1<<20), sent.Load(), took.Round(100*time.Millisecond),
 		float64(sent.Load())/took.Seconds(), codeCounts(all))
 	return line, dialErr
 }
 
-// pipeline sends frame at row2Rate a second, row2InFlight at most
+// pipeline sends frame at zstdRate a second, zstdInFlight at most
 // unanswered, until stop; it returns the codes of the answers read.
 func pipeline(c *raw2, frame []byte, stop <-chan struct{}, sent *atomic.Int64) []protocol.Code {
-	slots := make(chan struct{}, row2InFlight)
+	slots := make(chan struct{}, zstdInFlight)
 	var codes []protocol.Code
 	done := make(chan struct{})
 	go func() {
@@ -86,7 +86,7 @@ func pipeline(c *raw2, frame []byte, stop <-chan struct{}, sent *atomic.Int64) [
 			<-slots
 		}
 	}()
-	tick := time.NewTicker(time.Second / row2Rate)
+	tick := time.NewTicker(time.Second / zstdRate)
 	defer tick.Stop()
 	for {
 		select {
@@ -99,7 +99,7 @@ func pipeline(c *raw2, frame []byte, stop <-chan struct{}, sent *atomic.Int64) [
 		select {
 		case slots <- struct{}{}:
 		default:
-			continue // row2InFlight unanswered: skip this tick
+			continue // zstdInFlight unanswered: skip this tick
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
 		if _, err := c.Write(frame); err != nil {
@@ -123,16 +123,16 @@ func codeCounts(codes []protocol.Code) string {
 	return joinCounts(labels)
 }
 
-// row3ForgedProducer: the victim's idempotent Producer writes the shared
+// attackForgedProducer: the victim's idempotent Producer writes the shared
 // topic every 20 ms; the attacker, with produce and consume there, reads
 // each batch's producer id and sends the next sequence under it first,
 // once a sequence 2^62 ahead, and 1,000 batches of fresh producer ids.
 // Every forged batch is refused with code 25 and each victim message is
 // stored exactly once, at its Future's offset.
-func row3ForgedProducer(ctx context.Context, r *rowRun) (string, error) {
+func attackForgedProducer(ctx context.Context, r *rowRun) (string, error) {
 	g := r.rig
-	if err := g.victim.check.CreateTopic(ctx, row3Topic); err != nil && !errors.Is(err, client.ErrTopicExists) {
-		return "create " + row3Topic, err
+	if err := g.victim.check.CreateTopic(ctx, forgedTopic); err != nil && !errors.Is(err, client.ErrTopicExists) {
+		return "create " + forgedTopic, err
 	}
 	vc, err := g.dial(ctx, g.tok.victim)
 	if err != nil {
@@ -144,7 +144,7 @@ func row3ForgedProducer(ctx context.Context, r *rowRun) (string, error) {
 		return "attacker hello", err
 	}
 	defer a.Close()
-	vp := vc.NewProducer(row3Topic, client.WithBatchSize(1), client.WithLinger(0), client.WithMaxInFlight(1))
+	vp := vc.NewProducer(forgedTopic, client.WithBatchSize(1), client.WithLinger(0), client.WithMaxInFlight(1))
 	offs := make(chan []int64, 1)
 	go func() { offs <- sendPaced(ctx, vp, r.stop) }()
 	f := &forger{c: a, forged: map[protocol.Code]int{}, ours: map[[2]uint64]bool{}}
@@ -152,7 +152,7 @@ func row3ForgedProducer(ctx context.Context, r *rowRun) (string, error) {
 	sent := <-offs
 	stored, res, cerr := checkShared(ctx, g.victim.check, sent)
 	line := fmt.Sprintf("forged batches under the victim's producer id: %d (%s), one 2^62 ahead (code %d), %d fresh ids (%d stored); victim: %d acknowledged, %d failed, %d forged stored",
-		f.total(), f.codes(), f.far, row3Fresh, f.freshOK, res.acked, res.failed, stored)
+		f.total(), f.codes(), f.far, forgedFresh, f.freshOK, res.acked, res.failed, stored)
 	var errs []error
 	if n := f.total() - f.forged[codeProducerFenced]; n > 0 || f.total() == 0 {
 		errs = append(errs, fmt.Errorf("%d of %d forged batches not refused with code %d", n, f.total(), codeProducerFenced))
@@ -166,17 +166,17 @@ func row3ForgedProducer(ctx context.Context, r *rowRun) (string, error) {
 	return line, errors.Join(append(errs, cerr, f.err)...)
 }
 
-// sendPaced sends payload(row3Prod, seq) every row3Pace until stop, then
+// sendPaced sends payload(forgedProd, seq) every forgedPace until stop, then
 // flushes and returns each message's offset (futureFailed when failed).
 func sendPaced(ctx context.Context, p *client.Producer, stop <-chan struct{}) []int64 {
 	var futures []*client.Future
 	for seq := 0; ; seq++ {
-		f, err := p.Send(ctx, payload(row3Prod, seq))
+		f, err := p.Send(ctx, payload(forgedProd, seq))
 		if err != nil {
 			break
 		}
 		futures = append(futures, f)
-		if pause(stop, row3Pace) {
+		if pause(stop, forgedPace) {
 			break
 		}
 	}
@@ -212,7 +212,7 @@ type forger struct {
 func (f *forger) run(stop <-chan struct{}) {
 	for !isClosed(stop) && f.err == nil {
 		code, p, err := f.c.do(func(id uint32) []byte {
-			return protocol.AppendConsumeRequest(nil, id, row3Topic, f.next, 0, 0, 100)
+			return protocol.AppendConsumeRequest(nil, id, forgedTopic, f.next, 0, 0, 100)
 		})
 		if err != nil || code != protocol.CodeOK {
 			f.err = fmt.Errorf("attacker consume at %d: code %d: %v", f.next, code, err)
@@ -248,7 +248,7 @@ func (f *forger) forge(pid, seq uint64) {
 	f.ours[[2]uint64{pid, seq + 1<<62}] = true
 	f.far = f.produce(pid, seq+1<<62, "ATTACK forged far")
 	f.fresh = map[uint64]bool{}
-	for range row3Fresh {
+	for range forgedFresh {
 		id := rand.Uint64() | 1
 		f.fresh[id] = true
 		if f.produce(id, 0, "ATTACK fresh") == protocol.CodeOK {
@@ -260,7 +260,7 @@ func (f *forger) forge(pid, seq uint64) {
 // produce sends one batch of msg under (pid, seq) and returns its code.
 func (f *forger) produce(pid, seq uint64, msg string) protocol.Code {
 	batch := protocol.AppendBatchMeta(nil, protocol.BatchMeta{ProducerID: pid, Sequence: seq}, []byte(msg))
-	code, _, err := f.c.do(func(id uint32) []byte { return protocol.AppendProduceRequest(nil, id, row3Topic, 0, batch) })
+	code, _, err := f.c.do(func(id uint32) []byte { return protocol.AppendProduceRequest(nil, id, forgedTopic, 0, batch) })
 	if err != nil && f.err == nil {
 		f.err = fmt.Errorf("attacker produce: %w", err)
 	}
@@ -289,23 +289,23 @@ func (f *forger) codes() string {
 // checkShared reads the shared topic: each victim message once at its
 // Future's offset; it returns how many forged messages are stored.
 func checkShared(ctx context.Context, c *client.Client, sent []int64) (int, onceResult, error) {
-	check := newOnceCheck(map[int]string{row3Prod: row3Topic}, map[int][]int64{row3Prod: sent})
+	check := newOnceCheck(map[int]string{forgedProd: forgedTopic}, map[int][]int64{forgedProd: sent})
 	forged := 0
-	info, err := c.TopicInfo(ctx, row3Topic)
+	info, err := c.TopicInfo(ctx, forgedTopic)
 	if err != nil {
 		return 0, onceResult{}, err
 	}
 	var msgs []client.Message
 	for off := info.Oldest; off < info.Next; {
-		if msgs, _, err = c.ConsumeInto(ctx, msgs[:0], row3Topic, off, 2000); err != nil || len(msgs) == 0 {
-			return forged, onceResult{}, fmt.Errorf("consume %s at %d: %d messages, %v", row3Topic, off, len(msgs), err)
+		if msgs, _, err = c.ConsumeInto(ctx, msgs[:0], forgedTopic, off, 2000); err != nil || len(msgs) == 0 {
+			return forged, onceResult{}, fmt.Errorf("consume %s at %d: %d messages, %v", forgedTopic, off, len(msgs), err)
 		}
 		for _, m := range msgs {
 			switch {
 			case bytes.HasPrefix(m.Value, []byte("ATTACK forged")):
 				forged++
 			case !bytes.HasPrefix(m.Value, []byte("ATTACK")):
-				check.message(row3Topic, m.Offset, m.Value)
+				check.message(forgedTopic, m.Offset, m.Value)
 			}
 			off = m.Offset + 1
 		}
@@ -314,10 +314,10 @@ func checkShared(ctx context.Context, c *client.Client, sent []int64) (int, once
 	return forged, res, err
 }
 
-// row15ImportWrap: an import without batches at offset MaxInt64-1, then
+// attackImportWrap: an import without batches at offset MaxInt64-1, then
 // produces. Either is refused, or every acknowledged offset is
 // non-negative and reads back its message.
-func row15ImportWrap(ctx context.Context, r *rowRun) (string, error) {
+func attackImportWrap(ctx context.Context, r *rowRun) (string, error) {
 	c, err := r.rig.dial(ctx, r.rig.tok.attacker)
 	if err != nil {
 		return "attacker", err

@@ -40,7 +40,7 @@ func countMessages(t *testing.T, s *Store, topic string) map[string]int {
 // every batch of the victim is stored, once; the binding survives a
 // restart, so the victim can still retry, and the attacker is still
 // fenced.
-func TestHostile2Row3ProducerFenced(t *testing.T) {
+func TestProducerFenced(t *testing.T) {
 	s, opts := openTest(t, 2)
 	if err := s.CreateTopic("t"); err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestHostile2Row3ProducerFenced(t *testing.T) {
 // The bindings file is read up to its first torn record, and a producer
 // stored without an owner (no auth) is bound by the first owner that
 // sends under it, and so fenced for the others.
-func TestHostile2Row3BindingRecovery(t *testing.T) {
+func TestBindingRecovery(t *testing.T) {
 	s, opts := openTest(t, 1)
 	if err := s.CreateTopic("t"); err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func TestHostile2Row3BindingRecovery(t *testing.T) {
 // left every later batch of it below the remembered window (code 22),
 // even after a restart. A remembered producer's sequence may step forward
 // by at most MaxSequenceStep.
-func TestHostile2Row3SequenceJump(t *testing.T) {
+func TestSequenceJump(t *testing.T) {
 	s, opts := openTest(t, 1)
 	if err := s.CreateTopic("t"); err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestHostile2Row3SequenceJump(t *testing.T) {
 // holder's); without them (no auth), a producer pushed out leaves a
 // tombstone and its retry is refused (ErrUnknownProducer), never stored
 // twice.
-func TestHostile2Row3EvictionRefused(t *testing.T) {
+func TestEvictionRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
 		victim, attacker string
@@ -258,7 +258,7 @@ func TestHostile2Row3EvictionRefused(t *testing.T) {
 // then cut at a restart. Offsets are bounded by MaxOffset: the import is
 // refused past it, and a produce that would pass it fails with
 // ErrOffsetLimit, writing nothing.
-func TestHostile2Row15ImportOverflow(t *testing.T) {
+func TestImportOverflow(t *testing.T) {
 	s, opts := openTest(t, 1)
 	if err := s.CreateTopic("t"); err != nil {
 		t.Fatal(err)

@@ -42,7 +42,7 @@ func dialer(ip string) *net.Dialer {
 }
 
 // rawDial connects to the binary port from ip, with TLS on the tls rig.
-func (g *rig2) rawDial(ip string) (net.Conn, error) {
+func (g *threatRig) rawDial(ip string) (net.Conn, error) {
 	if g.tls != nil {
 		return tls.DialWithDialer(dialer(ip), "tcp", g.srv.addr, g.tls)
 	}
@@ -57,13 +57,13 @@ type raw2 struct {
 
 // rawHello connects from ip and says hello with token; a refused hello
 // is an error.
-func (g *rig2) rawHello(ip, token string) (*raw2, error) {
+func (g *threatRig) rawHello(ip, token string) (*raw2, error) {
 	c, err := g.rawDial(ip)
 	if err != nil {
 		return nil, err
 	}
 	w := &raw2{Conn: c}
-	code, _, err := w.do(func(id uint32) []byte { return protocol.AppendHelloRequest(nil, id, 1, "hostile2", token) })
+	code, _, err := w.do(func(id uint32) []byte { return protocol.AppendHelloRequest(nil, id, 1, "threats", token) })
 	if err == nil && code != protocol.CodeOK {
 		err = fmt.Errorf("hello: code %d", code)
 	}
@@ -104,14 +104,14 @@ func readResponse(r io.Reader) (protocol.Code, []byte, error) {
 }
 
 // httpClient is an HTTP client of the rig whose connections come from ip.
-func (g *rig2) httpClient(ip string) *http.Client {
+func (g *threatRig) httpClient(ip string) *http.Client {
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: dialer(ip).DialContext, TLSClientConfig: g.tls, MaxIdleConnsPerHost: 4,
 		DisableCompression: true}}
 }
 
 // url is the address of path on the rig's HTTP port.
-func (g *rig2) url(path string) string {
+func (g *threatRig) url(path string) string {
 	if g.tls != nil {
 		return "https://" + g.http + path
 	}
@@ -120,7 +120,7 @@ func (g *rig2) url(path string) string {
 
 // request sends method on path with token (none if empty) and headers
 // given as name, value pairs; it returns the status and the body read.
-func (g *rig2) request(cl *http.Client, method, path, token string, body io.Reader, hdr ...string) (int, []byte, http.Header, error) {
+func (g *threatRig) request(cl *http.Client, method, path, token string, body io.Reader, hdr ...string) (int, []byte, http.Header, error) {
 	req, err := http.NewRequest(method, g.url(path), body)
 	if err != nil {
 		return 0, nil, nil, err
@@ -147,7 +147,7 @@ func selfSigned(dir string) (*tls.Config, string, string, error) {
 	if err != nil {
 		return nil, "", "", err
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hostile2"},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "threats"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
