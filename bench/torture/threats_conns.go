@@ -25,12 +25,12 @@ import (
 
 const (
 	rateChecks    = 20  // the victim's new connections and HTTP requests
-	httpFDConns     = 240 // HTTP keep-alives held under nofile 256
-	tlsFDConns     = 120 // TLS connections held under nofile 256
+	httpFDConns   = 240 // HTTP keep-alives held under nofile 256
+	tlsFDConns    = 120 // TLS connections held under nofile 256
 	perAddr       = 60  // row 5 and 6 attackers per source address
 	victimNew     = 5   // new victim connections tried under rows 5, 6, 10
 	victimNewProd = 701 // their producer number in the ledger
-	sighupStarts   = 5
+	sighupStarts  = 5
 )
 
 // attackRateLimit: from the victim's own address, 4 failed authentications a

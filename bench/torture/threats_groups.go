@@ -16,14 +16,14 @@ import (
 // Rows 7, 14 and D: consumer groups.
 
 const (
-	leaseTopics  = 64
-	leaseGroups  = 1024 // per topic: 65,536 leases in all
-	leaseTTL     = 100  // ms
+	leaseTopics      = 64
+	leaseGroups      = 1024 // per topic: 65,536 leases in all
+	leaseTTL         = 100  // ms
 	groupsFileGroups = 1024 // groups of 255-byte names on the topic
 	groupsFileCommit = 100  // commits measured
 	groupsFileMax    = 16 << 10
-	rightsTopic   = "shared.jobs"
-	rightsGroup   = "v.workers"
+	rightsTopic      = "shared.jobs"
+	rightsGroup      = "v.workers"
 )
 
 // setupLeases creates the attacker's 64 topics.

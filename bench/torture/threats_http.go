@@ -20,13 +20,13 @@ import (
 // profiles.
 
 const (
-	watchCycles   = 200 // websocket watches opened and closed
-	watchConc     = 4
-	watchNames    = 100 // times X-Topics names the quiet topic
-	watchTopic    = "shared.quiet"
+	watchCycles    = 200 // websocket watches opened and closed
+	watchConc      = 4
+	watchNames     = 100 // times X-Topics names the quiet topic
+	watchTopic     = "shared.quiet"
 	metricsCount   = 20000 // topics of the attacker's before row 11
 	metricsClients = 4
-	evilOrigin   = "http://evil.example"
+	evilOrigin     = "http://evil.example"
 )
 
 // attackWatches: websocket watches naming one quiet topic 100 times are

@@ -19,12 +19,12 @@ import (
 // Rows 1 and 8: memory taken before identity, and by HTTP requests.
 
 const (
-	preHelloConns  = 12       // connections announcing a 64 MiB frame before hello
-	preHelloFrame  = 64 << 20 // the frame they announce, length field included
+	preHelloConns = 12       // connections announcing a 64 MiB frame before hello
+	preHelloFrame = 64 << 20 // the frame they announce, length field included
 	httpMemGets   = 8        // GETs of the 64 MiB message, never read
 	httpMemPosts  = 8        // 64 MiB POST bodies held one byte short
 	httpMemMsg    = 64<<20 - 4096
-	chunk      = 1 << 20 // bytes an attacker writes at a time
+	chunk         = 1 << 20 // bytes an attacker writes at a time
 	httpMemHeader = "POST /topics/a.post8 HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\nX-Sizes: %d\r\n\r\n"
 )
 

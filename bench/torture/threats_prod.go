@@ -29,10 +29,10 @@ const (
 	// codeProducerFenced is the code of a batch under another token's
 	// producer id.
 	codeProducerFenced = protocol.CodeProducerFenced
-	forgedTopic          = "shared.idem"
-	forgedProd           = 501 // the victim producer's number in its messages
-	forgedFresh          = 1000
-	forgedPace           = 20 * time.Millisecond
+	forgedTopic        = "shared.idem"
+	forgedProd         = 501 // the victim producer's number in its messages
+	forgedFresh        = 1000
+	forgedPace         = 20 * time.Millisecond
 )
 
 // attackZstdBombs: two connections of the attacker pipeline 6 KB zstd
