@@ -323,27 +323,38 @@ func sendChunks(ctx context.Context, c *net.TCPConn, chunk int, quota int64, che
 	return nil
 }
 
-// sendfileCeiling measures CeilingSendfile for a file of fileBytes
-// written under dir, streams connections each sending its share.
-func sendfileCeiling(ctx context.Context, dir string, streams int, fileBytes int64) (ceilingResult, error) {
+// writeCeilingFile writes a file of fileBytes under dir for the sendfile
+// ceiling to send, and returns its path.
+func writeCeilingFile(dir string, fileBytes int64) (string, error) {
 	f, err := os.CreateTemp(dir, "haraqa-ceiling-*.log")
 	if err != nil {
-		return ceilingResult{}, fmt.Errorf("%w: %w", ErrCeiling, err)
+		return "", fmt.Errorf("%w: %w", ErrCeiling, err)
 	}
-	path := f.Name()
-	defer os.Remove(path)
 	block := poolBytes(1 << 20)
 	for left := fileBytes; left > 0; {
 		n := min(int64(len(block)), left)
 		if _, err := f.Write(block[:n]); err != nil {
 			f.Close()
-			return ceilingResult{}, fmt.Errorf("%w: %w", ErrCeiling, err)
+			os.Remove(f.Name())
+			return "", fmt.Errorf("%w: %w", ErrCeiling, err)
 		}
 		left -= n
 	}
 	if err := f.Close(); err != nil {
-		return ceilingResult{}, fmt.Errorf("%w: %w", ErrCeiling, err)
+		os.Remove(f.Name())
+		return "", fmt.Errorf("%w: %w", ErrCeiling, err)
 	}
+	return f.Name(), nil
+}
+
+// sendfileCeiling measures CeilingSendfile for a file of fileBytes
+// written under dir, streams connections each sending its share.
+func sendfileCeiling(ctx context.Context, dir string, streams int, fileBytes int64) (ceilingResult, error) {
+	path, err := writeCeilingFile(dir, fileBytes)
+	if err != nil {
+		return ceilingResult{}, err
+	}
+	defer os.Remove(path)
 	begin := make(chan struct{})
 	lb, err := listenLoopback(streams, func(i int, c *net.TCPConn) error {
 		from := fileBytes * int64(i) / int64(streams)

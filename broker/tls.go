@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -251,28 +252,13 @@ func (b *Broker) pumpOut(tc *tls.Conn, bc *batchConn, outer *net.UnixConn, out *
 		if !b.sendDue(out, read, send) {
 			return
 		}
-		var bp *[]byte
-		var n int
-		var rerr error
-		err := rc.Read(func(fd uintptr) bool {
-			bp = pumpOutBuffers.Get().(*[]byte)
-			n, rerr = unix.Read(int(fd), *bp)
-			if rerr == unix.EAGAIN {
-				pumpOutBuffers.Put(bp)
-				bp = nil
-				return false // wait for bytes without holding a buffer
-			}
-			return true
-		})
+		bp, n, err := readPair(rc)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			// A consume was filed (tlsOut.file): clear the deadline, then
 			// look at the jobs again, so that a job filed after the look
 			// sets it anew.
 			_ = outer.SetReadDeadline(time.Time{})
 			continue
-		}
-		if err == nil {
-			err = rerr
 		}
 		if n <= 0 || err != nil {
 			if bp != nil {
@@ -281,32 +267,59 @@ func (b *Broker) pumpOut(tc *tls.Conn, bc *batchConn, outer *net.UnixConn, out *
 			b.sendDue(out, read, send) // what the broker filed before it closed
 			return
 		}
-		// The read may have taken bytes the broker wrote after filing a
-		// consume (filed while the pump waited): send each consume in its
-		// place within them. One filed after the read lies past them.
-		seg := (*bp)[:n]
-		for len(seg) > 0 {
-			job, limit := out.next(read)
-			if job != nil {
-				if b.sendJob(job, send) != nil {
-					pumpOutBuffers.Put(bp)
-					return
-				}
-				out.done()
-				continue
-			}
-			take := int64(len(seg))
-			if limit >= 0 && limit < take {
-				take = limit
-			}
-			if send(seg[:take]) != nil {
-				pumpOutBuffers.Put(bp)
-				return
-			}
-			seg, read = seg[take:], read+take
-		}
+		ok := b.sendRead(out, (*bp)[:n], &read, send)
 		pumpOutBuffers.Put(bp)
+		if !ok {
+			return
+		}
 	}
+}
+
+// readPair reads what the broker wrote to its end of the pair, into a
+// pooled buffer taken only once bytes are there (nil when none came).
+func readPair(rc syscall.RawConn) (bp *[]byte, n int, err error) {
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		bp = pumpOutBuffers.Get().(*[]byte)
+		n, rerr = unix.Read(int(fd), *bp)
+		if rerr == unix.EAGAIN {
+			pumpOutBuffers.Put(bp)
+			bp = nil
+			return false // wait for bytes without holding a buffer
+		}
+		return true
+	})
+	if err == nil {
+		err = rerr
+	}
+	return bp, n, err
+}
+
+// sendRead sends seg, bytes read from the pair after *read others, with
+// the consumes filed among them: the read may have taken bytes the
+// broker wrote after filing a consume (filed while the pump waited), so
+// each consume goes in its place within them; one filed after the read
+// lies past them. It reports whether everything went.
+func (b *Broker) sendRead(out *tlsOut, seg []byte, read *int64, send func([]byte) error) bool {
+	for len(seg) > 0 {
+		job, limit := out.next(*read)
+		if job != nil {
+			if b.sendJob(job, send) != nil {
+				return false
+			}
+			out.done()
+			continue
+		}
+		take := int64(len(seg))
+		if limit >= 0 && limit < take {
+			take = limit
+		}
+		if send(seg[:take]) != nil {
+			return false
+		}
+		seg, *read = seg[take:], *read+take
+	}
+	return true
 }
 
 // sendDue sends the jobs due once read bytes of the pair have been sent,

@@ -125,6 +125,10 @@ func (c *controller) poke() {
 	}
 }
 
+// run is the controller's loop: it takes in the Raft group's heartbeat
+// and leader observations, and after each wake-up (one of those, a
+// poke, or a tick of an eighth of the member timeout) decides, while
+// its member leads the group, who is down and what to change.
 func (c *controller) run() {
 	tick := time.NewTicker(c.n.cfg.MemberTimeout / 8)
 	defer tick.Stop()
@@ -134,45 +138,13 @@ func (c *controller) run() {
 		case <-c.n.done:
 			return
 		case o := <-c.obs:
-			switch d := o.Data.(type) {
-			case raft.FailedHeartbeatObservation:
-				id := string(d.PeerID)
-				if _, ok := c.failing[id]; !ok {
-					since := c.failingSince(id, d.LastContact, time.Now())
-					c.failing[id] = since
-					// Decide once it has failed for the member timeout,
-					// not at the tick after.
-					time.AfterFunc(time.Until(since.Add(c.n.cfg.MemberTimeout)), c.poke)
-				}
-			case raft.ResumedHeartbeatObservation:
-				id := string(d.PeerID)
-				delete(c.failing, id)
-				if c.down[id] {
-					delete(c.down, id)
-					c.n.log.Info("cluster: member back", "member", id)
-				}
-			case raft.LeaderObservation:
-				// A new term: start the view of who is down afresh.
-				clear(c.failing)
-				clear(c.down)
-				clear(c.ready)
-				if id := string(d.LeaderID); id != "" && id != c.n.cfg.Self.ID {
-					c.followed = leaderContact{id: id, contact: c.n.raft.LastContact()}
-				}
-			}
+			c.observed(o)
 		case <-tick.C:
 		case <-c.pokeCh:
 		}
-		isLeader := c.n.IsLeader()
-		if isLeader != leading {
+		if isLeader := c.n.IsLeader(); isLeader != leading {
 			leading = isLeader
-			clear(c.failing)
-			clear(c.down)
-			clear(c.ready)
-			if leading {
-				c.suspect, c.followed = c.followed, leaderContact{}
-				c.suspect.until = time.Now().Add(c.n.cfg.MemberTimeout)
-			}
+			c.leadChanged(leading)
 		}
 		if !leading {
 			c.publishDown(false)
@@ -181,28 +153,78 @@ func (c *controller) run() {
 			}
 			continue
 		}
-		now := time.Now()
-		if c.n.layer.starvedWithin(c.n.cfg.MemberTimeout, now) {
-			// This member's own dials fail for want of descriptors: the
-			// members whose heartbeats fail may be well. Nobody is taken
-			// as down until its dials go through again.
-			if now.Sub(c.starvedLog) >= refusalLogEvery {
-				c.starvedLog = now
-				c.n.log.Warn("cluster: this server is out of file descriptors: members whose heartbeats fail are not taken as down while its own connections cannot be opened",
-					"failing", len(c.failing))
-			}
-			for id := range c.failing {
-				c.failing[id] = now
-			}
-		}
-		for id, since := range c.failing {
-			if !c.down[id] && now.Sub(since) >= c.n.cfg.MemberTimeout {
-				c.down[id] = true
-				c.n.log.Warn("cluster: member down", "member", id, "failing_for", now.Sub(since).Round(time.Millisecond))
-			}
-		}
+		c.markDown(time.Now())
 		c.publishDown(true)
 		c.reconcile()
+	}
+}
+
+// observed records what the Raft group observed: a member's heartbeats
+// failing or resumed, a new leader.
+func (c *controller) observed(o raft.Observation) {
+	switch d := o.Data.(type) {
+	case raft.FailedHeartbeatObservation:
+		id := string(d.PeerID)
+		if _, ok := c.failing[id]; !ok {
+			since := c.failingSince(id, d.LastContact, time.Now())
+			c.failing[id] = since
+			// Decide once it has failed for the member timeout, not at
+			// the tick after.
+			time.AfterFunc(time.Until(since.Add(c.n.cfg.MemberTimeout)), c.poke)
+		}
+	case raft.ResumedHeartbeatObservation:
+		id := string(d.PeerID)
+		delete(c.failing, id)
+		if c.down[id] {
+			delete(c.down, id)
+			c.n.log.Info("cluster: member back", "member", id)
+		}
+	case raft.LeaderObservation:
+		// A new term: start the view of who is down afresh.
+		clear(c.failing)
+		clear(c.down)
+		clear(c.ready)
+		if id := string(d.LeaderID); id != "" && id != c.n.cfg.Self.ID {
+			c.followed = leaderContact{id: id, contact: c.n.raft.LastContact()}
+		}
+	}
+}
+
+// leadChanged starts the view of who is down afresh when this member
+// takes or loses the Raft group's lead; taking it, the leader it
+// followed is a suspect for one member timeout.
+func (c *controller) leadChanged(leading bool) {
+	clear(c.failing)
+	clear(c.down)
+	clear(c.ready)
+	if leading {
+		c.suspect, c.followed = c.followed, leaderContact{}
+		c.suspect.until = time.Now().Add(c.n.cfg.MemberTimeout)
+	}
+}
+
+// markDown takes as down each member whose heartbeats have failed for
+// the member timeout by now, unless this member's own dials fail for
+// want of descriptors.
+func (c *controller) markDown(now time.Time) {
+	if c.n.layer.starvedWithin(c.n.cfg.MemberTimeout, now) {
+		// This member's own dials fail for want of descriptors: the
+		// members whose heartbeats fail may be well. Nobody is taken as
+		// down until its dials go through again.
+		if now.Sub(c.starvedLog) >= refusalLogEvery {
+			c.starvedLog = now
+			c.n.log.Warn("cluster: this server is out of file descriptors: members whose heartbeats fail are not taken as down while its own connections cannot be opened",
+				"failing", len(c.failing))
+		}
+		for id := range c.failing {
+			c.failing[id] = now
+		}
+	}
+	for id, since := range c.failing {
+		if !c.down[id] && now.Sub(since) >= c.n.cfg.MemberTimeout {
+			c.down[id] = true
+			c.n.log.Warn("cluster: member down", "member", id, "failing_for", now.Sub(since).Round(time.Millisecond))
+		}
 	}
 }
 
