@@ -15,15 +15,19 @@ import (
 // leases are in the cluster's Raft group (package cluster, groups.go),
 // not in the store's groups files, so that the member leading a topic
 // next finds every commit and lease its leader took. The service calls
-// them on the topic's leader only (Writable), with storage's rules and
+// them on the topic's leader only (writable), with storage's rules and
 // errors.
 
-// Groups implements service.Replication.
-func (m *Manager) Groups(topic string) service.GroupStore {
-	if _, _, ok := m.lookup(topic); !ok {
-		return nil
+// Groups implements service.ReplicaGroups: nil for a topic the cluster
+// does not know, the Raft group's on its leader, else not leader.
+func (m *Manager) Groups(topic string) (service.GroupStore, error) {
+	if err := m.writable(topic); err != nil {
+		return nil, err
 	}
-	return raftGroups{m}
+	if _, _, ok := m.lookup(topic); !ok {
+		return nil, nil
+	}
+	return raftGroups{m}, nil
 }
 
 // raftGroups is a service.GroupStore over the Raft group.

@@ -59,7 +59,7 @@ func (s *Service) ProduceMany(c Caller, topic string, ps []Produce) (bases []int
 		return make([]int64, len(ps)), errs
 	}
 	if s.repl != nil {
-		if err := s.replicaChecks(topic, ps); err != nil {
+		if _, err := s.repl.Producing(topic, acksAll(ps)); err != nil {
 			errs = make([]error, len(ps))
 			for i := range errs {
 				errs[i] = err
@@ -88,19 +88,15 @@ func (s *Service) ProduceMany(c Caller, topic string, ps []Produce) (bases []int
 	return bases, errs
 }
 
-// replicaChecks refuses produces that this server may not take for a
-// replicated topic: it does not lead it, or acks=all finds too few
-// in-sync replicas.
-func (s *Service) replicaChecks(topic string, ps []Produce) error {
-	if err := s.repl.Writable(topic); err != nil {
-		return err
-	}
+// acksAll reports whether a produce of ps waits for every in-sync
+// replica: one of them asks it.
+func acksAll(ps []Produce) bool {
 	for _, p := range ps {
 		if !p.AcksLeader {
-			return s.repl.CanAckAll(topic)
+			return true
 		}
 	}
-	return nil
+	return false
 }
 
 // awaitReplicas waits until each stored produce of ps is committed as it
@@ -151,15 +147,18 @@ func (s *Service) ProduceAsync(c Caller, topic string, p Produce, cb AppendCallb
 	if err := s.Allow(c, protocol.OpProduce, topic); err != nil {
 		return err
 	}
-	if s.repl != nil && s.repl.Replicated(topic) {
-		if err := s.replicaChecks(topic, []Produce{p}); err != nil {
+	if s.repl != nil {
+		replicated, err := s.repl.Producing(topic, !p.AcksLeader)
+		if err != nil {
 			return err
 		}
-		bt, _, err := protocol.ParseBatch(p.Batch)
-		if err != nil {
-			return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.options(c), cb, arg) // storage says what is wrong
+		if replicated {
+			bt, _, err := protocol.ParseBatch(p.Batch)
+			if err != nil {
+				return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.options(c), cb, arg) // storage says what is wrong
+			}
+			cb = &replicaAck{inner: cb, repl: s.repl, topic: topic, count: int64(bt.Count), acksAll: !p.AcksLeader}
 		}
-		cb = &replicaAck{inner: cb, repl: s.repl, topic: topic, count: int64(bt.Count), acksAll: !p.AcksLeader}
 	}
 	return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.options(c), cb, arg)
 }
@@ -168,7 +167,7 @@ func (s *Service) ProduceAsync(c Caller, topic string, p Produce, cb AppendCallb
 // its replicas have the batch (acks=all), then passes it on.
 type replicaAck struct {
 	inner   AppendCallback
-	repl    Replication
+	repl    Replicas
 	topic   string
 	count   int64
 	acksAll bool
@@ -199,8 +198,8 @@ func (s *Service) CreateForProduce(c Caller, topic string) error {
 }
 
 func (s *Service) create(topic string) error {
-	if s.repl != nil {
-		_, err := s.repl.Create(topic)
+	if s.admin != nil {
+		_, err := s.admin.Create(topic)
 		return err
 	}
 	if err := s.store.CreateTopic(topic); err != nil && !errors.Is(err, storage.ErrTopicExists) {
