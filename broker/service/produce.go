@@ -141,8 +141,8 @@ func (s *Service) retryCreated(c Caller, topic string, ps []Produce, retry []int
 // the batch, and p.Batch must stay untouched until then. An error returned
 // (no right, a bad batch, a missing topic) means nothing was queued and
 // cb hears nothing. It never waits on the disk, so a missing topic is
-// ErrTopicNotFound even with p.Create: create it off the event loop
-// (CreateForProduce) and try again.
+// ErrTopicNotFound even with p.Create: off the event loop,
+// ProduceAsyncCreate creates it.
 func (s *Service) ProduceAsync(c Caller, topic string, p Produce, cb AppendCallback, arg any) error {
 	if err := s.Allow(c, protocol.OpProduce, topic); err != nil {
 		return err
@@ -186,17 +186,23 @@ func (a *replicaAck) Appended(arg any, base int64, err error) {
 
 func (a *replicaAck) Flush() { a.inner.Flush() }
 
-// CreateForProduce creates topic for a produce that asked for it (the
-// produce right): nil when it exists now, whoever created it, or why it
-// could not be created (which the produce answers, rather than that the
-// topic is missing). It may wait on the disk.
-func (s *Service) CreateForProduce(c Caller, topic string) error {
-	if err := s.Allow(c, protocol.OpProduce, topic); err != nil {
-		return err
+// ProduceAsyncCreate is ProduceAsync for a produce that may wait on the
+// disk: p, if it asks for it (p.Create), creates topic when it is
+// missing, as ProduceMany does, and is queued then. When the topic could
+// not be created the error says why, rather than that it is missing;
+// without p.Create a missing topic is ErrTopicNotFound.
+func (s *Service) ProduceAsyncCreate(c Caller, topic string, p Produce, cb AppendCallback, arg any) error {
+	err := s.ProduceAsync(c, topic, p, cb, arg)
+	if errors.Is(err, storage.ErrTopicNotFound) && p.Create {
+		if err = s.create(topic); err == nil {
+			err = s.ProduceAsync(c, topic, p, cb, arg)
+		}
 	}
-	return s.create(topic)
+	return err
 }
 
+// create creates topic for a produce or an import that asked for it: nil
+// when it exists now, whoever created it. It may wait on the disk.
 func (s *Service) create(topic string) error {
 	if s.admin != nil {
 		_, err := s.admin.Create(topic)
