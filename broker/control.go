@@ -3,6 +3,7 @@ package broker
 import (
 	"time"
 
+	"github.com/haraqa/haraqa/broker/internal/limit"
 	"github.com/haraqa/haraqa/protocol"
 )
 
@@ -29,9 +30,8 @@ func isControl(op protocol.Op) bool {
 
 // controlBucket is a connection's allowance of control requests. Loop-owned.
 type controlBucket struct {
-	tokens float64
-	last   time.Time // when tokens was last refilled; zero: full
-	wakeAt time.Time // when the wake scheduled for the next token is due
+	tokens limit.Bucket // made at the first control request; zero: not yet
+	wakeAt time.Time    // when the wake scheduled for the next token is due
 }
 
 // controlWait takes a token for a control request and returns 0, or,
@@ -41,19 +41,11 @@ func (cs *conn) controlWait(op protocol.Op, now time.Time) time.Duration {
 	if rate <= 0 || !isControl(op) {
 		return 0
 	}
-	burst := max(float64(rate)/10, 1)
 	q := &cs.control
-	if q.last.IsZero() {
-		q.tokens = burst
-	} else {
-		q.tokens = min(burst, q.tokens+now.Sub(q.last).Seconds()*float64(rate))
+	if q.tokens == (limit.Bucket{}) {
+		q.tokens = limit.PerSecond(float64(rate), max(float64(rate)/10, 1))
 	}
-	q.last = now
-	if q.tokens >= 1 {
-		q.tokens--
-		return 0
-	}
-	return time.Duration((1 - q.tokens) / float64(rate) * float64(time.Second))
+	return q.tokens.Wait(now)
 }
 
 // pauseControl stops reading the connection until its next control

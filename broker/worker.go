@@ -101,7 +101,7 @@ func (cs *conn) produceAsync(j *job) {
 // (Appended, Flush) once the batch is on every volume. A produce storage
 // refuses at once is answered at once, except a missing topic to be
 // created, for which appendAsync returns false unless create is set, when
-// it creates the topic and tries again.
+// the service creates the topic and tries again (ProduceAsyncCreate).
 func (b *Broker) appendAsync(w *worker, j *job, create bool) bool {
 	// inflight.Add must not race Shutdown's Wait: both go through stopMu.
 	b.stopMu.RLock()
@@ -115,17 +115,14 @@ func (b *Broker) appendAsync(w *worker, j *job, create bool) bool {
 	b.stopMu.RUnlock()
 	w.appending.Add(1)
 	w.inStore.Add(1)
-	p := service.Produce{Batch: j.raw, Expect: j.expect, AcksLeader: j.flags&protocol.ProduceAcksLeader != 0,
-		StrictSequence: j.flags&protocol.ProduceStrictSequence != 0}
-	err := b.svc.ProduceAsync(j.caller, j.topic, p, w, j)
-	if errors.Is(err, storage.ErrTopicNotFound) && j.flags&protocol.ProduceCreateTopic != 0 {
-		if !create {
-			w.done()
-			return false
-		}
-		if err = b.svc.CreateForProduce(j.caller, j.topic); err == nil {
-			err = b.svc.ProduceAsync(j.caller, j.topic, p, w, j)
-		}
+	p := service.Produce{Batch: j.raw, Expect: j.expect, Create: j.flags&protocol.ProduceCreateTopic != 0,
+		AcksLeader: j.flags&protocol.ProduceAcksLeader != 0, StrictSequence: j.flags&protocol.ProduceStrictSequence != 0}
+	var err error
+	if create {
+		err = b.svc.ProduceAsyncCreate(j.caller, j.topic, p, w, j)
+	} else if err = b.svc.ProduceAsync(j.caller, j.topic, p, w, j); errors.Is(err, storage.ErrTopicNotFound) && p.Create {
+		w.done()
+		return false // the goroutine creates it (ProduceAsyncCreate)
 	}
 	if err != nil {
 		w.Appended(j, 0, err)

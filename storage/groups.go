@@ -84,12 +84,15 @@ type groupEntry struct {
 	until     time.Time // lease expiry
 }
 
-func (e *groupEntry) leasedBy(now time.Time) string {
-	if e.member != "" && now.Before(e.until) {
-		return e.member
+// state is e as the group rules see it (grouprules.go); NoGroup for nil.
+func (e *groupEntry) state() GroupState {
+	if e == nil {
+		return NoGroup
 	}
-	return ""
+	return GroupState{Committed: e.committed, Owner: e.owner, Member: e.member, Until: e.until}
 }
+
+func (e *groupEntry) leasedBy(now time.Time) string { return e.state().LeasedBy(now) }
 
 // groupTable is a topic's groups. mu is taken before the topic's mu and
 // after its wmu and index.mu (buryTopic takes all four).
@@ -104,35 +107,6 @@ type groupTable struct {
 	// old format, or a write failed), that write rewrites it whole.
 	logSize, live int64
 	appendable    bool
-}
-
-// LeaseTTL is the lease granted for ttl: DefaultLease for 0, else ttl
-// within [MinLease, MaxLease].
-func LeaseTTL(ttl time.Duration) time.Duration {
-	if ttl == 0 {
-		ttl = DefaultLease
-	}
-	return min(max(ttl, MinLease), MaxLease)
-}
-
-// ValidGroupArgs checks a group call's group name and, if not "", its
-// member ID and owner, as the store does: for groups held elsewhere (a
-// cluster's replicated topics), with the same errors.
-func ValidGroupArgs(group, member, owner string, needMember bool) error {
-	if needMember && (member == "" || len(member) > protocol.MaxMemberLen) {
-		return fmt.Errorf("%w: member id must be 1 to %d bytes", ErrInvalidGroup, protocol.MaxMemberLen)
-	}
-	if err := validOwner(owner); err != nil {
-		return err
-	}
-	return validGroup(group)
-}
-
-func validGroup(name string) error {
-	if err := protocol.ValidGroup(name); err != nil {
-		return fmt.Errorf("%w: %q", ErrInvalidGroup, name)
-	}
-	return nil
 }
 
 // groupOp looks up topic name, checks the group name and runs fn with the
@@ -168,15 +142,7 @@ func (t *topic) viewLocked(group string, e *groupEntry, now time.Time) GroupOffs
 	t.mu.RLock()
 	oldest, next := t.start, t.next
 	t.mu.RUnlock()
-	o := GroupOffset{Group: group, Committed: NoOffset, Oldest: oldest, Next: next}
-	if e != nil {
-		o.Committed = e.committed
-		if o.Member = e.leasedBy(now); o.Member != "" {
-			o.LeaseLeft = e.until.Sub(now)
-		}
-	}
-	o.Start = min(max(o.Committed, oldest), next)
-	return o
+	return e.state().View(group, now, oldest, next)
 }
 
 // FetchOffset returns the state of group on topic name; a group never
@@ -195,32 +161,23 @@ func (s *Store) FetchOffset(name, group string) (GroupOffset, error) {
 // conditions. Errors: ErrGroupBusy, ErrCommitConflict,
 // ErrOffsetOutOfRange (an offset past the topic's next), ErrTooManyGroups.
 func (s *Store) CommitOffset(name, group string, c Commit) error {
-	if c.Offset < 0 || c.Compare && c.Expect < NoOffset {
-		return fmt.Errorf("%w: topic %q, group %q: commit offset %d, expected %d", ErrOffsetOutOfRange, name, group, c.Offset, c.Expect)
-	}
-	if err := validOwner(c.Owner); err != nil {
+	if err := CheckCommit(name, group, c); err != nil {
 		return err
 	}
 	return s.groupOp(name, group, func(t *topic, g *groupTable) error {
 		now := time.Now()
 		e := g.m[group]
-		if e != nil {
-			if m := e.leasedBy(now); m != "" && m != c.Member {
-				return busyErr(name, group, e.until.Sub(now))
-			}
+		if err := e.state().Busy(name, group, c.Member, now); err != nil {
+			return err
 		}
-		cur := int64(NoOffset)
-		if e != nil {
-			cur = e.committed
-		}
-		if c.Compare && cur != c.Expect {
-			return fmt.Errorf("%w: topic %q, group %q: committed offset is %d, not %d", ErrCommitConflict, name, group, cur, c.Expect)
+		if err := e.state().Conflict(name, group, c); err != nil {
+			return err
 		}
 		t.mu.RLock()
 		next := t.next
 		t.mu.RUnlock()
-		if c.Offset > next {
-			return fmt.Errorf("%w: topic %q, group %q: commit offset %d is past the next offset %d", ErrOffsetOutOfRange, name, group, c.Offset, next)
+		if err := CommitPastNext(name, group, c.Offset, next); err != nil {
+			return err
 		}
 		if e == nil {
 			if err := s.reserveGroup(t, g, name, group, c.Owner); err != nil {
@@ -260,8 +217,8 @@ func (s *Store) Lease(name, group, member string, ttl time.Duration) (GroupOffse
 // lease creates is owner's, in its quota (Options.MaxGroupsPerToken),
 // until it is committed and deleted, or holds only a lease that expires.
 func (s *Store) LeaseFor(owner, name, group, member string, ttl time.Duration) (GroupOffset, error) {
-	if member == "" || len(member) > protocol.MaxMemberLen {
-		return GroupOffset{}, fmt.Errorf("%w: member id must be 1 to %d bytes", ErrInvalidGroup, protocol.MaxMemberLen)
+	if err := validMember(member); err != nil {
+		return GroupOffset{}, err
 	}
 	if err := validOwner(owner); err != nil {
 		return GroupOffset{}, err
@@ -271,11 +228,10 @@ func (s *Store) LeaseFor(owner, name, group, member string, ttl time.Duration) (
 	err := s.groupOp(name, group, func(t *topic, g *groupTable) error {
 		now := time.Now()
 		e := g.m[group]
-		if e != nil {
-			if m := e.leasedBy(now); m != "" && m != member {
-				return busyErr(name, group, e.until.Sub(now))
-			}
-		} else {
+		if err := e.state().Busy(name, group, member, now); err != nil {
+			return err
+		}
+		if e == nil {
 			if err := s.reserveGroup(t, g, name, group, owner); err != nil {
 				return err
 			}
@@ -320,8 +276,8 @@ func (s *Store) DeleteGroup(name, group string) error {
 		if e == nil {
 			return nil
 		}
-		if e.leasedBy(now) != "" {
-			return busyErr(name, group, e.until.Sub(now))
+		if err := e.state().Busy(name, group, "", now); err != nil {
+			return err // a deletion: any live lease refuses it
 		}
 		s.dropGroupLocked(g, group)
 		if e.committed == NoOffset {
@@ -378,10 +334,6 @@ func (s *Store) GroupStats() map[string][]GroupOffset {
 	return out
 }
 
-func busyErr(name, group string, left time.Duration) error {
-	return fmt.Errorf("%w: topic %q, group %q: another member holds the lease for %s more", ErrGroupBusy, name, group, left.Round(time.Millisecond))
-}
-
 // reserveGroup makes room for one more group of owner in g, within the
 // limits; expired leases of groups never committed are dropped first.
 // g.mu must be held.
@@ -396,14 +348,6 @@ func (s *Store) reserveGroup(t *topic, g *groupTable, name, group, owner string)
 		}
 	}
 	return s.reserveSlot(owner, name, group)
-}
-
-// validOwner checks that owner fits the groups file's owner field.
-func validOwner(owner string) error {
-	if len(owner) > 255 {
-		return fmt.Errorf("%w: owner must be at most 255 bytes", ErrInvalidGroup)
-	}
-	return nil
 }
 
 // dropGroupLocked removes group from g. g.mu must be held.

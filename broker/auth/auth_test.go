@@ -256,7 +256,7 @@ func TestLimiterTake(t *testing.T) {
 	for i := range 100 {
 		l.Take(strings.Repeat("k", i+1))
 	}
-	if n := len(l.keys); n > 8 {
+	if n := l.keys.Len(); n > 8 {
 		t.Fatalf("%d keys tracked, want at most 8", n)
 	}
 }
@@ -267,7 +267,7 @@ func TestLimiterPrunes(t *testing.T) {
 		l.Fail(strings.Repeat("h", i+1), sha256.Sum256([]byte{byte(i)}))
 		l.Fail("one", sha256.Sum256([]byte{byte(i)}))
 	}
-	if n, m := len(l.hosts), len(l.pairs); n > 8 || m > 8 {
+	if n, m := l.hosts.Len(), l.pairs.Len(); n > 8 || m > 8 {
 		t.Fatalf("%d hosts and %d pairs tracked, want at most 8 each", n, m)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/haraqa/haraqa/broker/internal/limit"
 )
 
 // Limits configures a Limiter.
@@ -45,20 +47,15 @@ type Limiter struct {
 	now func() time.Time
 
 	mu    sync.Mutex
-	pairs map[pair]*bucket   // mu must be held
-	hosts map[string]*bucket // mu must be held; new failing tokens per host
-	keys  map[string]*bucket // mu must be held; Take's
+	pairs limit.Keyed[pair]   // mu must be held
+	hosts limit.Keyed[string] // mu must be held; new failing tokens per host
+	keys  limit.Keyed[string] // mu must be held; Take's
 }
 
 // pair is a host and the hash of a token that failed from it.
 type pair struct {
 	host string
 	hash [sha256.Size]byte
-}
-
-type bucket struct {
-	tokens float64
-	at     time.Time // of the last update
 }
 
 // NewLimiter returns a limiter; zero fields of lim take their defaults.
@@ -73,8 +70,11 @@ func NewLimiter(lim Limits) *Limiter {
 	if lim.MaxAddrs <= 0 {
 		lim.MaxAddrs = def.MaxAddrs
 	}
-	return &Limiter{lim: lim, now: time.Now, pairs: make(map[pair]*bucket), hosts: make(map[string]*bucket),
-		keys: make(map[string]*bucket)}
+	full := func() limit.Bucket { return limit.Every(lim.Every, float64(lim.Burst)) }
+	return &Limiter{lim: lim, now: time.Now,
+		pairs: limit.Keyed[pair]{New: full, Max: lim.MaxAddrs, Evict: true},
+		hosts: limit.Keyed[string]{New: full, Max: lim.MaxAddrs, Evict: true},
+		keys:  limit.Keyed[string]{New: full, Max: lim.MaxAddrs, Evict: true}}
 }
 
 // Take takes one from key's bucket, which holds Burst at first and
@@ -85,11 +85,8 @@ func NewLimiter(lim Limits) *Limiter {
 func (l *Limiter) Take(key string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b, ok := l.keys[key]
-	if !ok {
-		b = addLocked(l, l.keys, key)
-	}
-	return l.takeLocked(b)
+	now := l.now()
+	return l.keys.Get(key, now).Take(now)
 }
 
 func host(remote string) string {
@@ -109,60 +106,13 @@ func (l *Limiter) Fail(remote string, hash [sha256.Size]byte) bool {
 	k := pair{host(remote), hash}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if b, ok := l.pairs[k]; ok {
-		return l.takeLocked(b)
-	}
-	hb, ok := l.hosts[k.host]
-	if !ok {
-		hb = addLocked(l, l.hosts, k.host)
-	}
-	if !l.takeLocked(hb) {
-		return false
-	}
-	l.takeLocked(addLocked(l, l.pairs, k))
-	return true
-}
-
-// addLocked adds to m a bucket at a full burst for key k, pruning m first
-// when it is full. mu must be held.
-func addLocked[K comparable](l *Limiter, m map[K]*bucket, k K) *bucket {
-	if len(m) >= l.lim.MaxAddrs {
-		pruneLocked(l, m)
-	}
-	b := &bucket{tokens: float64(l.lim.Burst), at: l.now()}
-	m[k] = b
-	return b
-}
-
-// takeLocked takes one failure from b if it has one left. mu must be held.
-func (l *Limiter) takeLocked(b *bucket) bool {
-	if l.refillLocked(b) < 1 {
-		return false
-	}
-	b.tokens--
-	return true
-}
-
-// refillLocked adds what b earned since its last update. mu must be held.
-func (l *Limiter) refillLocked(b *bucket) float64 {
 	now := l.now()
-	b.tokens = min(float64(l.lim.Burst), b.tokens+float64(now.Sub(b.at))/float64(l.lim.Every))
-	b.at = now
-	return b.tokens
-}
-
-// pruneLocked drops the buckets of m back to full, then arbitrary ones
-// until at most half of MaxAddrs are left. mu must be held.
-func pruneLocked[K comparable](l *Limiter, m map[K]*bucket) {
-	for k, b := range m {
-		if l.refillLocked(b) >= float64(l.lim.Burst) {
-			delete(m, k)
-		}
+	if b, ok := l.pairs.Lookup(k); ok {
+		return b.Take(now)
 	}
-	for k := range m {
-		if len(m) < l.lim.MaxAddrs/2 {
-			break
-		}
-		delete(m, k)
+	if !l.hosts.Get(k.host, now).Take(now) {
+		return false
 	}
+	l.pairs.Get(k, now).Take(now)
+	return true
 }

@@ -16,9 +16,10 @@ import (
 // (Command.Now), and every member applies it alike: a lease's expiry is
 // an absolute time, so the member that leads next honours what is left
 // of it (give or take the two members' clock difference). The rules are
-// storage's (storage/groups.go): a live lease of another member refuses
-// a commit, a lease and a deletion (storage.ErrGroupBusy); a conditional
-// commit checks the committed offset (storage.ErrCommitConflict); a group
+// storage's, applied through storage.GroupState (storage/grouprules.go):
+// a live lease of another member refuses a commit, a lease and a deletion
+// (storage.ErrGroupBusy); a conditional commit checks the committed
+// offset (storage.ErrCommitConflict); a group
 // a commit or lease creates counts against storage.MaxGroupsPerTopic,
 // storage.MaxGroups and its owner's quota (storage.ErrTooManyGroups).
 
@@ -42,11 +43,11 @@ type Group struct {
 
 // LeasedBy returns the member holding g's lease at now (Unix
 // milliseconds), "" for none.
-func (g *Group) LeasedBy(now int64) string {
-	if g.Member != "" && now < g.Until {
-		return g.Member
-	}
-	return ""
+func (g *Group) LeasedBy(now int64) string { return g.State().LeasedBy(time.UnixMilli(now)) }
+
+// State is g as storage's group rules see it.
+func (g *Group) State() storage.GroupState {
+	return storage.GroupState{Committed: g.Committed, Owner: g.Owner, Member: g.Member, Until: time.UnixMilli(g.Until)}
 }
 
 // The group commands.
@@ -226,23 +227,26 @@ func (s *State) applyGroup(c Command) error {
 	}
 	groups := s.Groups[c.Topic]
 	g := groups[c.Group]
-	if g != nil && c.Op != opGroupRelease {
-		if m := g.LeasedBy(c.Now); m != "" && (m != c.Member || c.Op == opGroupDelete) {
-			return fmt.Errorf("%w: topic %q, group %q: another member holds the lease for %s more", storage.ErrGroupBusy,
-				c.Topic, c.Group, (time.Duration(g.Until-c.Now) * time.Millisecond).Round(time.Millisecond))
+	st, now := storage.NoGroup, time.UnixMilli(c.Now)
+	if g != nil {
+		st = g.State()
+	}
+	if c.Op != opGroupRelease {
+		asker := c.Member
+		if c.Op == opGroupDelete {
+			asker = "" // any live lease refuses a deletion
+		}
+		if err := st.Busy(c.Topic, c.Group, asker, now); err != nil {
+			return err
 		}
 	}
 	switch c.Op {
 	case opGroupCommit:
-		cur := int64(storage.NoOffset)
-		if g != nil {
-			cur = g.Committed
-		}
-		if c.Compare && cur != c.Expect {
-			if g != nil && c.Proposal != "" && g.Proposal == c.Proposal && cur == c.Offset {
-				return nil // this commit's own first try
+		if err := st.Conflict(c.Topic, c.Group, storage.Commit{Compare: c.Compare, Expect: c.Expect}); err != nil {
+			if g != nil && c.Proposal != "" && g.Proposal == c.Proposal && g.Committed == c.Offset {
+				return nil // this commit's own first try, applied before
 			}
-			return fmt.Errorf("%w: topic %q, group %q: committed offset is %d, not %d", storage.ErrCommitConflict, c.Topic, c.Group, cur, c.Expect)
+			return err
 		}
 		if g == nil {
 			var err error
@@ -278,7 +282,7 @@ func (s *State) newGroup(c Command) (*Group, error) {
 	var total, owned int
 	for _, groups := range s.Groups {
 		for name, g := range groups {
-			if g.Committed == storage.NoOffset && g.LeasedBy(c.Now) == "" {
+			if g.State().Lapsed(time.UnixMilli(c.Now)) {
 				delete(groups, name)
 				continue
 			}

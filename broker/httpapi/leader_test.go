@@ -11,24 +11,23 @@ import (
 )
 
 // fakeLeader is a cluster in which every topic is replicated and this
-// server's writes meet the errors set: writable from Writable, committed
+// server's writes meet the errors set: writable from Producing, committed
 // from the answer Appended gives. The other methods are not called by a
 // produce or a consume and are left to the nil interface.
 type fakeLeader struct {
-	service.Replication
+	service.Replicas
 	writable  error
 	committed error
 }
 
-func (f *fakeLeader) Writable(string) error                              { return f.writable }
-func (f *fakeLeader) CanAckAll(string) error                             { return nil }
+func (f *fakeLeader) Producing(string, bool) (bool, error)               { return true, f.writable }
 func (f *fakeLeader) Replicated(string) bool                             { return true }
 func (f *fakeLeader) Appended(_ string, _ int64, _ bool, fn func(error)) { fn(f.committed) }
 
 // startLeader is a server of the cluster f with topic t created.
 func startLeader(t *testing.T, f *fakeLeader) *server {
 	t.Helper()
-	s := startREST(t, httpapi.DefaultConfig(), func(_ *storage.Options, bc *broker.Config) { bc.Replication = f })
+	s := startREST(t, httpapi.DefaultConfig(), func(_ *storage.Options, bc *broker.Config) { bc.Replication = service.Replication{Replicas: f} })
 	if err := s.Store.CreateTopic("t"); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/haraqa/haraqa/broker/auth"
+	"github.com/haraqa/haraqa/broker/internal/limit"
 	"github.com/haraqa/haraqa/broker/service"
 )
 
@@ -330,29 +331,17 @@ const DefaultMaxMetricsRate = 4
 // bucket is a token bucket of rate tokens a second, holding at most twice
 // that (at least one).
 type bucket struct {
-	rate, burst float64
-
 	mu     sync.Mutex
-	tokens float64   // guarded by mu
-	last   time.Time // guarded by mu: when tokens was counted
+	tokens limit.Bucket // guarded by mu
 }
 
 func newBucket(rate float64) bucket {
-	burst := max(1, 2*rate)
-	return bucket{rate: rate, burst: burst, tokens: burst}
+	return bucket{tokens: limit.PerSecond(rate, max(1, 2*rate))}
 }
 
 // allow takes a token at now, if there is one.
 func (b *bucket) allow(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.last.IsZero() {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	}
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	return b.tokens.Take(now)
 }

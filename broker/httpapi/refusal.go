@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/haraqa/haraqa/broker/internal/limit"
 )
 
 // This file: the pacing of refusals per client address
@@ -28,18 +30,17 @@ const maxRefusalWait = 2 * time.Second
 // refusals are all past are dropped.
 const maxPacedAddrs = 4096
 
-// refusalPacer keeps, per client address, the theoretical arrival time of
-// its next refusal (GCRA: a token bucket of rate refusals a second holding
-// a second's worth).
+// refusalPacer keeps, per client address, a token bucket of rate
+// refusals a second holding a second's worth, whose debts are the waits
+// of the refusals past it (GCRA: its theoretical arrival time).
 type refusalPacer struct {
-	rate float64
-
-	mu  sync.Mutex
-	tat map[string]time.Time // guarded by mu
+	mu    sync.Mutex
+	hosts limit.Keyed[string] // guarded by mu
 }
 
 func newRefusalPacer(rate float64) *refusalPacer {
-	return &refusalPacer{rate: rate, tat: make(map[string]time.Time)}
+	return &refusalPacer{hosts: limit.Keyed[string]{New: func() limit.Bucket { return limit.PerSecond(rate, rate) },
+		Max: maxPacedAddrs}}
 }
 
 // delay books a refusal from remote (host:port) at now and returns how
@@ -49,27 +50,11 @@ func (p *refusalPacer) delay(remote string, now time.Time) time.Duration {
 	if err != nil {
 		host = remote
 	}
-	interval := time.Duration(float64(time.Second) / p.rate)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.tat) >= maxPacedAddrs {
-		for h, t := range p.tat {
-			if t.Before(now) {
-				delete(p.tat, h)
-			}
-		}
-	}
-	t := p.tat[host]
-	if t.Before(now) {
-		t = now
-	}
-	t = t.Add(interval)
-	wait := t.Sub(now) - time.Second // a second's worth may come at once
-	if wait > maxRefusalWait {
-		return maxRefusalWait // not booked: a refusal held at the bound costs no later one more
-	}
-	p.tat[host] = t
-	return max(wait, 0)
+	// A refusal held at the bound is not booked: it costs no later one more.
+	wait, _ := p.hosts.Get(host, now).Reserve(now, maxRefusalWait)
+	return wait
 }
 
 // refused reports whether status refuses the request.

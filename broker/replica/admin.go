@@ -16,7 +16,7 @@ import (
 // This file: the cluster's changes a client asks for (members, topics
 // created, moved and deleted) and its status.
 
-// ChangeMember implements service.Replication.
+// ChangeMember implements service.ClusterAdmin.
 func (m *Manager) ChangeMember(action uint8, entry string) error {
 	n := m.node.Load()
 	if n == nil || !m.isSynced() {
@@ -49,7 +49,7 @@ func (m *Manager) ChangeMember(action uint8, entry string) error {
 	return err
 }
 
-// ProducerOwners implements service.Replication.
+// ProducerOwners implements service.Followers.
 func (m *Manager) ProducerOwners(topic string, ids []uint64) (map[uint64]string, error) {
 	t, rt, ok := m.lookup(topic)
 	if !ok || rt == nil {
@@ -64,12 +64,12 @@ func (m *Manager) ProducerOwners(topic string, ids []uint64) (map[uint64]string,
 	return m.store.ProducerOwners(topic, ids)
 }
 
-// Create implements service.Replication.
+// Create implements service.ClusterAdmin.
 func (m *Manager) Create(topic string) (bool, error) {
 	return m.create(topic, m.cfg.Replicas, " (-replicas)")
 }
 
-// SetReplicas implements service.Replication.
+// SetReplicas implements service.ClusterAdmin.
 func (m *Manager) SetReplicas(topic string, replicas int) (bool, error) {
 	if replicas < m.cfg.MinInsync {
 		return false, fmt.Errorf("%w: %d replicas for topic %q: fewer than -min-insync %d, which every acks=all produce needs", protocol.ErrInvalidArgument, replicas, topic, m.cfg.MinInsync)
@@ -123,7 +123,7 @@ func (m *Manager) create(topic string, replicas int, hint string) (bool, error) 
 	// This member leads it: wait until it can take writes.
 	for {
 		m.Poke()
-		if err := m.Writable(topic); err == nil {
+		if err := m.writable(topic); err == nil {
 			return existed, nil
 		}
 		select {
@@ -139,7 +139,7 @@ func (m *Manager) create(topic string, replicas int, hint string) (bool, error) 
 // createTimeout bounds Create: the Raft commit and taking the lead.
 const createTimeout = 10 * time.Second
 
-// Delete implements service.Replication.
+// Delete implements service.ClusterAdmin.
 func (m *Manager) Delete(topic string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
 	defer cancel()
@@ -207,7 +207,7 @@ type MemberStatus struct {
 // members are down (cluster.Node.Down).
 const statusDownTimeout = 2 * time.Second
 
-// Status implements service.Replication: the cluster status of op 19,
+// Status implements service.ClusterView: the cluster status of op 19,
 // the topics and members v shows.
 func (m *Manager) Status(v service.StatusView) []byte {
 	n := m.node.Load()

@@ -15,15 +15,19 @@ import (
 // leases are in the cluster's Raft group (package cluster, groups.go),
 // not in the store's groups files, so that the member leading a topic
 // next finds every commit and lease its leader took. The service calls
-// them on the topic's leader only (Writable), with storage's rules and
+// them on the topic's leader only (writable), with storage's rules and
 // errors.
 
-// Groups implements service.Replication.
-func (m *Manager) Groups(topic string) service.GroupStore {
-	if _, _, ok := m.lookup(topic); !ok {
-		return nil
+// Groups implements service.ReplicaGroups: nil for a topic the cluster
+// does not know, the Raft group's on its leader, else not leader.
+func (m *Manager) Groups(topic string) (service.GroupStore, error) {
+	if err := m.writable(topic); err != nil {
+		return nil, err
 	}
-	return raftGroups{m}
+	if _, _, ok := m.lookup(topic); !ok {
+		return nil, nil
+	}
+	return raftGroups{m}, nil
 }
 
 // raftGroups is a service.GroupStore over the Raft group.
@@ -93,16 +97,11 @@ func (g raftGroups) view(topic, group string, rg cluster.Group, ok bool) (servic
 	if err != nil {
 		return service.GroupOffset{}, err
 	}
-	o := service.GroupOffset{Group: group, Committed: storage.NoOffset, Oldest: oldest, Next: next}
+	st := storage.NoGroup
 	if ok {
-		now := time.Now().UnixMilli()
-		o.Committed = rg.Committed
-		if o.Member = rg.LeasedBy(now); o.Member != "" {
-			o.LeaseLeft = time.Duration(rg.Until-now) * time.Millisecond
-		}
+		st = rg.State()
 	}
-	o.Start = min(max(o.Committed, oldest), next)
-	return o, nil
+	return st.View(group, time.UnixMilli(time.Now().UnixMilli()), oldest, next), nil
 }
 
 // readCtx bounds a read's wait for this member's apply.
@@ -128,10 +127,10 @@ func (g raftGroups) FetchOffset(topic, group string) (service.GroupOffset, error
 // high-water mark, within this replica's log, is waited for
 // (awaitHighWater).
 func (g raftGroups) CommitOffset(topic, group string, c service.Commit) error {
-	if c.Offset < 0 || c.Compare && c.Expect < storage.NoOffset {
-		return fmt.Errorf("%w: topic %q, group %q: commit offset %d, expected %d", storage.ErrOffsetOutOfRange, topic, group, c.Offset, c.Expect)
+	if err := storage.CheckCommit(topic, group, c); err != nil {
+		return err
 	}
-	if err := storage.ValidGroupArgs(group, "", c.Owner, false); err != nil {
+	if err := validGroup(group); err != nil {
 		return err
 	}
 	_, next, err := g.offsets(topic)
@@ -141,8 +140,8 @@ func (g raftGroups) CommitOffset(topic, group string, c service.Commit) error {
 	if err != nil {
 		return err
 	}
-	if c.Offset > next {
-		return fmt.Errorf("%w: topic %q, group %q: commit offset %d is past the next offset %d", storage.ErrOffsetOutOfRange, topic, group, c.Offset, next)
+	if err := storage.CommitPastNext(topic, group, c.Offset, next); err != nil {
+		return err
 	}
 	_, err = g.propose((*cluster.Node).CommitGroup, cluster.GroupChange{Topic: topic, Group: group, Member: c.Member, Owner: c.Owner,
 		Offset: c.Offset, Compare: c.Compare, Expect: c.Expect})
@@ -213,9 +212,9 @@ func (g raftGroups) ListGroups(topic string) ([]service.GroupOffset, error) {
 		return nil, g.refusal(topic, err)
 	}
 	var out []service.GroupOffset
-	now := time.Now().UnixMilli()
+	now := time.UnixMilli(time.Now().UnixMilli())
 	for _, ng := range groups {
-		if ng.Committed == storage.NoOffset && ng.LeasedBy(now) == "" {
+		if ng.State().Lapsed(now) {
 			continue // a lease that expired, of a group never committed
 		}
 		o, err := g.view(topic, ng.Name, ng.Group, true)

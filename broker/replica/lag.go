@@ -69,7 +69,7 @@ func (m *Manager) checkLag() {
 	}
 }
 
-// FetchGone implements service.Replication: a follower whose fetch
+// FetchGone implements service.Followers: a follower whose fetch
 // connection closed fetches no more until it connects again, killed, cut
 // off or no longer following this member. It leaves the in-sync set now,
 // as long as the set keeps -min-insync members, rather than hold acks=all
@@ -180,7 +180,7 @@ func (m *Manager) alterISR(rt *rtopic, epoch, version int64, isr []string, why, 
 	})
 }
 
-// Stats implements service.Replication.
+// Stats implements service.ClusterView.
 func (m *Manager) Stats() service.ReplicationStats {
 	st := service.ReplicationStats{LeaderChanges: m.stats.leaderChanges.Load(), ISRChanges: m.stats.isrChanges.Load(),
 		Truncations: m.stats.truncations.Load(), FetchedBytes: m.stats.fetchedBytes.Load(), Repairs: m.stats.repairs.Load()}

@@ -12,17 +12,32 @@ import (
 )
 
 // This file: the leader's side of a replicated topic, as the service
-// asks it (service.Replication): who takes writes, the acks=all wait,
+// asks it (service.Replicas, service.Followers): who takes writes, the acks=all wait,
 // the high-water mark reads stop at, and the followers' fetches.
 
-// Replicated implements service.Replication.
+// Replicated implements service.Replicas.
 func (m *Manager) Replicated(topic string) bool {
 	_, _, ok := m.lookup(topic)
-	return ok || !m.isSynced() // before, every topic may be: Writable refuses
+	return ok || !m.isSynced() // before, every topic may be: writable refuses
 }
 
-// Writable implements service.Replication.
-func (m *Manager) Writable(topic string) error {
+// Producing implements service.Replicas: whether topic is replicated,
+// and whether this member takes the produce (writable, then, for
+// acks=all, canAckAll).
+func (m *Manager) Producing(topic string, acksAll bool) (bool, error) {
+	replicated := m.Replicated(topic)
+	if err := m.writable(topic); err != nil {
+		return replicated, err
+	}
+	if acksAll {
+		return replicated, m.canAckAll(topic)
+	}
+	return replicated, nil
+}
+
+// writable returns nil when this member takes writes to topic (it leads
+// it, or topic is not replicated), else a *service.NotLeaderError.
+func (m *Manager) writable(topic string) error {
 	if !m.isSynced() {
 		return m.notLeader(topic, "") // not known yet: ask again shortly
 	}
@@ -69,8 +84,10 @@ type codedErr struct {
 func (e codedErr) WireCode() protocol.Code { return e.code }
 func (e codedErr) Unwrap() error           { return e.error }
 
-// CanAckAll implements service.Replication.
-func (m *Manager) CanAckAll(topic string) error {
+// canAckAll returns nil when a produce to topic with acks=all may be
+// appended: its in-sync set holds at least the minimum, else an error of
+// CodeNotEnoughReplicas.
+func (m *Manager) canAckAll(topic string) error {
 	t, _, ok := m.lookup(topic)
 	if !ok || len(t.ISR) >= m.cfg.MinInsync {
 		return nil
@@ -79,7 +96,7 @@ func (m *Manager) CanAckAll(topic string) error {
 		protocol.CodeNotEnoughReplicas}
 }
 
-// Appended implements service.Replication.
+// Appended implements service.Replicas.
 func (m *Manager) Appended(topic string, end int64, acksAll bool, fn func(error)) {
 	_, rt, ok := m.lookup(topic)
 	if !ok || rt == nil {
@@ -115,7 +132,7 @@ func (m *Manager) Appended(topic string, end int64, acksAll bool, fn func(error)
 	calls.run()
 }
 
-// Readable implements service.Replication.
+// Readable implements service.Replicas.
 func (m *Manager) Readable(topic string) (int64, bool, error) {
 	if !m.isSynced() {
 		return 0, true, m.notLeader(topic, "")
@@ -135,7 +152,7 @@ func (m *Manager) Readable(topic string) (int64, bool, error) {
 	return rt.hw, true, nil
 }
 
-// WatchReadable implements service.Replication.
+// WatchReadable implements service.Replicas.
 func (m *Manager) WatchReadable(topic string, offset int64, fn func()) (func() bool, bool) {
 	_, rt, ok := m.lookup(topic)
 	if !ok || rt == nil {
@@ -167,7 +184,7 @@ func errFenced(topic string, theirs, ours int64) error {
 		Message: fmt.Sprintf("topic %q: the follower follows epoch %d, the leader leads epoch %d", topic, theirs, ours)}
 }
 
-// Fetch implements service.Replication.
+// Fetch implements service.Followers.
 func (m *Manager) Fetch(topic, follower string, epoch, offset int64) (service.FetchAnswer, error) {
 	t, rt, ok := m.lookup(topic)
 	if !ok || rt == nil {
@@ -253,7 +270,7 @@ func epochAt(epochs []storage.EpochStart, from int64) (epoch int64, limit int) {
 	return epoch, limit
 }
 
-// EpochEnd implements service.Replication.
+// EpochEnd implements service.Followers.
 func (m *Manager) EpochEnd(topic string, epoch int64) (int64, int64, error) {
 	t, rt, ok := m.lookup(topic)
 	if !ok || rt == nil {

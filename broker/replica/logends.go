@@ -12,7 +12,7 @@ import (
 // asks the in-sync replicas of a topic whose leader died before it elects
 // one (cluster.Config.LogEnds; op 23 between the servers).
 
-// LogEnds implements service.Replication: where this member's logs of
+// LogEnds implements service.Followers: where this member's logs of
 // topics end, protocol.LogEndNone for those it does not hold.
 func (m *Manager) LogEnds(topics []string) []protocol.LogEnd {
 	ends := make([]protocol.LogEnd, len(topics))

@@ -116,7 +116,19 @@ type Manager struct {
 	stats stats
 }
 
-var _ service.Replication = (*Manager)(nil)
+var (
+	_ service.Replicas      = (*Manager)(nil)
+	_ service.ReplicaGroups = (*Manager)(nil)
+	_ service.Followers     = (*Manager)(nil)
+	_ service.ClusterAdmin  = (*Manager)(nil)
+	_ service.ClusterView   = (*Manager)(nil)
+)
+
+// Replication returns m as each of the service's audiences asks it
+// (service.Config.Replication).
+func (m *Manager) Replication() service.Replication {
+	return service.Replication{Replicas: m, Groups: m, Followers: m, Admin: m, View: m}
+}
 
 // New returns a manager over store. Start it once the cluster node runs.
 func New(store *storage.Store, cfg Config) *Manager {
@@ -394,7 +406,7 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 // the lead under a new epoch instead (relead), as Kafka's controller
 // elects every leader under a new one; its followers then cut their logs
 // back to its end of the old epoch before they copy on (KIP-101). Until
-// then it takes no batch (Writable: not ready).
+// then it takes no batch (writable: not ready).
 func (m *Manager) mustRelead(topic string, t cluster.Topic) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -593,13 +605,25 @@ func (m *Manager) applyStart(rt *rtopic, start int64) {
 	rt.mu.Unlock()
 }
 
-// Truncate implements service.Replication.
+// Truncatable implements service.ClusterAdmin.
+func (m *Manager) Truncatable(topic string) (int64, bool, error) {
+	if !m.Replicated(topic) {
+		return 0, false, nil
+	}
+	if err := m.writable(topic); err != nil {
+		return 0, true, err
+	}
+	hw, _, err := m.Readable(topic)
+	return hw, true, err
+}
+
+// Truncate implements service.ClusterAdmin.
 func (m *Manager) Truncate(topic string, before int64) error {
 	t, rt, ok := m.lookup(topic)
 	if !ok {
 		return fmt.Errorf("%w: %q", storage.ErrTopicNotFound, topic)
 	}
-	if err := m.Writable(topic); err != nil {
+	if err := m.writable(topic); err != nil {
 		return err
 	}
 	if rt == nil {
@@ -682,7 +706,7 @@ func errUnrecorded(what string, err error) error {
 // errStarting answers what needs the cluster before this member joined it.
 var errStarting = &protocol.Error{Code: protocol.CodeShuttingDown, Message: "the server is joining its cluster: retry shortly"}
 
-// Ready implements service.Replication.
+// Ready implements service.ClusterView.
 func (m *Manager) Ready() error {
 	if !m.isSynced() {
 		return errors.New("joining its cluster: not in step with the Raft group yet")
@@ -710,7 +734,7 @@ func (m *Manager) Ready() error {
 	return nil
 }
 
-// GroupStats implements service.Replication.
+// GroupStats implements service.ClusterView.
 func (m *Manager) GroupStats() map[string][]service.GroupOffset {
 	m.mu.Lock()
 	var led []string

@@ -376,7 +376,7 @@ func (s *Server) Start() (err error) {
 	}
 	if s.cfg.Cluster != nil {
 		s.repl = s.newReplicas()
-		bc.Replication = s.repl
+		bc.Replication = s.repl.Replication()
 		bc.ClusterSecret = s.cfg.Cluster.Token
 	}
 	if s.broker, err = broker.New(s.store, bc); err != nil {

@@ -149,13 +149,14 @@ func (s *Service) groupChange(c Caller, topic string) (GroupStore, error) {
 // for a replicated topic, which only the topic's leader changes and
 // reads (a follower refuses with not leader), else the store.
 func (s *Service) groupsOf(topic string) (GroupStore, error) {
-	if s.repl == nil {
+	if s.replGroup == nil {
 		return s.store, nil
 	}
-	if err := s.repl.Writable(topic); err != nil {
+	gs, err := s.replGroup.Groups(topic)
+	if err != nil {
 		return nil, err
 	}
-	if gs := s.repl.Groups(topic); gs != nil {
+	if gs != nil {
 		return gs, nil
 	}
 	return s.store, nil

@@ -59,7 +59,7 @@ func (s *Service) ProduceMany(c Caller, topic string, ps []Produce) (bases []int
 		return make([]int64, len(ps)), errs
 	}
 	if s.repl != nil {
-		if err := s.replicaChecks(topic, ps); err != nil {
+		if _, err := s.repl.Producing(topic, acksAll(ps)); err != nil {
 			errs = make([]error, len(ps))
 			for i := range errs {
 				errs[i] = err
@@ -88,19 +88,15 @@ func (s *Service) ProduceMany(c Caller, topic string, ps []Produce) (bases []int
 	return bases, errs
 }
 
-// replicaChecks refuses produces that this server may not take for a
-// replicated topic: it does not lead it, or acks=all finds too few
-// in-sync replicas.
-func (s *Service) replicaChecks(topic string, ps []Produce) error {
-	if err := s.repl.Writable(topic); err != nil {
-		return err
-	}
+// acksAll reports whether a produce of ps waits for every in-sync
+// replica: one of them asks it.
+func acksAll(ps []Produce) bool {
 	for _, p := range ps {
 		if !p.AcksLeader {
-			return s.repl.CanAckAll(topic)
+			return true
 		}
 	}
-	return nil
+	return false
 }
 
 // awaitReplicas waits until each stored produce of ps is committed as it
@@ -145,21 +141,24 @@ func (s *Service) retryCreated(c Caller, topic string, ps []Produce, retry []int
 // the batch, and p.Batch must stay untouched until then. An error returned
 // (no right, a bad batch, a missing topic) means nothing was queued and
 // cb hears nothing. It never waits on the disk, so a missing topic is
-// ErrTopicNotFound even with p.Create: create it off the event loop
-// (CreateForProduce) and try again.
+// ErrTopicNotFound even with p.Create: off the event loop,
+// ProduceAsyncCreate creates it.
 func (s *Service) ProduceAsync(c Caller, topic string, p Produce, cb AppendCallback, arg any) error {
 	if err := s.Allow(c, protocol.OpProduce, topic); err != nil {
 		return err
 	}
-	if s.repl != nil && s.repl.Replicated(topic) {
-		if err := s.replicaChecks(topic, []Produce{p}); err != nil {
+	if s.repl != nil {
+		replicated, err := s.repl.Producing(topic, !p.AcksLeader)
+		if err != nil {
 			return err
 		}
-		bt, _, err := protocol.ParseBatch(p.Batch)
-		if err != nil {
-			return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.options(c), cb, arg) // storage says what is wrong
+		if replicated {
+			bt, _, err := protocol.ParseBatch(p.Batch)
+			if err != nil {
+				return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.options(c), cb, arg) // storage says what is wrong
+			}
+			cb = &replicaAck{inner: cb, repl: s.repl, topic: topic, count: int64(bt.Count), acksAll: !p.AcksLeader}
 		}
-		cb = &replicaAck{inner: cb, repl: s.repl, topic: topic, count: int64(bt.Count), acksAll: !p.AcksLeader}
 	}
 	return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.options(c), cb, arg)
 }
@@ -168,7 +167,7 @@ func (s *Service) ProduceAsync(c Caller, topic string, p Produce, cb AppendCallb
 // its replicas have the batch (acks=all), then passes it on.
 type replicaAck struct {
 	inner   AppendCallback
-	repl    Replication
+	repl    Replicas
 	topic   string
 	count   int64
 	acksAll bool
@@ -187,20 +186,26 @@ func (a *replicaAck) Appended(arg any, base int64, err error) {
 
 func (a *replicaAck) Flush() { a.inner.Flush() }
 
-// CreateForProduce creates topic for a produce that asked for it (the
-// produce right): nil when it exists now, whoever created it, or why it
-// could not be created (which the produce answers, rather than that the
-// topic is missing). It may wait on the disk.
-func (s *Service) CreateForProduce(c Caller, topic string) error {
-	if err := s.Allow(c, protocol.OpProduce, topic); err != nil {
-		return err
+// ProduceAsyncCreate is ProduceAsync for a produce that may wait on the
+// disk: p, if it asks for it (p.Create), creates topic when it is
+// missing, as ProduceMany does, and is queued then. When the topic could
+// not be created the error says why, rather than that it is missing;
+// without p.Create a missing topic is ErrTopicNotFound.
+func (s *Service) ProduceAsyncCreate(c Caller, topic string, p Produce, cb AppendCallback, arg any) error {
+	err := s.ProduceAsync(c, topic, p, cb, arg)
+	if errors.Is(err, storage.ErrTopicNotFound) && p.Create {
+		if err = s.create(topic); err == nil {
+			err = s.ProduceAsync(c, topic, p, cb, arg)
+		}
 	}
-	return s.create(topic)
+	return err
 }
 
+// create creates topic for a produce or an import that asked for it: nil
+// when it exists now, whoever created it. It may wait on the disk.
 func (s *Service) create(topic string) error {
-	if s.repl != nil {
-		_, err := s.repl.Create(topic)
+	if s.admin != nil {
+		_, err := s.admin.Create(topic)
 		return err
 	}
 	if err := s.store.CreateTopic(topic); err != nil && !errors.Is(err, storage.ErrTopicExists) {

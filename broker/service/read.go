@@ -111,10 +111,10 @@ func (s *Service) ReplicaRead(c Caller, topic, follower string, epoch, offset, m
 	if err := s.Allow(c, protocol.OpReplicaFetch, topic); err != nil {
 		return nil, FetchAnswer{}, err
 	}
-	if s.repl == nil {
+	if s.followers == nil {
 		return nil, FetchAnswer{}, &NotLeaderError{Topic: topic}
 	}
-	ans, err := s.repl.Fetch(topic, follower, epoch, offset)
+	ans, err := s.followers.Fetch(topic, follower, epoch, offset)
 	if err != nil {
 		return nil, ans, err
 	}
@@ -127,15 +127,15 @@ func (s *Service) ReplicaRead(c Caller, topic, follower string, epoch, offset, m
 
 // ReplicaPoll serves one topic of a follower's replica wait (op 24) on
 // the leader (the replication right): it records the follower's offset,
-// as a fetch does (Replication.Fetch), and returns the topic's high-water
+// as a fetch does (Followers.Fetch), and returns the topic's high-water
 // mark and whether the follower should fetch it: the leader's log holds
 // offset (or starts past it), or a fetch would fail and tell it why
 // (then hw is -1).
 func (s *Service) ReplicaPoll(c Caller, topic, follower string, epoch, offset int64) (hw int64, fetch bool) {
-	if s.Allow(c, protocol.OpReplicaWait, topic) != nil || s.repl == nil {
+	if s.Allow(c, protocol.OpReplicaWait, topic) != nil || s.followers == nil {
 		return -1, true
 	}
-	ans, err := s.repl.Fetch(topic, follower, epoch, offset)
+	ans, err := s.followers.Fetch(topic, follower, epoch, offset)
 	if err != nil {
 		return -1, true
 	}
@@ -152,10 +152,10 @@ func (s *Service) ReplicaPoll(c Caller, topic, follower string, epoch, offset in
 // ReplicaGone tells the replication that the connection a follower
 // fetched topic on closed (the replication right).
 func (s *Service) ReplicaGone(c Caller, topic, follower string) {
-	if s.repl == nil || s.Allow(c, protocol.OpReplicaFetch, topic) != nil {
+	if s.followers == nil || s.Allow(c, protocol.OpReplicaFetch, topic) != nil {
 		return
 	}
-	s.repl.FetchGone(topic, follower)
+	s.followers.FetchGone(topic, follower)
 }
 
 // ReplicaWatch calls fn once topic's log (not its high-water mark) grows
@@ -188,10 +188,10 @@ func (s *Service) EpochEnd(c Caller, topic string, epoch int64) (found, end int6
 	if err := s.Allow(c, protocol.OpEpochEnd, topic); err != nil {
 		return 0, 0, err
 	}
-	if s.repl == nil {
+	if s.followers == nil {
 		return 0, 0, &NotLeaderError{Topic: topic}
 	}
-	return s.repl.EpochEnd(topic, epoch)
+	return s.followers.EpochEnd(topic, epoch)
 }
 
 // ProducerOwners answers a follower's producer owners request (the
@@ -201,10 +201,10 @@ func (s *Service) ProducerOwners(c Caller, topic string, ids []uint64) (map[uint
 	if err := s.Allow(c, protocol.OpProducerOwners, topic); err != nil {
 		return nil, err
 	}
-	if s.repl == nil {
+	if s.followers == nil {
 		return nil, &NotLeaderError{Topic: topic}
 	}
-	return s.repl.ProducerOwners(topic, ids)
+	return s.followers.ProducerOwners(topic, ids)
 }
 
 // LogEnds answers a log ends request (the replication right on each
@@ -215,10 +215,10 @@ func (s *Service) LogEnds(c Caller, topics []string) ([]protocol.LogEnd, error) 
 			return nil, err
 		}
 	}
-	if s.repl == nil {
+	if s.followers == nil {
 		return nil, fmt.Errorf("%w: this server is not in a cluster (-cluster)", protocol.ErrInvalidArgument)
 	}
-	return s.repl.LogEnds(topics), nil
+	return s.followers.LogEnds(topics), nil
 }
 
 // MembershipTopic is the topic a cluster member request is allowed on:
@@ -232,10 +232,10 @@ func (s *Service) ClusterMember(c Caller, action uint8, entry string) error {
 	if err := s.Allow(c, protocol.OpClusterMember, MembershipTopic); err != nil {
 		return err
 	}
-	if s.repl == nil {
+	if s.admin == nil {
 		return fmt.Errorf("%w: this server is not in a cluster (-cluster)", protocol.ErrInvalidArgument)
 	}
-	return s.repl.ChangeMember(action, entry)
+	return s.admin.ChangeMember(action, entry)
 }
 
 // ClusterStatus returns the cluster status as JSON (any valid token),
@@ -245,10 +245,10 @@ func (s *Service) ClusterStatus(c Caller) ([]byte, error) {
 	if !s.Authenticated(c) {
 		return nil, ErrUnauthenticated
 	}
-	if s.repl == nil {
+	if s.view == nil {
 		return nil, fmt.Errorf("%w: this server is not in a cluster (-cluster)", protocol.ErrInvalidArgument)
 	}
-	return s.repl.Status(s.statusView(c)), nil
+	return s.view.Status(s.statusView(c)), nil
 }
 
 // statusView is what a cluster status shows c. The topics are those c

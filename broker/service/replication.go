@@ -12,16 +12,32 @@ import (
 // (package broker/replica implements it), so that both ports apply one
 // rule: writes go to the leader, reads stop at the high-water mark.
 
-// Replication is a cluster's view of its replicated topics. A topic it
-// does not know is served as on a single server.
-type Replication interface {
-	// Writable returns nil when this server takes writes to topic (it
-	// leads it, or topic is not replicated), else a *NotLeaderError.
-	Writable(topic string) error
-	// CanAckAll returns nil when a produce to topic with acks=all may be
-	// appended: its in-sync set holds at least the minimum, else an
-	// error of CodeNotEnoughReplicas.
-	CanAckAll(topic string) error
+// Replication is a cluster's view of its replicated topics, split by
+// who asks: the produces and reads (Replicas), the group calls
+// (ReplicaGroups), the followers' requests on a leader (Followers), the
+// admin calls (ClusterAdmin) and readiness and metrics (ClusterView).
+// Either every field is set (broker/replica's Manager.Replication) or
+// none is: a server of no cluster. A topic the cluster does not know is
+// served as on a single server.
+type Replication struct {
+	Replicas  Replicas
+	Groups    ReplicaGroups
+	Followers Followers
+	Admin     ClusterAdmin
+	View      ClusterView
+}
+
+// Replicas answers the data path: each produce and each read asks it one
+// question before it touches the store.
+type Replicas interface {
+	// Replicated reports whether the cluster knows topic.
+	Replicated(topic string) bool
+	// Producing answers a produce to topic before it is appended:
+	// whether topic is replicated, and nil when this server takes the
+	// produce (it leads topic, or topic is not replicated) and, if
+	// acksAll, topic's in-sync set holds at least the minimum; else a
+	// *NotLeaderError or an error of CodeNotEnoughReplicas.
+	Producing(topic string, acksAll bool) (replicated bool, err error)
 	// Appended tells of a batch this server appended to topic, whose
 	// messages end before end; fn hears once the batch is committed as
 	// acksAll asks: nil, or why it is not (leadership lost, the in-sync
@@ -36,6 +52,21 @@ type Replication interface {
 	// (or its leadership changes): ok false when topic is not replicated
 	// (fn is not kept). fn must not block.
 	WatchReadable(topic string, offset int64, fn func()) (cancel func() bool, ok bool)
+}
+
+// ReplicaGroups holds the consumer groups of replicated topics.
+type ReplicaGroups interface {
+	// Groups returns where topic's consumer groups live: nil, nil when
+	// topic is not replicated (its groups are the store's); the
+	// cluster's, so that a failover keeps every commit and lease, when
+	// this server leads it; else why not (a *NotLeaderError): only the
+	// leader reads and changes them.
+	Groups(topic string) (GroupStore, error)
+}
+
+// Followers serves, on a leader, the requests of its followers and of
+// the other members.
+type Followers interface {
 	// Fetch serves a follower's fetch on the leader: it records that
 	// follower holds topic's offsets before offset, and returns how to
 	// answer it.
@@ -52,6 +83,10 @@ type Replication interface {
 	// this server's logs of topics end, in their order,
 	// protocol.LogEndNone for a topic it does not hold.
 	LogEnds(topics []string) []protocol.LogEnd
+}
+
+// ClusterAdmin makes the admin changes of a cluster.
+type ClusterAdmin interface {
 	// Create records a new topic in the cluster, on its default number of
 	// replicas (existed: it was there already), and returns once this
 	// server can take its writes (nil), or a *NotLeaderError naming the
@@ -64,19 +99,21 @@ type Replication interface {
 	SetReplicas(topic string, n int) (created bool, err error)
 	// Delete removes topic from the cluster; its replicas delete it.
 	Delete(topic string) error
+	// Truncatable answers a truncation of topic before it is made:
+	// whether topic is replicated and, if it is, its high-water mark,
+	// or why this server may not truncate it (a *NotLeaderError).
+	Truncatable(topic string) (highWater int64, replicated bool, err error)
 	// Truncate drops topic's messages before before, no further than its
 	// high-water mark, on every replica: recorded in the cluster by its
 	// leader (else a *NotLeaderError), done here before it returns and
 	// by each follower as it learns of it.
 	Truncate(topic string, before int64) error
-	// Replicated reports whether the cluster knows topic.
-	Replicated(topic string) bool
-	// Groups returns the consumer groups of topic when it is replicated
-	// (nil: it is not, its groups are the store's): held by the cluster,
-	// so that a failover keeps every commit and lease.
-	Groups(topic string) GroupStore
 	// ChangeMember adds (protocol.MemberAdd) or removes a member.
 	ChangeMember(action uint8, entry string) error
+}
+
+// ClusterView tells readiness, metrics and status.
+type ClusterView interface {
 	// Ready returns nil once this member serves its replicated topics:
 	// in step with the cluster, and in the in-sync set of every topic it
 	// holds that has a leader; else why not (readiness, /readyz).
@@ -93,7 +130,7 @@ type Replication interface {
 }
 
 // StatusView is what a cluster status shows its caller
-// (Replication.Status, Service.ClusterStatus).
+// (ClusterView.Status, Service.ClusterStatus).
 type StatusView struct {
 	// Members shows the members: the member list with its addresses
 	// (binary, HTTP, cluster port), the Raft leader, and which members
@@ -109,7 +146,7 @@ type StatusView struct {
 }
 
 // GroupStore holds consumer groups: the store for a topic of this
-// server, the cluster for a replicated one (Replication.Groups), with
+// server, the cluster for a replicated one (ReplicaGroups.Groups), with
 // the same rules and errors.
 type GroupStore interface {
 	FetchOffset(topic, group string) (GroupOffset, error)
@@ -161,10 +198,10 @@ type FollowerLag struct {
 
 // ReplicationStats returns the cluster's figures (nil without a cluster).
 func (s *Service) ReplicationStats() *ReplicationStats {
-	if s.repl == nil {
+	if s.view == nil {
 		return nil
 	}
-	st := s.repl.Stats()
+	st := s.view.Stats()
 	return &st
 }
 

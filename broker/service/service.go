@@ -42,8 +42,8 @@ type Config struct {
 	// least 1; 0 means that default too). Up to 64 more per worker wait
 	// for one; past that a filter is refused with CodeLimitReached.
 	FilterWorkers int
-	// Replication, when set, is the cluster this server is a member of
-	// (package broker/replica): writes to a replicated topic are taken
+	// Replication, when set (every field), is the cluster this server is
+	// a member of (package broker/replica): writes to a replicated topic are taken
 	// only by its leader, produces with acks=all answered once its
 	// in-sync replicas have them, and reads stop at its high-water mark.
 	Replication Replication
@@ -85,8 +85,14 @@ type Service struct {
 	store   *storage.Store
 	auth    *auth.Authorizer
 	filters *filters
-	repl    Replication // nil: no cluster
-	secret  string      // Config.ClusterSecret
+	secret  string // Config.ClusterSecret
+
+	// Config.Replication, by audience: all nil without a cluster.
+	repl      Replicas
+	replGroup ReplicaGroups
+	followers Followers
+	admin     ClusterAdmin
+	view      ClusterView
 
 	groupRate      int           // Config.MaxGroupChangeRate
 	groupChangeLim *auth.Limiter // nil: no bound; keyed by Caller.Owner
@@ -97,9 +103,10 @@ func New(store *storage.Store, cfg Config) *Service {
 	if cfg.FilterWorkers <= 0 {
 		cfg.FilterWorkers = DefaultFilterWorkers()
 	}
-	s := &Service{store: store, auth: cfg.Auth, filters: newFilters(cfg.FilterWorkers), repl: cfg.Replication,
-		secret: cfg.ClusterSecret}
-	if r := cfg.MaxGroupChangeRate; r > 0 && cfg.Auth != nil && cfg.Replication != nil {
+	r := cfg.Replication
+	s := &Service{store: store, auth: cfg.Auth, filters: newFilters(cfg.FilterWorkers), secret: cfg.ClusterSecret,
+		repl: r.Replicas, replGroup: r.Groups, followers: r.Followers, admin: r.Admin, view: r.View}
+	if r := cfg.MaxGroupChangeRate; r > 0 && cfg.Auth != nil && cfg.Replication.Replicas != nil {
 		s.groupRate = r
 		s.groupChangeLim = auth.NewLimiter(auth.Limits{Burst: r, Every: time.Second / time.Duration(r)})
 	}

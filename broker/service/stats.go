@@ -23,8 +23,8 @@ func (s *Service) TopicStats() []TopicStats { return s.store.TopicStats() }
 // cluster).
 func (s *Service) GroupStats() map[string][]GroupOffset {
 	gs := s.store.GroupStats()
-	if s.repl != nil {
-		for topic, groups := range s.repl.GroupStats() {
+	if s.view != nil {
+		for topic, groups := range s.view.GroupStats() {
 			if gs == nil {
 				gs = map[string][]GroupOffset{}
 			}
@@ -36,12 +36,12 @@ func (s *Service) GroupStats() map[string][]GroupOffset {
 
 // Ready returns nil when the server serves what it holds: always
 // without a cluster; in one, once it is in step with it and caught up on
-// its replicated topics (Replication.Ready).
+// its replicated topics (ClusterView.Ready).
 func (s *Service) Ready() error {
-	if s.repl == nil {
+	if s.view == nil {
 		return nil
 	}
-	return s.repl.Ready()
+	return s.view.Ready()
 }
 
 // Volumes returns the volume directories, in order. They are server

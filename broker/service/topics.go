@@ -21,8 +21,8 @@ func (s *Service) CreateTopic(c Caller, topic string) error {
 	if err := s.Allow(c, protocol.OpCreateTopic, topic); err != nil {
 		return err
 	}
-	if s.repl != nil {
-		existed, err := s.repl.Create(topic)
+	if s.admin != nil {
+		existed, err := s.admin.Create(topic)
 		var nl *NotLeaderError
 		switch {
 		case existed:
@@ -46,7 +46,7 @@ func (s *Service) SetReplicas(c Caller, topic string, n int) (created bool, err 
 	if err := s.Allow(c, protocol.OpTopicReplicas, topic); err != nil {
 		return false, err
 	}
-	if s.repl == nil {
+	if s.admin == nil {
 		if n != 1 {
 			return false, fmt.Errorf("%w: a topic on %d replicas needs a cluster of servers (-cluster)", protocol.ErrInvalidArgument, n)
 		}
@@ -56,7 +56,7 @@ func (s *Service) SetReplicas(c Caller, topic string, n int) (created bool, err 
 		}
 		return err == nil, err
 	}
-	created, err = s.repl.SetReplicas(topic, n)
+	created, err = s.admin.SetReplicas(topic, n)
 	if nl := (*NotLeaderError)(nil); errors.As(err, &nl) {
 		return created, nil // created in the cluster; it lives on its replicas
 	}
@@ -69,8 +69,8 @@ func (s *Service) DeleteTopic(c Caller, topic string) error {
 	if err := s.Allow(c, protocol.OpDeleteTopic, topic); err != nil {
 		return err
 	}
-	if s.repl != nil && s.repl.Replicated(topic) {
-		return s.repl.Delete(topic)
+	if s.admin != nil && s.repl.Replicated(topic) {
+		return s.admin.Delete(topic)
 	}
 	return s.store.DeleteTopic(topic)
 }
@@ -126,7 +126,7 @@ func (s *Service) Truncate(c Caller, topic string, before int64) (TopicInfo, err
 		return info, fmt.Errorf("%w: truncate before %d: the topic's offsets are [%d, %d]", storage.ErrOffsetOutOfRange, before, info.Oldest, info.Next)
 	}
 	if replicated {
-		err = s.repl.Truncate(topic, before)
+		err = s.admin.Truncate(topic, before)
 	} else {
 		err = s.store.Truncate(topic, before)
 	}
@@ -148,7 +148,7 @@ func (s *Service) TruncateTime(c Caller, topic string, t time.Time) (TopicInfo, 
 	if replicated {
 		var before int64
 		if before, err = s.store.OffsetAt(topic, t); err == nil {
-			err = s.repl.Truncate(topic, min(before, info.Next))
+			err = s.admin.Truncate(topic, min(before, info.Next))
 		}
 	} else {
 		err = s.store.TruncateTime(topic, t)
@@ -167,16 +167,17 @@ func (s *Service) truncateInfo(c Caller, topic string) (TopicInfo, bool, error) 
 	if err := s.Allow(c, protocol.OpTruncate, topic); err != nil {
 		return TopicInfo{}, false, err
 	}
-	if s.repl == nil || !s.repl.Replicated(topic) {
+	var hw int64
+	replicated := false
+	if s.admin != nil {
+		var err error
+		if hw, replicated, err = s.admin.Truncatable(topic); err != nil {
+			return TopicInfo{}, true, err
+		}
+	}
+	if !replicated {
 		info, err := s.store.Info(topic)
 		return info, false, err
-	}
-	if err := s.repl.Writable(topic); err != nil {
-		return TopicInfo{}, true, err
-	}
-	hw, _, err := s.repl.Readable(topic)
-	if err != nil {
-		return TopicInfo{}, true, err
 	}
 	info, err := s.store.Info(topic)
 	info.Next = min(info.Next, hw)
