@@ -61,7 +61,11 @@ func (m *Manager) ProducerOwners(topic string, ids []uint64) (map[uint64]string,
 	if !leading {
 		return nil, m.notLeader(topic, t.Leader)
 	}
-	return m.store.ProducerOwners(topic, ids)
+	l, err := m.store.Log(topic)
+	if err != nil {
+		return nil, err
+	}
+	return l.ProducerOwners(ids)
 }
 
 // Create implements service.Replication.
@@ -239,7 +243,7 @@ func (m *Manager) Status(v service.StatusView) []byte {
 			continue
 		}
 		ts := TopicStatus{Topic: t, ReplicaCount: len(t.Replicas), InSyncCount: len(t.ISR)}
-		if info, err := m.store.Info(t.Name); err == nil {
+		if info, err := m.info(t.Name); err == nil {
 			ts.Next = info.Next
 			ts.ReadOnly = m.copyFailed(t.Name)
 		}
