@@ -243,9 +243,11 @@ func (m *Manager) Status(v service.StatusView) []byte {
 			continue
 		}
 		ts := TopicStatus{Topic: t, ReplicaCount: len(t.Replicas), InSyncCount: len(t.ISR)}
-		if info, err := m.info(t.Name); err == nil {
-			ts.Next = info.Next
-			ts.ReadOnly = m.copyFailed(t.Name)
+		if l, err := m.store.Log(t.Name); err == nil {
+			if info, err := l.Info(); err == nil {
+				ts.Next = info.Next
+				ts.ReadOnly = errors.Is(l.ReadOnly(), storage.ErrReadOnly) // copyFailed
+			}
 		}
 		m.mu.Lock()
 		ts.Repairing = m.repairing[t.Name]

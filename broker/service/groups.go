@@ -101,7 +101,12 @@ func (s *Service) ListGroups(c Caller, topic string) (TopicInfo, []GroupOffset, 
 			info.Next = min(info.Next, hw) // as the groups see it
 		}
 	}
-	gs, err := store.ListGroups(topic)
+	var gs []GroupOffset
+	if _, local := store.(localGroups); local {
+		gs, err = l.ListGroups() // the log looked up above
+	} else {
+		gs, err = store.ListGroups(topic)
+	}
 	kept := gs[:0]
 	for _, g := range gs {
 		if s.allowsGroup(c, g.Group) {
