@@ -121,7 +121,8 @@ func (l *Log) Append(batch []byte, o AppendOptions) (int64, error) {
 }
 
 // AppendMany appends batches in the order given, batches[i] under the
-// conditions of opts[i] (opts nil: none), committed together (one write
+// conditions of opts[i] (opts nil: none; else one per batch, or it
+// panics), committed together (one write
 // and at most one fsync per volume for all of them, with whatever else is
 // queued). It is Append for a caller that holds several batches, such as
 // a connection pipelining produces: their offsets follow their order.
