@@ -243,7 +243,7 @@ func (cs *conn) clusterOp(h protocol.RequestHeader, payload []byte) {
 }
 
 // logEnds answers a log ends request: for each topic, a look at its
-// epochs and next offset in memory (storage.Store.Info and Epochs).
+// epochs and next offset in memory (storage.Log.Info and Epochs).
 func (cs *conn) logEnds(h protocol.RequestHeader, payload []byte) {
 	names, err := protocol.ParseLogEndsRequest(payload)
 	var ends []protocol.LogEnd

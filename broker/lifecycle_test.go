@@ -115,7 +115,7 @@ func produceSpread(c *rawConn, topic string, batches int) []string {
 // storedBytes returns the batches the store holds for [offset, end), as the
 // server's own storage reads them.
 func storedBytes(t *testing.T, s *brokertest.Server, topic string, offset int64) []byte {
-	r, err := s.Store.Read(topic, offset, 0, 0)
+	r, err := s.Log(t, topic).Read(offset, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // This file: the connection's worker, a goroutine that runs, in request
 // order, the storage requests that may wait on the disk, while the event
 // loop goes on serving other connections; and, with fsync on, the produces
-// handed to storage's group commit without waiting (Store.AppendAsync).
+// handed to storage's group commit without waiting (Log.AppendAsync).
 
 // worker is the part of a connection's state shared between its event
 // loop, its goroutine and storage's commit goroutine.

@@ -468,7 +468,7 @@ func TestTopicInfo(t *testing.T) {
 		t.Fatalf("after 25 messages: %+v", info)
 	}
 	// The server's own view agrees.
-	si, err := srv.Store.Info("info")
+	si, err := srv.Log(t, "info").Info()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestClientUnknownProducer(t *testing.T) {
 	// Four other producers push the Client's out of the table.
 	for pid := uint64(1); pid <= 4; pid++ {
 		b := protocol.AppendBatchMeta(nil, protocol.BatchMeta{ProducerID: pid}, []byte("other"))
-		if _, err := srv.Store.Append("t", b); err != nil {
+		if _, err := srv.Log(t, "t").Append(b, storage.AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,7 +76,7 @@ func TestClientFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Read the Client's producer id, as anyone who consumes can.
-	rr, err := srv.Store.Read("orders.a", 0, 1, 1<<20)
+	rr, err := srv.Log(t, "orders.a").Read(0, 1, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestClientFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	taken := protocol.AppendBatchMeta(nil, protocol.BatchMeta{ProducerID: pid}, []byte("taken"))
-	if _, errs := srv.Store.AppendManyOwner("orders.b", hashHex("admin"), [][]byte{taken}, nil); errs[0] != nil {
+	if _, errs := srv.Log(t, "orders.b").AppendMany([][]byte{taken}, []storage.AppendOptions{{Owner: hashHex("admin")}}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	if _, err := c.Produce(ctx, "orders.b", []byte("b")); err != nil {

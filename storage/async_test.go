@@ -96,7 +96,7 @@ func TestAppendAsync(t *testing.T) {
 			for i := range n {
 				m := msgs(i*3, 1+i%3)
 				want = append(want, m...)
-				if err := s.AppendAsync("a", protocol.AppendBatch(nil, m...), rec, i); err != nil {
+				if err := lg(t, s, "a").AppendAsync(protocol.AppendBatch(nil, m...), AppendOptions{}, rec, i); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -130,7 +130,7 @@ func TestAppendAsync(t *testing.T) {
 func TestAppendAsyncRefused(t *testing.T) {
 	s, _ := openTest(t, 1)
 	rec := newRecorder(1)
-	if err := s.AppendAsync("missing", protocol.AppendBatch(nil, []byte("x")), rec, 0); !errors.Is(err, ErrTopicNotFound) {
+	if _, err := s.Log("missing"); !errors.Is(err, ErrTopicNotFound) {
 		t.Fatalf("missing topic: %v", err)
 	}
 	if err := s.CreateTopic("a"); err != nil {
@@ -138,10 +138,10 @@ func TestAppendAsyncRefused(t *testing.T) {
 	}
 	bad := protocol.AppendBatch(nil, []byte("x"))
 	bad[len(bad)-1] ^= 1
-	if err := s.AppendAsync("a", bad, rec, 1); err == nil {
+	if err := lg(t, s, "a").AppendAsync(bad, AppendOptions{}, rec, 1); err == nil {
 		t.Fatal("a batch with a bad CRC was queued")
 	}
-	if err := s.AppendAsync("a", protocol.AppendBatch(nil, []byte("ok")), rec, 2); err != nil {
+	if err := lg(t, s, "a").AppendAsync(protocol.AppendBatch(nil, []byte("ok")), AppendOptions{}, rec, 2); err != nil {
 		t.Fatal(err)
 	}
 	rec.wait(t)
@@ -168,7 +168,7 @@ func TestAppendAsyncWithSync(t *testing.T) {
 	for w := range syncers {
 		wg.Go(func() {
 			for i := range perSyncer {
-				base, err := s.Append("a", protocol.AppendBatch(nil, fmt.Appendf(nil, "sync-%d-%d", w, i)))
+				base, err := lg(t, s, "a").Append(protocol.AppendBatch(nil, fmt.Appendf(nil, "sync-%d-%d", w, i)), AppendOptions{})
 				if err != nil {
 					errs <- err
 					return
@@ -178,7 +178,7 @@ func TestAppendAsyncWithSync(t *testing.T) {
 		})
 	}
 	for i := range async {
-		if err := s.AppendAsync("a", protocol.AppendBatch(nil, fmt.Appendf(nil, "async-%d", i)), rec, i); err != nil {
+		if err := lg(t, s, "a").AppendAsync(protocol.AppendBatch(nil, fmt.Appendf(nil, "async-%d", i)), AppendOptions{}, rec, i); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -228,13 +228,14 @@ func TestAppendAsyncDeleted(t *testing.T) {
 	const n = 100
 	rec := newRecorder(n)
 	queued := 0
+	l := lg(t, s, "a") // held across the deletion
 	for i := range n {
 		if i == n/2 {
 			if err := s.DeleteTopic("a"); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := s.AppendAsync("a", protocol.AppendBatch(nil, []byte("x")), rec, i); err != nil {
+		if err := l.AppendAsync(protocol.AppendBatch(nil, []byte("x")), AppendOptions{}, rec, i); err != nil {
 			if !errors.Is(err, ErrTopicNotFound) {
 				t.Fatal(err)
 			}

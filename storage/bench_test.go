@@ -135,7 +135,7 @@ func benchAppend(b *testing.B, batch []byte, count, vols int) {
 	// they cost later (docs/benchmarks.md), which would measure the machine
 	// rather than the code.
 	for end := time.Now().Add(benchWarmup); time.Now().Before(end); {
-		_, err := s.Append("bench", batch)
+		_, err := lg(b, s, "bench").Append(batch, AppendOptions{})
 		if err == nil {
 			err = errors.Join(raw.write(batch), rolling.write(batch))
 		}
@@ -148,7 +148,7 @@ func benchAppend(b *testing.B, batch []byte, count, vols int) {
 	b.ResetTimer()
 	for b.Loop() {
 		t0 := time.Now()
-		if _, err := s.Append("bench", batch); err != nil {
+		if _, err := lg(b, s, "bench").Append(batch, AppendOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()

@@ -68,13 +68,13 @@ func (s *Store) anyReadOnly() bool {
 // before the stop (what a replicated topic's replica must not lead with).
 func (s *Store) CleanStart() bool { return s.cleanStart }
 
-// FirstUnreadable returns the first offset of topic name's log that
+// FirstUnreadable returns the first offset of the log that
 // recovery found corrupted on every volume (an unreadable range, which
 // reads answer with ErrUnreadable), and whether there is one. A
 // replicated topic's replica cuts its log there and copies the rest from
 // its leader again.
-func (s *Store) FirstUnreadable(name string) (int64, bool, error) {
-	t, err := s.lookup(name)
+func (l *Log) FirstUnreadable() (int64, bool, error) {
+	t, err := l.live()
 	if err != nil {
 		return 0, false, err
 	}

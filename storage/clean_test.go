@@ -67,21 +67,21 @@ func TestFirstUnreadable(t *testing.T) {
 	hit := locs[len(locs)/2]
 	flipByte(t, path, hit.bodyPos())
 	s := fx.reopen(t)
-	from, ok, err := s.FirstUnreadable(recTopic)
+	from, ok, err := lg(t, s, recTopic).FirstUnreadable()
 	if err != nil || !ok || from != hit.base {
 		t.Fatalf("FirstUnreadable = %d, %v, %v; want %d, true", from, ok, err, hit.base)
 	}
-	if _, err := s.TruncateAfter(recTopic, from); err != nil {
+	if _, err := lg(t, s, recTopic).TruncateAfter(from); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := s.FirstUnreadable(recTopic); ok || err != nil {
+	if _, ok, err := lg(t, s, recTopic).FirstUnreadable(); ok || err != nil {
 		t.Fatalf("after the cut: FirstUnreadable %v, %v", ok, err)
 	}
-	info, _ := s.Info(recTopic)
+	info, _ := lg(t, s, recTopic).Info()
 	if info.Next != hit.base {
 		t.Fatalf("next %d after the cut, want %d", info.Next, hit.base)
 	}
-	if _, _, err := s.FirstUnreadable("nope"); err == nil {
+	if _, err := s.Log("nope"); err == nil {
 		t.Fatal("a missing topic: no error")
 	}
 }

@@ -41,8 +41,12 @@ func parseCmsg(topic string, m []byte) (w, seq int, err error) {
 
 // waitFor waits until the topic's next offset is past offset, using Watch.
 func waitFor(s *Store, topic string, offset int64, deadline <-chan time.Time) error {
+	l, err := s.Log(topic)
+	if err != nil {
+		return err
+	}
 	ch := make(chan struct{})
-	cancel, err := s.Watch(topic, offset, func() { close(ch) })
+	cancel, err := l.Watch(offset, func() { close(ch) })
 	if err != nil {
 		return err
 	}
@@ -59,10 +63,14 @@ func waitFor(s *Store, topic string, offset int64, deadline <-chan time.Time) er
 // Watch, and returns the messages in offset order. Every served batch must
 // be valid and the offsets dense.
 func follow(s *Store, topic string, n int, maxBytes int64, deadline <-chan time.Time) ([][]byte, error) {
+	l, err := s.Log(topic)
+	if err != nil {
+		return nil, err
+	}
 	var got [][]byte
 	for len(got) < n {
 		off := int64(len(got))
-		r, err := s.Read(topic, off, 0, maxBytes)
+		r, err := l.Read(off, 0, maxBytes)
 		if err != nil {
 			return got, err
 		}
@@ -115,6 +123,10 @@ func follow(s *Store, topic string, n int, maxBytes int64, deadline <-chan time.
 // to 4 messages to topic, and returns, per offset, the message appended.
 // It checks that the acknowledged base offsets are dense and unique.
 func appendAll(s *Store, topic string, writers, perWriter int) ([][]byte, error) {
+	l, err := s.Log(topic)
+	if err != nil {
+		return nil, err
+	}
 	type placed struct {
 		base int64
 		msgs [][]byte
@@ -131,7 +143,7 @@ func appendAll(s *Store, topic string, writers, perWriter int) ([][]byte, error)
 					m[j] = cmsg(topic, w, seq)
 					seq++
 				}
-				base, err := s.Append(topic, protocol.AppendBatch(nil, m...))
+				base, err := l.Append(protocol.AppendBatch(nil, m...), AppendOptions{})
 				if err != nil {
 					errs[w] = fmt.Errorf("writer %d: %w", w, err)
 					return
@@ -248,7 +260,7 @@ func TestConcurrentAppendFollow(t *testing.T) {
 					t.Fatalf("reader %d: %v", r, err)
 				}
 			}
-			info, err := s.Info(topic)
+			info, err := lg(t, s, topic).Info()
 			if err != nil || info.Next != int64(total) || info.Segments < total/25/2 {
 				t.Fatalf("info %+v %v; want next %d", info, err, total)
 			}
@@ -331,7 +343,13 @@ func TestConcurrentTopicLifecycle(t *testing.T) {
 			}
 			for range ops {
 				name := names[rng.IntN(len(names))]
-				switch op := rng.IntN(10); op {
+				op := rng.IntN(10)
+				l, lerr := s.Log(name) // the topic may be deleted while l is held
+				if op >= 2 && lerr != nil {
+					expected("lookup", lerr)
+					continue
+				}
+				switch op {
 				case 0:
 					expected("create", s.CreateTopic(name))
 				case 1:
@@ -339,10 +357,10 @@ func TestConcurrentTopicLifecycle(t *testing.T) {
 				case 2, 3, 4:
 					m := [][]byte{cmsg(name, w, seq), cmsg(name, w, seq+1)}
 					seq += 2
-					_, err := s.Append(name, protocol.AppendBatch(nil, m[:1+rng.IntN(2)]...))
+					_, err := l.Append(protocol.AppendBatch(nil, m[:1+rng.IntN(2)]...), AppendOptions{})
 					expected("append", err)
 				case 5, 6, 7:
-					r, err := s.Read(name, int64(rng.IntN(20))-5, 0, int64(rng.IntN(400)))
+					r, err := l.Read(int64(rng.IntN(20))-5, 0, int64(rng.IntN(400)))
 					expected("read", err)
 					if err != nil {
 						continue
@@ -358,13 +376,13 @@ func TestConcurrentTopicLifecycle(t *testing.T) {
 					}
 				case 8:
 					fired := make(chan struct{}, 1)
-					cancel, err := s.Watch(name, int64(rng.IntN(30)), func() { fired <- struct{}{} })
+					cancel, err := l.Watch(int64(rng.IntN(30)), func() { fired <- struct{}{} })
 					expected("watch", err)
 					if err == nil && !cancel() {
 						<-fired // not cancelled: it ran or is running
 					}
 				case 9:
-					if _, err := s.Info(name); err != nil {
+					if _, err := l.Info(); err != nil {
 						expected("info", err)
 					}
 					for _, n := range s.ListTopics("") {
@@ -438,7 +456,7 @@ func TestWatch(t *testing.T) {
 	}
 	watch := func(t *testing.T, s *Store, offset int64) (<-chan struct{}, func() bool) {
 		ch := make(chan struct{})
-		cancel, err := s.Watch("w", offset, func() { close(ch) })
+		cancel, err := lg(t, s, "w").Watch(offset, func() { close(ch) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -461,7 +479,7 @@ func TestWatch(t *testing.T) {
 		if fired(ch0) || fired(ch1) {
 			t.Fatal("fired before any append")
 		}
-		if _, err := s.Append("w", slices.Clone(one)); err != nil {
+		if _, err := lg(t, s, "w").Append(slices.Clone(one), AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if !fired(ch0) {
@@ -470,7 +488,7 @@ func TestWatch(t *testing.T) {
 		if fired(ch1) {
 			t.Fatal("watch of offset 1 fired on the append of offset 0")
 		}
-		if _, err := s.Append("w", protocol.AppendBatch(nil, []byte("y"), []byte("z"))); err != nil {
+		if _, err := lg(t, s, "w").Append(protocol.AppendBatch(nil, []byte("y"), []byte("z")), AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if !fired(ch1) {
@@ -479,7 +497,7 @@ func TestWatch(t *testing.T) {
 	})
 	t.Run("already-there", func(t *testing.T) {
 		s := newStore(t)
-		if _, err := s.Append("w", slices.Clone(one)); err != nil {
+		if _, err := lg(t, s, "w").Append(slices.Clone(one), AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		ch, cancel := watch(t, s, 0)
@@ -499,7 +517,7 @@ func TestWatch(t *testing.T) {
 		if cancel() {
 			t.Fatal("second cancel reported a removal")
 		}
-		if _, err := s.Append("w", slices.Clone(one)); err != nil {
+		if _, err := lg(t, s, "w").Append(slices.Clone(one), AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if fired(ch) {
@@ -509,6 +527,7 @@ func TestWatch(t *testing.T) {
 	t.Run("delete", func(t *testing.T) {
 		s := newStore(t)
 		ch, cancel := watch(t, s, 5)
+		l := lg(t, s, "w")
 		if err := s.DeleteTopic("w"); err != nil {
 			t.Fatal(err)
 		}
@@ -518,8 +537,11 @@ func TestWatch(t *testing.T) {
 		if cancel() {
 			t.Fatal("cancel after delete reported a removal")
 		}
-		if _, err := s.Watch("w", 0, func() {}); !errors.Is(err, ErrTopicNotFound) {
+		if _, err := l.Watch(0, func() {}); !errors.Is(err, ErrTopicNotFound) {
 			t.Fatalf("watch of a deleted topic: %v", err)
+		}
+		if _, err := s.Log("w"); !errors.Is(err, ErrTopicNotFound) {
+			t.Fatalf("lookup of a deleted topic: %v", err)
 		}
 	})
 	t.Run("close", func(t *testing.T) {
@@ -544,7 +566,7 @@ func TestWatch(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				r, err := s.Read("w", off, 1, 0)
+				r, err := lg(t, s, "w").Read(off, 1, 0)
 				if err != nil || r.Batches != 1 {
 					t.Errorf("offset %d not readable after its watch fired: %v", off, err)
 					return
@@ -553,7 +575,7 @@ func TestWatch(t *testing.T) {
 			})
 		}
 		for range 50 {
-			if _, err := s.Append("w", slices.Clone(one)); err != nil {
+			if _, err := lg(t, s, "w").Append(slices.Clone(one), AppendOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -24,7 +24,7 @@ func appendWithin(t *testing.T, s *Store, batch []byte, d time.Duration) error {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Append("t", batch)
+		_, err := lg(t, s, "t").Append(batch, AppendOptions{})
 		done <- err
 	}()
 	select {
@@ -67,7 +67,7 @@ func TestDeclaredSizeRefused(t *testing.T) {
 	}
 	ok := make(chan error, 1)
 	go func() {
-		_, err := s.Append("t", zstdZeros(128<<10))
+		_, err := lg(t, s, "t").Append(zstdZeros(128<<10), AppendOptions{})
 		ok <- err
 	}()
 	for deadline := time.Now().Add(10 * time.Second); s.Stats().DecodeWaits == 0; time.Sleep(time.Millisecond) {
@@ -84,7 +84,7 @@ func TestDeclaredSizeRefused(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("append within the bounds still waits once the budget freed")
 	}
-	if info, _ := s.Info("t"); info.Next != 1 {
+	if info, _ := lg(t, s, "t").Info(); info.Next != 1 {
 		t.Fatalf("next offset %d, want 1", info.Next)
 	}
 }
@@ -331,12 +331,12 @@ func TestDecodeQueueFullOverAppend(t *testing.T) {
 	}
 	held := mustAcquire(t, s.decode, "x", 0)
 	queueDecodes(t, s.decode, 1<<20, "a#0")
-	_, errs := s.AppendManyOwner("t", "", [][]byte{zstdZeros(1 << 10)}, []AppendOptions{{Expect: -1, Tenant: "a"}})
+	_, errs := lg(t, s, "t").AppendMany([][]byte{zstdZeros(1 << 10)}, []AppendOptions{{Tenant: "a"}})
 	if !errors.Is(errs[0], ErrDecodeQueueFull) {
 		t.Fatalf("append past the tenant's queue bound: %v, want ErrDecodeQueueFull", errs[0])
 	}
 	s.decode.release(held)
-	if _, errs := s.AppendManyOwner("t", "", [][]byte{zstdZeros(1 << 10)}, []AppendOptions{{Expect: -1, Tenant: "a"}}); errs[0] != nil {
+	if _, errs := lg(t, s, "t").AppendMany([][]byte{zstdZeros(1 << 10)}, []AppendOptions{{Tenant: "a"}}); errs[0] != nil {
 		t.Fatalf("append once the queue drained: %v", errs[0])
 	}
 	if st := s.Stats(); st.DecodeRefused != 1 {

@@ -235,6 +235,24 @@
 // commit or deletion while another member holds a live lease fails with
 // ErrGroupBusy. A restart frees every lease; the committed offsets stay.
 //
+// # Logs
+//
+// A Store holds what is store-wide: the volumes, their locks and free
+// space, the topics (create, delete, list), the descriptor and decode
+// budgets, statistics and the fsync policy. Everything done to one
+// topic's log is done through a Log, the handle Store.Log returns after
+// one lookup of the name: appends (one Append, AppendMany and AppendAsync,
+// each under AppendOptions), reads (Read, Peek, ReadReplica), offsets
+// (Info, OffsetAt, FirstUnreadable), watches, idempotent producers'
+// owners, consumer groups, truncation (Truncate, TruncateTime,
+// TruncateAfter), replication and imports (Replicate, Import, epochs)
+// and ReadOnly. A topic has one log today; the handle's methods name no
+// topic, so that a topic of several partitions can hand out a Log per
+// partition. A handle held across the deletion of its topic fails with
+// ErrTopicNotFound, as a lookup would, and never writes into the topic
+// created since under the same name; once the store closes it fails with
+// ErrClosed.
+//
 // # Appends and durability
 //
 // Append validates the batch (header, CRC, and the message count: for a
@@ -305,7 +323,7 @@
 // ErrNoSpace and nothing is written; the next append tries again. Any other
 // failed write or fsync, and a cut back that fails, is sticky: the topic
 // turns read-only, every later append fails with ErrReadOnly wrapping the
-// cause (Store.ReadOnly returns it), reads go on. Nothing is acknowledged
+// cause (Log.ReadOnly returns it), reads go on. Nothing is acknowledged
 // that was not written. A restart reopens the topic through recovery.
 //
 // # Idempotent producers
@@ -347,15 +365,15 @@
 // the batches it replicates as an append does, so once it leads it knows
 // each producer's highest sequence and the rule holds there too.
 //
-// Owners. AppendManyOwner and AppendAsyncOwner name who sends the batches
-// (the broker passes the hash of the connection's token): a new producer
-// is bound to the owner of its first batch, and another owner's batch
-// under its id is refused (ErrProducerFenced), so a client that reads a
-// producer id from the batches it consumes cannot send under it. Owner ""
-// (the other Append calls; a server without tokens) is trusted with every
-// producer and binds none; a producer bound to none (stored without an
-// owner) is bound to the first owner that sends under it. A binding lasts
-// as long as its producer is remembered (or has a tombstone).
+// Owners. AppendOptions.Owner names who sends a batch (the broker passes
+// the hash of the connection's token): a new producer is bound to the
+// owner of its first batch, and another owner's batch under its id is
+// refused (ErrProducerFenced), so a client that reads a producer id from
+// the batches it consumes cannot send under it. Owner "" (a server
+// without tokens) is trusted with every producer and binds none; a
+// producer bound to none (stored without an owner) is bound to the first
+// owner that sends under it. A binding lasts as long as its producer is
+// remembered (or has a tombstone).
 //
 // Bounds. A producer is forgotten Options.ProducerIdle (default 1h) after
 // its last batch; a topic remembers at most Options.MaxProducers (default

@@ -100,7 +100,7 @@ func parseEpochs(b []byte) ([]EpochStart, error) {
 }
 
 // SetEpoch records that leader epoch epoch begins at offset start of
-// topic name: the topic's next offset when a leader takes over, or the
+// the log: its next offset when a leader takes over, or the
 // base of the first batch a follower copies under that epoch. The file
 // is written durably on every volume before SetEpoch returns.
 //
@@ -113,8 +113,8 @@ func parseEpochs(b []byte) ([]EpochStart, error) {
 // offset: a follower records the epoch of the first batch it copies
 // before copying it, and into a topic without segments that batch may
 // start anywhere.
-func (s *Store) SetEpoch(name string, epoch, start int64) error {
-	t, err := s.lookup(name)
+func (l *Log) SetEpoch(epoch, start int64) error {
+	t, err := l.live()
 	if err != nil {
 		return err
 	}
@@ -181,9 +181,9 @@ func (t *topic) dropEpochsFrom(next int64) error {
 	return t.writeEpochs(es[:k:k])
 }
 
-// Epochs returns the leader epochs recorded for topic name, ascending.
-func (s *Store) Epochs(name string) ([]EpochStart, error) {
-	t, err := s.lookup(name)
+// Epochs returns the leader epochs recorded for the log, ascending.
+func (l *Log) Epochs() ([]EpochStart, error) {
+	t, err := l.live()
 	if err != nil {
 		return nil, err
 	}
@@ -192,13 +192,13 @@ func (s *Store) Epochs(name string) ([]EpochStart, error) {
 	return append([]EpochStart(nil), t.epochs...), nil
 }
 
-// EpochEnd answers KIP-279's OffsetForLeaderEpoch for topic name: the
+// EpochEnd answers KIP-279's OffsetForLeaderEpoch for the log: the
 // largest recorded epoch at or below epoch (found), and the offset where
 // it ended: the next entry's start, or the topic's next offset for the
 // last entry. With no entry at or below epoch, found is -1 and end the
 // topic's oldest offset.
-func (s *Store) EpochEnd(name string, epoch int64) (found, end int64, err error) {
-	t, err := s.lookup(name)
+func (l *Log) EpochEnd(epoch int64) (found, end int64, err error) {
+	t, err := l.live()
 	if err != nil {
 		return 0, 0, err
 	}

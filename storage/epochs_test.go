@@ -109,14 +109,14 @@ func FuzzParseEpochs(f *testing.F) {
 func TestEpochs(t *testing.T) {
 	s, opts := openTest(t, 2)
 	populate(t, s, "e", 0, 31) // next 31
-	if es, err := s.Epochs("e"); err != nil || len(es) != 0 {
+	if es, err := lg(t, s, "e").Epochs(); err != nil || len(es) != 0 {
 		t.Fatalf("no epochs yet: %v %v", es, err)
 	}
-	if found, end, err := s.EpochEnd("e", 5); err != nil || found != -1 || end != 0 {
+	if found, end, err := lg(t, s, "e").EpochEnd(5); err != nil || found != -1 || end != 0 {
 		t.Fatalf("EpochEnd with no epochs: %d %d %v", found, end, err)
 	}
 	for _, e := range []EpochStart{{2, 0}, {3, 11}, {5, 25}} {
-		if err := s.SetEpoch("e", e.Epoch, e.Start); err != nil {
+		if err := lg(t, s, "e").SetEpoch(e.Epoch, e.Start); err != nil {
 			t.Fatalf("SetEpoch %v: %v", e, err)
 		}
 	}
@@ -132,24 +132,24 @@ func TestEpochs(t *testing.T) {
 		{6, MaxOffset + 1, ErrInvalidEpoch}, // past every offset
 		{-1, 30, ErrInvalidEpoch},           // negative
 	} {
-		if err := s.SetEpoch("e", c.epoch, c.start); !errors.Is(err, c.err) {
+		if err := lg(t, s, "e").SetEpoch(c.epoch, c.start); !errors.Is(err, c.err) {
 			t.Fatalf("SetEpoch(%d, %d): %v, want %v", c.epoch, c.start, err, c.err)
 		}
 	}
-	if err := s.SetEpoch("missing", 1, 0); !errors.Is(err, ErrTopicNotFound) {
+	if _, err := s.Log("missing"); !errors.Is(err, ErrTopicNotFound) {
 		t.Fatalf("SetEpoch on a missing topic: %v", err)
 	}
 	// A new epoch starting where the last began replaces it.
-	if err := s.SetEpoch("e", 6, 31); err != nil {
+	if err := lg(t, s, "e").SetEpoch(6, 31); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetEpoch("e", 8, 31); err != nil {
+	if err := lg(t, s, "e").SetEpoch(8, 31); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, EpochStart{8, 31})
 	check := func(when string) {
 		t.Helper()
-		if es, err := s.Epochs("e"); err != nil || !slices.Equal(es, want) {
+		if es, err := lg(t, s, "e").Epochs(); err != nil || !slices.Equal(es, want) {
 			t.Fatalf("%s: epochs %v %v, want %v", when, es, err, want)
 		}
 		for _, c := range []struct{ ask, found, end int64 }{
@@ -164,17 +164,17 @@ func TestEpochs(t *testing.T) {
 			{8, 8, 31}, // the last: the next offset
 			{100, 8, 31},
 		} {
-			if found, end, err := s.EpochEnd("e", c.ask); err != nil || found != c.found || end != c.end {
+			if found, end, err := lg(t, s, "e").EpochEnd(c.ask); err != nil || found != c.found || end != c.end {
 				t.Fatalf("%s: EpochEnd(%d) = %d %d %v, want %d %d", when, c.ask, found, end, err, c.found, c.end)
 			}
 		}
 	}
 	check("set")
 	populate(t, s, "e", 31, 5) // next 37
-	if found, end, _ := s.EpochEnd("e", 9); found != 8 || end != 37 {
+	if found, end, _ := lg(t, s, "e").EpochEnd(9); found != 8 || end != 37 {
 		t.Fatalf("the last epoch ends at the next offset: %d %d", found, end)
 	}
-	if next, err := s.TruncateAfter("e", 31); err != nil || next != 31 {
+	if next, err := lg(t, s, "e").TruncateAfter(31); err != nil || next != 31 {
 		t.Fatalf("cut: %d %v", next, err)
 	}
 	mustClose(t, s)
@@ -185,7 +185,7 @@ func TestEpochs(t *testing.T) {
 	want = want[:3] // (8, 31) started at the cut: dropped
 	check2 := func(when string) {
 		t.Helper()
-		if es, err := s.Epochs("e"); err != nil || !slices.Equal(es, want) {
+		if es, err := lg(t, s, "e").Epochs(); err != nil || !slices.Equal(es, want) {
 			t.Fatalf("%s: epochs %v %v, want %v", when, es, err, want)
 		}
 	}
@@ -199,7 +199,7 @@ func TestEpochs(t *testing.T) {
 	if err := s.CreateTopic("e"); err != nil {
 		t.Fatal(err)
 	}
-	if es, _ := s.Epochs("e"); len(es) != 0 {
+	if es, _ := lg(t, s, "e").Epochs(); len(es) != 0 {
 		t.Fatalf("a topic created again has the old epochs: %v", es)
 	}
 }
@@ -212,22 +212,22 @@ func TestEpochsTruncateAfter(t *testing.T) {
 	s, opts := openTest(t, 3)
 	populate(t, s, "e", 0, 61)
 	for _, e := range []EpochStart{{1, 0}, {2, 25}, {3, 29}, {4, 40}} {
-		if err := s.SetEpoch("e", e.Epoch, e.Start); err != nil {
+		if err := lg(t, s, "e").SetEpoch(e.Epoch, e.Start); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if next, err := s.TruncateAfter("e", 30); err != nil || next != 29 {
+	if next, err := lg(t, s, "e").TruncateAfter(30); err != nil || next != 29 {
 		t.Fatalf("cut: %d %v", next, err)
 	}
 	want := []EpochStart{{1, 0}, {2, 25}}
-	if es, _ := s.Epochs("e"); !slices.Equal(es, want) {
+	if es, _ := lg(t, s, "e").Epochs(); !slices.Equal(es, want) {
 		t.Fatalf("epochs after the cut %v, want %v", es, want)
 	}
-	if found, end, _ := s.EpochEnd("e", 3); found != 2 || end != 29 {
+	if found, end, _ := lg(t, s, "e").EpochEnd(3); found != 2 || end != 29 {
 		t.Fatalf("EpochEnd(3) after the cut: %d %d, want 2 29", found, end)
 	}
 	// The follower copies under epoch 5 from 29.
-	if err := s.SetEpoch("e", 5, 29); err != nil {
+	if err := lg(t, s, "e").SetEpoch(5, 29); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, EpochStart{5, 29})
@@ -237,24 +237,24 @@ func TestEpochsTruncateAfter(t *testing.T) {
 			t.Fatalf("volume %s: epochs file %x %v", v, b, err)
 		}
 	}
-	if err := s.Truncate("e", 27); err != nil {
+	if err := lg(t, s, "e").Truncate(27); err != nil {
 		t.Fatal(err)
 	}
-	if next, err := s.TruncateAfter("e", 0); err != nil || next != 27 {
+	if next, err := lg(t, s, "e").TruncateAfter(0); err != nil || next != 27 {
 		t.Fatalf("cut to empty: %d %v", next, err)
 	}
 	want = want[:2] // (5, 29) starts after the start, 27
-	if es, _ := s.Epochs("e"); !slices.Equal(es, want) {
+	if es, _ := lg(t, s, "e").Epochs(); !slices.Equal(es, want) {
 		t.Fatalf("epochs after a cut to empty %v, want %v", es, want)
 	}
-	if found, end, _ := s.EpochEnd("e", 9); found != 2 || end != 27 {
+	if found, end, _ := lg(t, s, "e").EpochEnd(9); found != 2 || end != 27 {
 		t.Fatalf("EpochEnd after a cut to empty: %d %d, want 2 27", found, end)
 	}
 	// A cut at the next offset cuts no batch but forgets an epoch begun
 	// there (a leader that took nothing); one past it forgets nothing.
 	populate(t, s, "e", 27, 3)
-	info, _ := s.Info("e")
-	if err := s.SetEpoch("e", 6, info.Next); err != nil {
+	info, _ := lg(t, s, "e").Info()
+	if err := lg(t, s, "e").SetEpoch(6, info.Next); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -264,10 +264,10 @@ func TestEpochsTruncateAfter(t *testing.T) {
 		{info.Next + 1, append(slices.Clone(want), EpochStart{6, info.Next})},
 		{info.Next, want},
 	} {
-		if next, err := s.TruncateAfter("e", c.at); err != nil || next != info.Next {
+		if next, err := lg(t, s, "e").TruncateAfter(c.at); err != nil || next != info.Next {
 			t.Fatalf("cut at %d with next %d: %d %v", c.at, info.Next, next, err)
 		}
-		if es, _ := s.Epochs("e"); !slices.Equal(es, c.want) {
+		if es, _ := lg(t, s, "e").Epochs(); !slices.Equal(es, c.want) {
 			t.Fatalf("epochs after a cut at %d with next %d: %v, want %v", c.at, info.Next, es, c.want)
 		}
 	}
@@ -305,7 +305,7 @@ func TestEpochsTorn(t *testing.T) {
 				s := mustOpen(t, opts)
 				populate(t, s, "e", 0, 25)
 				for _, e := range want {
-					if err := s.SetEpoch("e", e.Epoch, e.Start); err != nil {
+					if err := lg(t, s, "e").SetEpoch(e.Epoch, e.Start); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -319,7 +319,7 @@ func TestEpochsTorn(t *testing.T) {
 					damage(t, filepath.Join(opts.Volumes[v], topicsDir, "e", epochsName))
 				}
 				s = mustOpen(t, opts)
-				es, err := s.Epochs("e")
+				es, err := lg(t, s, "e").Epochs()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -343,7 +343,7 @@ func TestEpochsTorn(t *testing.T) {
 					}
 				}
 				// The topic works, and a new epoch rewrites every copy.
-				if err := s.SetEpoch("e", 10, 25); err != nil {
+				if err := lg(t, s, "e").SetEpoch(10, 25); err != nil {
 					t.Fatal(err)
 				}
 				populate(t, s, "e", 25, 3)
@@ -352,7 +352,7 @@ func TestEpochsTorn(t *testing.T) {
 				if st := s.Stats(); st.Repairs != 0 || st.UnreadableRanges != 0 {
 					t.Fatalf("second open: %+v", st)
 				}
-				if es, _ := s.Epochs("e"); len(es) == 0 || es[len(es)-1] != (EpochStart{10, 25}) {
+				if es, _ := lg(t, s, "e").Epochs(); len(es) == 0 || es[len(es)-1] != (EpochStart{10, 25}) {
 					t.Fatalf("after a new epoch: %v", es)
 				}
 			})

@@ -207,7 +207,7 @@ func stickyCheck(t *testing.T, fsync FsyncPolicy, vols int, inject func(ffs *fau
 	})
 	want := populate(t, s, "a", 0, 25)
 	other := populate(t, s, "b", 0, 5)
-	if err := s.ReadOnly("a"); err != nil {
+	if err := lg(t, s, "a").ReadOnly(); err != nil {
 		t.Fatalf("ReadOnly before the failure: %v", err)
 	}
 	inject(ffs, s.topicDir(vols-1, "a"))
@@ -216,15 +216,15 @@ func stickyCheck(t *testing.T, fsync FsyncPolicy, vols int, inject func(ffs *fau
 	if !errors.Is(err, errInjected) || !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("failing append: %v, want the injected error and ErrReadOnly", err)
 	}
-	if ro := s.ReadOnly("a"); !errors.Is(ro, ErrReadOnly) || !errors.Is(ro, errInjected) {
+	if ro := lg(t, s, "a").ReadOnly(); !errors.Is(ro, ErrReadOnly) || !errors.Is(ro, errInjected) {
 		t.Fatalf("ReadOnly after the failure: %v, want ErrReadOnly and the injected error", ro)
 	}
-	if ro := s.ReadOnly("b"); ro != nil {
+	if ro := lg(t, s, "b").ReadOnly(); ro != nil {
 		t.Fatalf("ReadOnly of another topic: %v", ro)
 	}
 	ffs.heal()
 	for i := range 3 {
-		_, err := s.Append("a", protocol.AppendBatch(nil, msgs(100+i, 1+i)...))
+		_, err := lg(t, s, "a").Append(protocol.AppendBatch(nil, msgs(100+i, 1+i)...), AppendOptions{})
 		if !errors.Is(err, ErrReadOnly) {
 			t.Fatalf("append %d after the failure: %v, want ErrReadOnly", i, err)
 		}
@@ -240,7 +240,7 @@ func stickyCheck(t *testing.T, fsync FsyncPolicy, vols int, inject func(ffs *fau
 
 	opts.FS = OSFS{}
 	s = mustOpen(t, opts)
-	if ro := s.ReadOnly("a"); ro != nil {
+	if ro := lg(t, s, "a").ReadOnly(); ro != nil {
 		t.Fatalf("ReadOnly after a reopen: %v", ro)
 	}
 	rb = scan(t, s, "a")
@@ -255,7 +255,7 @@ func TestFaultFsyncSticky(t *testing.T) {
 		stickyCheck(t, FsyncAlways, vols,
 			func(ffs *faultFS, dir string) { ffs.failSync(dir) },
 			func(s *Store) ([][]byte, error) {
-				_, err := s.Append("a", protocol.AppendBatch(nil, msgs(50, 2)...))
+				_, err := lg(t, s, "a").Append(protocol.AppendBatch(nil, msgs(50, 2)...), AppendOptions{})
 				return nil, err
 			})
 	})
@@ -267,7 +267,7 @@ func TestFaultWriteSticky(t *testing.T) {
 		stickyCheck(t, FsyncNever, vols,
 			func(ffs *faultFS, dir string) { ffs.failWrite(dir) },
 			func(s *Store) ([][]byte, error) {
-				_, err := s.Append("a", protocol.AppendBatch(nil, msgs(50, 2)...))
+				_, err := lg(t, s, "a").Append(protocol.AppendBatch(nil, msgs(50, 2)...), AppendOptions{})
 				return nil, err
 			})
 	})
@@ -279,7 +279,7 @@ func TestFaultIntervalSyncSticky(t *testing.T) {
 		func(ffs *faultFS, dir string) { ffs.failSync(dir) },
 		func(s *Store) ([][]byte, error) {
 			m := msgs(25, 2) // acknowledged: fsync comes later
-			if _, err := s.Append("a", protocol.AppendBatch(nil, m...)); err != nil {
+			if _, err := lg(t, s, "a").Append(protocol.AppendBatch(nil, m...), AppendOptions{}); err != nil {
 				return nil, fmt.Errorf("append before the sync failed: %w", err)
 			}
 			return m, s.Sync()
@@ -313,16 +313,11 @@ func TestVolumeLocked(t *testing.T) {
 func TestTopicNames(t *testing.T) {
 	s, opts := openTest(t, 1, func(o *Options) { o.Logger = testLogger(t) })
 	bad := []string{"../x", "a/b", "x\x00y", ".", "..", "", strings.Repeat("a", 256), "/x", `a\b`, "a b", "~deleted.a", "é"}
-	batch := protocol.AppendBatch(nil, []byte("m"))
 	for _, name := range bad {
 		for op, err := range map[string]error{
 			"create": s.CreateTopic(name),
 			"delete": s.DeleteTopic(name),
-			"append": func() error { _, err := s.Append(name, slices.Clone(batch)); return err }(),
-			"read":   func() error { _, err := s.Read(name, 0, 0, 0); return err }(),
-			"info":   func() error { _, err := s.Info(name); return err }(),
-			"watch":  func() error { _, err := s.Watch(name, 0, func() {}); return err }(),
-			"trunc":  s.Truncate(name, 1),
+			"log":    func() error { _, err := s.Log(name); return err }(),
 		} {
 			if !errors.Is(err, ErrInvalidTopic) {
 				t.Errorf("%s %q: %v, want ErrInvalidTopic", op, name, err)
@@ -375,7 +370,7 @@ func TestReadOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, off := range []int64{0, -1, 5} {
-		r, err := s.Read("e", off, 0, 0)
+		r, err := lg(t, s, "e").Read(off, 0, 0)
 		if err != nil || r.Batches != 0 || r.Next != max(off, 0) {
 			t.Fatalf("read %d of an empty topic: %+v %v", off, r, err)
 		}
@@ -385,7 +380,7 @@ func TestReadOffsets(t *testing.T) {
 	end := int64(len(want))
 	last := func(off int64, limit int) (*ReadResult, [][]byte) {
 		t.Helper()
-		r, err := s.Read("r", off, limit, 0)
+		r, err := lg(t, s, "r").Read(off, limit, 0)
 		if err != nil {
 			t.Fatalf("read %d: %v", off, err)
 		}
@@ -415,17 +410,17 @@ func TestReadOffsets(t *testing.T) {
 		t.Fatalf("read -1 limit 1: %+v", r)
 	}
 	for _, off := range []int64{end, end + 1, 1 << 50} {
-		r, err := s.Read("r", off, 0, 0)
+		r, err := lg(t, s, "r").Read(off, 0, 0)
 		if err != nil || r.Batches != 0 || len(r.Spans) != 0 || r.Next != off {
 			t.Fatalf("read %d past the end %d: %+v %v", off, end, r, err)
 		}
 		r.Release()
 	}
-	if err := s.Truncate("r", 15); err != nil {
+	if err := lg(t, s, "r").Truncate(15); err != nil {
 		t.Fatal(err)
 	}
 	for _, off := range []int64{0, 14} {
-		if _, err := s.Read("r", off, 0, 0); !errors.Is(err, ErrOffsetOutOfRange) {
+		if _, err := lg(t, s, "r").Read(off, 0, 0); !errors.Is(err, ErrOffsetOutOfRange) {
 			t.Fatalf("read %d before the oldest: %v, want ErrOffsetOutOfRange", off, err)
 		}
 	}
@@ -458,7 +453,7 @@ func TestRotationBoundary(t *testing.T) {
 	add := func(n int) {
 		t.Helper()
 		m := msgs(len(want), n)
-		base, err := s.Append("rot", protocol.AppendBatch(nil, m...))
+		base, err := lg(t, s, "rot").Append(protocol.AppendBatch(nil, m...), AppendOptions{})
 		if err != nil || base != int64(len(want)) {
 			t.Fatalf("append: base %d %v, want %d", base, err, len(want))
 		}
@@ -485,7 +480,7 @@ func TestRotationBoundary(t *testing.T) {
 	files("00000000000000000000.log", "00000000000000000010.log")
 	add(1) // offset 24
 	files("00000000000000000000.log", "00000000000000000010.log", "00000000000000000024.log")
-	if info, err := s.Info("rot"); err != nil || info.Segments != 3 || info.Next != 25 {
+	if info, err := lg(t, s, "rot").Info(); err != nil || info.Segments != 3 || info.Next != 25 {
 		t.Fatalf("info %+v %v", info, err)
 	}
 
@@ -508,7 +503,7 @@ func TestRotationBoundary(t *testing.T) {
 	}
 
 	// Reads span segments: one span per file, offsets dense.
-	r, err := s.Read("rot", 5, 20, 0)
+	r, err := lg(t, s, "rot").Read(5, 20, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,12 +528,12 @@ func TestRotationBoundary(t *testing.T) {
 	}
 	// A limit ending inside a batch returns the whole batch; maxBytes
 	// smaller than a batch still returns one.
-	if r, err := s.Read("rot", 18, 2, 0); err != nil || r.Next != 24 || r.Batches != 2 {
+	if r, err := lg(t, s, "rot").Read(18, 2, 0); err != nil || r.Next != 24 || r.Batches != 2 {
 		t.Fatalf("read 18+2: %+v %v", r, err)
 	} else {
 		r.Release()
 	}
-	if r, err := s.Read("rot", 8, 0, 1); err != nil || r.Next != 9 || r.Batches != 1 {
+	if r, err := lg(t, s, "rot").Read(8, 0, 1); err != nil || r.Next != 9 || r.Batches != 1 {
 		t.Fatalf("read 8 max 1 byte: %+v %v", r, err)
 	} else {
 		r.Release()
@@ -595,7 +590,7 @@ func TestTruncateTime(t *testing.T) {
 		{20 * time.Second, 20},
 		{time.Hour, 35}, // after the newest: truncated to the end
 	} {
-		if err := s.TruncateTime("tt", start.Add(tc.at)); err != nil {
+		if err := lg(t, s, "tt").TruncateTime(start.Add(tc.at)); err != nil {
 			t.Fatal(err)
 		}
 		rb := scan(t, s, "tt")
@@ -629,13 +624,13 @@ func TestRetentionAge(t *testing.T) {
 	if len(bases) < 3 {
 		t.Fatalf("segments %v", bases)
 	}
-	if info, _ := s.Info("age"); info.Oldest != 0 {
+	if info, _ := lg(t, s, "age").Info(); info.Oldest != 0 {
 		t.Fatalf("retention deleted young segments: %+v", info)
 	}
 	clk.Add(45 * time.Minute) // t0+75m: all but the newest are past the age
 	newest := bases[len(bases)-1]
 	eventually(t, "old segments to go", func() bool {
-		info, err := s.Info("age")
+		info, err := lg(t, s, "age").Info()
 		if err != nil || info.Oldest != newest {
 			return false
 		}
@@ -647,7 +642,7 @@ func TestRetentionAge(t *testing.T) {
 		}
 		return true
 	})
-	if _, err := s.Read("age", newest-1, 0, 0); !errors.Is(err, ErrOffsetOutOfRange) {
+	if _, err := lg(t, s, "age").Read(newest-1, 0, 0); !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("read before the oldest: %v", err)
 	}
 	scan(t, s, "age").wantMsgs(t, newest, want[newest:])
@@ -667,7 +662,7 @@ func TestRetentionBytes(t *testing.T) {
 	var bases []int64
 	eventually(t, "the topic to shrink under the limit", func() bool {
 		var err error
-		info, err = s.Info("big")
+		info, err = lg(t, s, "big").Info()
 		// Files are removed just after the topic's state changes.
 		bases = segBases(t, opts.Volumes[0], "big")
 		return err == nil && (info.Bytes <= limit || info.Segments == 1) && len(bases) == info.Segments
@@ -728,7 +723,7 @@ func TestReadRacingDeleteRecreate(t *testing.T) {
 					t.Error(err)
 				}
 				for _, m := range fresh {
-					if _, err := s.Append("t", protocol.AppendBatch(nil, m)); err != nil {
+					if _, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, m), AppendOptions{}); err != nil {
 						t.Error(err)
 					}
 				}
@@ -738,7 +733,7 @@ func TestReadRacingDeleteRecreate(t *testing.T) {
 			} else {
 				ffs.setHooks(race, nil)
 			}
-			r, err := s.Read("t", 0, 0, 0)
+			r, err := lg(t, s, "t").Read(0, 0, 0)
 			if !fired.Load() {
 				t.Fatal("the read opened no segment file")
 			}

@@ -63,7 +63,7 @@ func TestFileBudgetManyTopics(t *testing.T) {
 				}
 			}
 			m := msgs(len(want[name]), 1+round%2)
-			if _, err := s.Append(name, protocol.AppendBatch(nil, m...)); err != nil {
+			if _, err := lg(t, s, name).Append(protocol.AppendBatch(nil, m...), AppendOptions{}); err != nil {
 				t.Fatalf("round %d, %s: %v", round, name, err)
 			}
 			want[name] = append(want[name], m...)
@@ -87,7 +87,7 @@ func TestFileBudgetManyTopics(t *testing.T) {
 	checkTopics(t, s, want)
 	for name := range want {
 		m := msgs(len(want[name]), 1)
-		if _, err := s.Append(name, protocol.AppendBatch(nil, m...)); err != nil {
+		if _, err := lg(t, s, name).Append(protocol.AppendBatch(nil, m...), AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		want[name] = append(want[name], m...)
@@ -118,7 +118,7 @@ func TestFileBudgetContention(t *testing.T) {
 		wg.Go(func() {
 			name := fmt.Sprintf("w%d", w)
 			for i := 0; i < per; {
-				_, err := s.Append(name, protocol.AppendBatch(nil, fmt.Appendf(nil, "%d", i)))
+				_, err := lg(t, s, name).Append(protocol.AppendBatch(nil, fmt.Appendf(nil, "%d", i)), AppendOptions{})
 				switch {
 				case err == nil:
 					i++
@@ -167,7 +167,7 @@ func TestOpenFailureNotSticky(t *testing.T) {
 	appendOK := func() {
 		t.Helper()
 		m := msgs(len(want), 2)
-		base, err := s.Append("t", protocol.AppendBatch(nil, m...))
+		base, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, m...), AppendOptions{})
 		if err != nil || base != int64(len(want)) {
 			t.Fatalf("append: base %d, %v; want %d", base, err, len(want))
 		}
@@ -175,9 +175,9 @@ func TestOpenFailureNotSticky(t *testing.T) {
 	}
 	appendRefused := func(what string) {
 		t.Helper()
-		_, err := s.Append("t", protocol.AppendBatch(nil, []byte("lost")))
-		if !errors.Is(err, ErrTooManyFiles) || errors.Is(err, ErrReadOnly) || s.ReadOnly("t") != nil {
-			t.Fatalf("%s: %v (ReadOnly %v), want ErrTooManyFiles and not read-only", what, err, s.ReadOnly("t"))
+		_, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, []byte("lost")), AppendOptions{})
+		if !errors.Is(err, ErrTooManyFiles) || errors.Is(err, ErrReadOnly) || lg(t, s, "t").ReadOnly() != nil {
+			t.Fatalf("%s: %v (ReadOnly %v), want ErrTooManyFiles and not read-only", what, err, lg(t, s, "t").ReadOnly())
 		}
 		if strings.Contains(err.Error(), opts.Volumes[0]) {
 			t.Fatalf("%s: the error names a server path: %v", what, err)
@@ -235,11 +235,11 @@ func TestNoSpaceWriteRolledBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := msgs(0, 3)
-			if _, err := s.Append("t", protocol.AppendBatch(nil, want...)); err != nil {
+			if _, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, want...), AppendOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			ffs.failWrite(opts.Volumes[1]) // a torn write on the second volume
-			_, err := s.Append("t", protocol.AppendBatch(nil, msgs(3, 4)...))
+			_, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, msgs(3, 4)...), AppendOptions{})
 			if !errors.Is(err, ErrNoSpace) || errors.Is(err, ErrReadOnly) || !errors.Is(err, syscall.ENOSPC) {
 				t.Fatalf("append on a full volume: %v, want ErrNoSpace and not read-only", err)
 			}
@@ -255,7 +255,7 @@ func TestNoSpaceWriteRolledBack(t *testing.T) {
 			}
 			ffs.heal()
 			m := msgs(3, 2)
-			base, err := s.Append("t", protocol.AppendBatch(nil, m...))
+			base, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, m...), AppendOptions{})
 			if err != nil || base != 3 {
 				t.Fatalf("append once space is back: base %d, %v; want 3", base, err)
 			}

@@ -66,7 +66,7 @@ func benchFsyncAlways(b *testing.B, writers int) {
 		}
 		return time.Since(start)
 	}
-	haraqa := func() error { _, err := s.Append("bench", batch); return err }
+	haraqa := func() error { _, err := lg(b, s, "bench").Append(batch, AppendOptions{}); return err }
 	plain := func() error {
 		if _, err := raw.Write(batch); err != nil {
 			return err

@@ -136,7 +136,7 @@ func FuzzRecover(f *testing.F) {
 			t.Fatalf("next offset %d: recovery trusted an absurd base offset", first.next)
 		}
 		m := []byte("appended after recovery")
-		base, err := s.Append("f", protocol.AppendBatch(nil, m))
+		base, err := lg(t, s, "f").Append(protocol.AppendBatch(nil, m), AppendOptions{})
 		if err != nil {
 			t.Fatalf("append after recovery: %v", err)
 		}

@@ -57,7 +57,7 @@ type GroupOffset struct {
 	Member    string
 }
 
-// Commit describes a commit (Store.CommitOffset).
+// Commit describes a commit (Log.CommitOffset).
 type Commit struct {
 	// Offset is the offset the group reads from next: one past the last
 	// message it processed. At least 0, at most the topic's next offset.
@@ -109,11 +109,11 @@ type groupTable struct {
 	appendable    bool
 }
 
-// groupOp looks up topic name, checks the group name and runs fn with the
+// groupOp checks that the log is live, checks the group name and runs fn with the
 // topic's group table locked. A group refused for a full MaxGroups or
 // quota is tried once more after a sweep of expired leases made room.
-func (s *Store) groupOp(name, group string, fn func(t *topic, g *groupTable) error) error {
-	t, err := s.lookup(name)
+func (l *Log) groupOp(group string, fn func(t *topic, g *groupTable) error) error {
+	t, err := l.live()
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (s *Store) groupOp(name, group string, fn func(t *topic, g *groupTable) err
 		return fn(t, g)
 	}
 	err = run()
-	if err != nil && s.retryAfterSweep(err) {
+	if err != nil && t.s.retryAfterSweep(err) {
 		err = run()
 	}
 	return err
@@ -145,26 +145,27 @@ func (t *topic) viewLocked(group string, e *groupEntry, now time.Time) GroupOffs
 	return e.state().View(group, now, oldest, next)
 }
 
-// FetchOffset returns the state of group on topic name; a group never
+// FetchOffset returns the state of group on the log; a group never
 // committed has Committed NoOffset and starts at the oldest offset.
-func (s *Store) FetchOffset(name, group string) (GroupOffset, error) {
+func (l *Log) FetchOffset(group string) (GroupOffset, error) {
 	var o GroupOffset
-	err := s.groupOp(name, group, func(t *topic, g *groupTable) error {
+	err := l.groupOp(group, func(t *topic, g *groupTable) error {
 		o = t.viewLocked(group, g.m[group], time.Now())
 		return nil
 	})
 	return o, err
 }
 
-// CommitOffset sets the committed offset of group on topic name, on every
+// CommitOffset sets the committed offset of group on the log, on every
 // volume, under the fsync policy, before it returns; see Commit for the
 // conditions. Errors: ErrGroupBusy, ErrCommitConflict,
 // ErrOffsetOutOfRange (an offset past the topic's next), ErrTooManyGroups.
-func (s *Store) CommitOffset(name, group string, c Commit) error {
+func (l *Log) CommitOffset(group string, c Commit) error {
+	s, name := l.t.s, l.t.name
 	if err := CheckCommit(name, group, c); err != nil {
 		return err
 	}
-	return s.groupOp(name, group, func(t *topic, g *groupTable) error {
+	return l.groupOp(group, func(t *topic, g *groupTable) error {
 		now := time.Now()
 		e := g.m[group]
 		if err := e.state().Busy(name, group, c.Member, now); err != nil {
@@ -204,19 +205,20 @@ func (s *Store) CommitOffset(name, group string, c Commit) error {
 }
 
 // Lease takes, or renews when member holds it, the lease of member on
-// (group, topic name) for ttl (0: DefaultLease; within [MinLease,
+// (group, log) for ttl (0: DefaultLease; within [MinLease,
 // MaxLease]), and returns the group's state. Another member's live lease
 // is ErrGroupBusy: the caller decides whether to wait and ask again. A
 // lease lives in memory only; a restart frees every lease. A group the
 // lease creates has no owner: LeaseFor names one.
-func (s *Store) Lease(name, group, member string, ttl time.Duration) (GroupOffset, error) {
-	return s.LeaseFor("", name, group, member, ttl)
+func (l *Log) Lease(group, member string, ttl time.Duration) (GroupOffset, error) {
+	return l.LeaseFor("", group, member, ttl)
 }
 
 // LeaseFor is Lease for the token owner ("" without auth): a group the
 // lease creates is owner's, in its quota (Options.MaxGroupsPerToken),
 // until it is committed and deleted, or holds only a lease that expires.
-func (s *Store) LeaseFor(owner, name, group, member string, ttl time.Duration) (GroupOffset, error) {
+func (l *Log) LeaseFor(owner, group, member string, ttl time.Duration) (GroupOffset, error) {
+	s, name := l.t.s, l.t.name
 	if err := validMember(member); err != nil {
 		return GroupOffset{}, err
 	}
@@ -225,7 +227,7 @@ func (s *Store) LeaseFor(owner, name, group, member string, ttl time.Duration) (
 	}
 	ttl = LeaseTTL(ttl)
 	var o GroupOffset
-	err := s.groupOp(name, group, func(t *topic, g *groupTable) error {
+	err := l.groupOp(group, func(t *topic, g *groupTable) error {
 		now := time.Now()
 		e := g.m[group]
 		if err := e.state().Busy(name, group, member, now); err != nil {
@@ -246,11 +248,12 @@ func (s *Store) LeaseFor(owner, name, group, member string, ttl time.Duration) (
 	return o, err
 }
 
-// ReleaseLease gives up member's lease on (group, topic name), if it holds
+// ReleaseLease gives up member's lease on (group, log), if it holds
 // it, and returns the group's state.
-func (s *Store) ReleaseLease(name, group, member string) (GroupOffset, error) {
+func (l *Log) ReleaseLease(group, member string) (GroupOffset, error) {
+	s := l.t.s
 	var o GroupOffset
-	err := s.groupOp(name, group, func(t *topic, g *groupTable) error {
+	err := l.groupOp(group, func(t *topic, g *groupTable) error {
 		now := time.Now()
 		e := g.m[group]
 		if e != nil && e.member == member {
@@ -266,11 +269,12 @@ func (s *Store) ReleaseLease(name, group, member string) (GroupOffset, error) {
 	return o, err
 }
 
-// DeleteGroup forgets group on topic name, on every volume. A group that
+// DeleteGroup forgets group on the log, on every volume. A group that
 // does not exist is not an error; one whose lease a member holds is
 // ErrGroupBusy.
-func (s *Store) DeleteGroup(name, group string) error {
-	return s.groupOp(name, group, func(t *topic, g *groupTable) error {
+func (l *Log) DeleteGroup(group string) error {
+	s, name := l.t.s, l.t.name
+	return l.groupOp(group, func(t *topic, g *groupTable) error {
 		now := time.Now()
 		e := g.m[group]
 		if e == nil {
@@ -295,9 +299,9 @@ func (s *Store) DeleteGroup(name, group string) error {
 	})
 }
 
-// ListGroups returns the groups of topic name, by name.
-func (s *Store) ListGroups(name string) ([]GroupOffset, error) {
-	t, err := s.lookup(name)
+// ListGroups returns the groups of the log, by name.
+func (l *Log) ListGroups() ([]GroupOffset, error) {
+	t, err := l.live()
 	if err != nil {
 		return nil, err
 	}

@@ -65,18 +65,18 @@ func TestCommitWritesRecord(t *testing.T) {
 	if err := s.CreateTopic("g"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Append("g", protocol.AppendBatch(nil, []byte("m"))); err != nil {
+	if _, err := lg(t, s, "g").Append(protocol.AppendBatch(nil, []byte("m")), AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < MaxGroupsPerTopic; i++ {
-		if err := s.CommitOffset("g", longGroup(i), Commit{Offset: 1}); err != nil {
+		if err := lg(t, s, "g").CommitOffset(longGroup(i), Commit{Offset: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	const commits = 3000
 	before := cfs.written.Load()
 	for i := 0; i < commits; i++ {
-		if err := s.CommitOffset("g", longGroup(i%MaxGroupsPerTopic), Commit{Offset: int64(i % 2)}); err != nil {
+		if err := lg(t, s, "g").CommitOffset(longGroup(i%MaxGroupsPerTopic), Commit{Offset: int64(i % 2)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -91,7 +91,7 @@ func TestCommitWritesRecord(t *testing.T) {
 	s = mustOpen(t, opts)
 	for i := 0; i < MaxGroupsPerTopic; i++ {
 		want := int64(i % 2) // its last commit was i plus a multiple of 1024
-		if o, err := s.FetchOffset("g", longGroup(i)); err != nil || o.Committed != want {
+		if o, err := lg(t, s, "g").FetchOffset(longGroup(i)); err != nil || o.Committed != want {
 			t.Fatalf("group %d after reopen: %+v, %v; want %d", i, o, err, want)
 		}
 	}
@@ -108,18 +108,18 @@ func BenchmarkGroupCommit(b *testing.B) {
 	if err := s.CreateTopic("g"); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.Append("g", protocol.AppendBatch(nil, []byte("m"))); err != nil {
+	if _, err := lg(b, s, "g").Append(protocol.AppendBatch(nil, []byte("m")), AppendOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	for i := 0; i < MaxGroupsPerTopic; i++ {
-		if err := s.CommitOffset("g", longGroup(i), Commit{Offset: 1}); err != nil {
+		if err := lg(b, s, "g").CommitOffset(longGroup(i), Commit{Offset: 1}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	before := cfs.written.Load()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := s.CommitOffset("g", longGroup(i%MaxGroupsPerTopic), Commit{Offset: int64(i % 2)}); err != nil {
+		if err := lg(b, s, "g").CommitOffset(longGroup(i%MaxGroupsPerTopic), Commit{Offset: int64(i % 2)}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -60,7 +60,7 @@ func TestGroupsTornRecord(t *testing.T) {
 				g   string
 				off int64
 			}{{"a", 2}, {"b", 4}, {"a", 3}} {
-				if err := s.CommitOffset("g", c.g, Commit{Offset: c.off}); err != nil {
+				if err := lg(t, s, "g").CommitOffset(c.g, Commit{Offset: c.off}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -95,7 +95,7 @@ func TestGroupsTornRecord(t *testing.T) {
 				t.Error("no repair counted")
 			}
 			sameGroupsFiles(t, opts)
-			if err := s.CommitOffset("g", "b", Commit{Offset: 6}); err != nil {
+			if err := lg(t, s, "g").CommitOffset("b", Commit{Offset: 6}); err != nil {
 				t.Fatal(err)
 			}
 			mustClose(t, s)
@@ -129,7 +129,7 @@ func TestGroupsOldFormatMigrated(t *testing.T) {
 	if !bytes.Equal(readGroups(t, opts, 0), old) {
 		t.Fatal("the old file was rewritten before any commit")
 	}
-	if err := s.CommitOffset("g", "a", Commit{Offset: 4}); err != nil {
+	if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if b := sameGroupsFiles(t, opts); !strings.HasPrefix(string(b), groupsLogMagic) {
@@ -150,12 +150,12 @@ func TestGroupsLogCompacted(t *testing.T) {
 	for i := 0; i < 5000; i++ {
 		g := fmt.Sprint("g", i%50)
 		if i%7 == 6 {
-			if err := s.DeleteGroup("g", g); err != nil {
+			if err := lg(t, s, "g").DeleteGroup(g); err != nil {
 				t.Fatal(err)
 			}
 			continue
 		}
-		if err := s.CommitOffset("g", g, Commit{Offset: int64(i % 10)}); err != nil {
+		if err := lg(t, s, "g").CommitOffset(g, Commit{Offset: int64(i % 10)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -174,7 +174,7 @@ func TestGroupsLogCompacted(t *testing.T) {
 	}
 	mustClose(t, s)
 	s = mustOpen(t, opts)
-	gs, err := s.ListGroups("g")
+	gs, err := lg(t, s, "g").ListGroups()
 	if err != nil || len(gs) != len(want) {
 		t.Fatalf("%d groups after reopen, want %d (%v)", len(gs), len(want), err)
 	}
@@ -205,7 +205,7 @@ func TestGroupCommitFsyncAlways(t *testing.T) {
 	if err := s.CreateTopic("g"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CommitOffset("g", "a", Commit{Offset: 0}); err != nil {
+	if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 0}); err != nil {
 		t.Fatal(err)
 	}
 	var syncs atomic.Int64
@@ -214,14 +214,14 @@ func TestGroupCommitFsyncAlways(t *testing.T) {
 			syncs.Add(1)
 		}
 	})
-	if err := s.CommitOffset("g", "a", Commit{Offset: 0}); err != nil {
+	if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 0}); err != nil {
 		t.Fatal(err)
 	}
 	if n := syncs.Load(); n != 2 {
 		t.Fatalf("%d fsyncs of the groups file for one commit on 2 volumes", n)
 	}
 	ffs.failSync(filepath.Join(opts.Volumes[1], topicsDir, "g"))
-	if err := s.CommitOffset("g", "b", Commit{Offset: 0}); err == nil {
+	if err := lg(t, s, "g").CommitOffset("b", Commit{Offset: 0}); err == nil {
 		t.Fatal("a commit whose fsync failed was acknowledged")
 	}
 }

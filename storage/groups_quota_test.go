@@ -27,14 +27,14 @@ func TestExpiredLeasesFreeSlots(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Append("t64", protocol.AppendBatch(nil, []byte("m"))); err != nil {
+	if _, err := lg(t, s, "t64").Append(protocol.AppendBatch(nil, []byte("m")), AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const ttl = 2 * time.Second
 	start := time.Now()
 	for i := 0; i < topics; i++ {
 		for j := 0; j < MaxGroupsPerTopic; j++ {
-			if _, err := s.Lease(fmt.Sprintf("t%02d", i), fmt.Sprint("g", j), "m", ttl); err != nil {
+			if _, err := lg(t, s, fmt.Sprintf("t%02d", i)).Lease(fmt.Sprint("g", j), "m", ttl); err != nil {
 				t.Fatalf("lease %d on topic %d: %v", j, i, err)
 			}
 		}
@@ -42,10 +42,10 @@ func TestExpiredLeasesFreeSlots(t *testing.T) {
 	expiry := time.Now().Add(ttl)
 	if time.Since(start) < ttl/2 {
 		// The leases still live: they hold their slots, and show.
-		if gs, err := s.ListGroups("t00"); err != nil || len(gs) != MaxGroupsPerTopic {
+		if gs, err := lg(t, s, "t00").ListGroups(); err != nil || len(gs) != MaxGroupsPerTopic {
 			t.Fatalf("live leases listed: %d, %v", len(gs), err)
 		}
-		err := s.CommitOffset("t64", "victim", Commit{Offset: 1})
+		err := lg(t, s, "t64").CommitOffset("victim", Commit{Offset: 1})
 		if !errors.Is(err, ErrTooManyGroups) || !strings.Contains(err.Error(), "MaxGroups") {
 			t.Fatalf("a group past MaxGroups while every slot is leased: %v", err)
 		}
@@ -53,13 +53,13 @@ func TestExpiredLeasesFreeSlots(t *testing.T) {
 		t.Logf("the leases took %s: not checked while live", time.Since(start))
 	}
 	time.Sleep(time.Until(expiry)) // the leases' own end
-	if err := s.CommitOffset("t64", "victim", Commit{Offset: 1}); err != nil {
+	if err := lg(t, s, "t64").CommitOffset("victim", Commit{Offset: 1}); err != nil {
 		t.Fatalf("commit after every lease expired: %v", err)
 	}
-	if _, err := s.Lease("t64", "victim2", "m", time.Second); err != nil {
+	if _, err := lg(t, s, "t64").Lease("victim2", "m", time.Second); err != nil {
 		t.Fatalf("lease after every lease expired: %v", err)
 	}
-	if gs, err := s.ListGroups("t00"); err != nil || len(gs) != 0 {
+	if gs, err := lg(t, s, "t00").ListGroups(); err != nil || len(gs) != 0 {
 		t.Fatalf("expired leases listed: %+v, %v", gs, err)
 	}
 	stats := s.GroupStats()
@@ -85,18 +85,18 @@ func TestPerTokenQuota(t *testing.T) {
 		if err := s.CreateTopic(name); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Append(name, protocol.AppendBatch(nil, []byte("m"))); err != nil {
+		if _, err := lg(t, s, name).Append(protocol.AppendBatch(nil, []byte("m")), AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	const a, b = "owner-a", "owner-b"
 	for i := 0; i < 6; i++ {
-		if err := s.CommitOffset([]string{"a1", "a2"}[i%2], fmt.Sprint("c", i), Commit{Offset: 1, Owner: a}); err != nil {
+		if err := lg(t, s, []string{"a1", "a2"}[i%2]).CommitOffset(fmt.Sprint("c", i), Commit{Offset: 1, Owner: a}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := 0; i < 2; i++ {
-		if _, err := s.LeaseFor(a, "a1", fmt.Sprint("l", i), "m", MinLease); err != nil {
+		if _, err := lg(t, s, "a1").LeaseFor(a, fmt.Sprint("l", i), "m", MinLease); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,21 +107,21 @@ func TestPerTokenQuota(t *testing.T) {
 			t.Fatalf("%s past the quota: %v", what, err)
 		}
 	}
-	refused("commit", s.CommitOffset("b", "more", Commit{Offset: 1, Owner: a}))
-	_, err := s.LeaseFor(a, "b", "more", "m", time.Second)
+	refused("commit", lg(t, s, "b").CommitOffset("more", Commit{Offset: 1, Owner: a}))
+	_, err := lg(t, s, "b").LeaseFor(a, "more", "m", time.Second)
 	refused("lease", err)
 	// Its own groups go on; another token is not touched.
-	if err := s.CommitOffset("a1", "c0", Commit{Offset: 0, Owner: a}); err != nil {
+	if err := lg(t, s, "a1").CommitOffset("c0", Commit{Offset: 0, Owner: a}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 8; i++ {
-		if err := s.CommitOffset("b", fmt.Sprint("b", i), Commit{Offset: 1, Owner: b}); err != nil {
+		if err := lg(t, s, "b").CommitOffset(fmt.Sprint("b", i), Commit{Offset: 1, Owner: b}); err != nil {
 			t.Fatalf("the other token's group %d: %v", i, err)
 		}
 	}
 	// A's leases end: their slots are free again.
 	time.Sleep(time.Until(leased))
-	if err := s.CommitOffset("b", "more", Commit{Offset: 1, Owner: a}); err != nil {
+	if err := lg(t, s, "b").CommitOffset("more", Commit{Offset: 1, Owner: a}); err != nil {
 		t.Fatalf("after A's leases expired: %v", err)
 	}
 	if n := s.ownerGroups(a); n != 7 {
@@ -134,19 +134,19 @@ func TestPerTokenQuota(t *testing.T) {
 	if n := s.ownerGroups(a); n != 7 {
 		t.Fatalf("A holds %d groups after reopen, want 7", n)
 	}
-	if err := s.CommitOffset("a2", "x", Commit{Offset: 1, Owner: a}); err != nil {
+	if err := lg(t, s, "a2").CommitOffset("x", Commit{Offset: 1, Owner: a}); err != nil {
 		t.Fatal(err)
 	}
-	refused("commit after reopen", s.CommitOffset("a2", "y", Commit{Offset: 1, Owner: a}))
-	if err := s.DeleteGroup("a1", "c0"); err != nil {
+	refused("commit after reopen", lg(t, s, "a2").CommitOffset("y", Commit{Offset: 1, Owner: a}))
+	if err := lg(t, s, "a1").DeleteGroup("c0"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CommitOffset("a2", "y", Commit{Offset: 1, Owner: a}); err != nil {
+	if err := lg(t, s, "a2").CommitOffset("y", Commit{Offset: 1, Owner: a}); err != nil {
 		t.Fatalf("after a delete: %v", err)
 	}
 	// Without a token only MaxGroups applies.
 	for i := 0; i < 20; i++ {
-		if err := s.CommitOffset("b", fmt.Sprint("anon", i), Commit{Offset: 1}); err != nil {
+		if err := lg(t, s, "b").CommitOffset(fmt.Sprint("anon", i), Commit{Offset: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

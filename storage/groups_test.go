@@ -28,7 +28,7 @@ func groupStore(t *testing.T, vols, n int) (*Store, Options) {
 		t.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
-		if _, err := s.Append("g", protocol.AppendBatch(nil, []byte(fmt.Sprint(i)))); err != nil {
+		if _, err := lg(t, s, "g").Append(protocol.AppendBatch(nil, []byte(fmt.Sprint(i))), AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -37,7 +37,7 @@ func groupStore(t *testing.T, vols, n int) (*Store, Options) {
 
 func mustFetch(t *testing.T, s *Store, group string) GroupOffset {
 	t.Helper()
-	o, err := s.FetchOffset("g", group)
+	o, err := lg(t, s, "g").FetchOffset(group)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,39 +49,39 @@ func TestGroupCommitFetch(t *testing.T) {
 	if o := mustFetch(t, s, "a"); o.Committed != NoOffset || o.Start != 0 || o.Next != 10 {
 		t.Fatalf("new group: %+v", o)
 	}
-	if err := s.CommitOffset("g", "a", Commit{Offset: 4}); err != nil {
+	if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if o := mustFetch(t, s, "a"); o.Committed != 4 || o.Start != 4 {
 		t.Fatalf("after commit: %+v", o)
 	}
 	// Compare-and-set: a stale expectation is refused and changes nothing.
-	err := s.CommitOffset("g", "a", Commit{Offset: 6, Compare: true, Expect: 2})
+	err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 6, Compare: true, Expect: 2})
 	if !errors.Is(err, ErrCommitConflict) {
 		t.Fatalf("stale compare: %v", err)
 	}
-	if err := s.CommitOffset("g", "a", Commit{Offset: 6, Compare: true, Expect: 4}); err != nil {
+	if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 6, Compare: true, Expect: 4}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CommitOffset("g", "b", Commit{Offset: 1, Compare: true, Expect: 4}); !errors.Is(err, ErrCommitConflict) {
+	if err := lg(t, s, "g").CommitOffset("b", Commit{Offset: 1, Compare: true, Expect: 4}); !errors.Is(err, ErrCommitConflict) {
 		t.Fatalf("compare on a group without a commit: %v", err)
 	}
-	if err := s.CommitOffset("g", "b", Commit{Offset: 1, Compare: true, Expect: NoOffset}); err != nil {
+	if err := lg(t, s, "g").CommitOffset("b", Commit{Offset: 1, Compare: true, Expect: NoOffset}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CommitOffset("g", "a", Commit{Offset: 11}); !errors.Is(err, ErrOffsetOutOfRange) {
+	if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 11}); !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("commit past the end: %v", err)
 	}
 	for _, bad := range []string{"", ".", "..", "a/b", "../x", string(make([]byte, 256))} {
-		if err := s.CommitOffset("g", bad, Commit{Offset: 1}); !errors.Is(err, ErrInvalidGroup) {
+		if err := lg(t, s, "g").CommitOffset(bad, Commit{Offset: 1}); !errors.Is(err, ErrInvalidGroup) {
 			t.Errorf("group %q: %v", bad, err)
 		}
 	}
-	gs, err := s.ListGroups("g")
+	gs, err := lg(t, s, "g").ListGroups()
 	if err != nil || len(gs) != 2 || gs[0].Group != "a" || gs[0].Committed != 6 || gs[1].Group != "b" || gs[1].Committed != 1 {
 		t.Fatalf("list: %+v, %v", gs, err)
 	}
-	if err := s.DeleteGroup("g", "a"); err != nil {
+	if err := lg(t, s, "g").DeleteGroup("a"); err != nil {
 		t.Fatal(err)
 	}
 	if o := mustFetch(t, s, "a"); o.Committed != NoOffset {
@@ -93,23 +93,23 @@ func TestGroupCommitFetch(t *testing.T) {
 // the group's start to the oldest offset; the commit itself is kept.
 func TestGroupCommitAfterTruncate(t *testing.T) {
 	s, _ := groupStore(t, 1, 30)
-	if err := s.CommitOffset("g", "a", Commit{Offset: 5}); err != nil {
+	if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Truncate("g", 25); err != nil {
+	if err := lg(t, s, "g").Truncate(25); err != nil {
 		t.Fatal(err)
 	}
 	o := mustFetch(t, s, "a")
 	if o.Committed != 5 || o.Start != o.Oldest || o.Oldest != 25 {
 		t.Fatalf("after truncate: %+v", o)
 	}
-	if res, err := s.Read("g", o.Start, 1, 0); err != nil {
+	if res, err := lg(t, s, "g").Read(o.Start, 1, 0); err != nil {
 		t.Fatalf("read from the start: %v", err)
 	} else {
 		res.Release()
 	}
 	// Committing after the truncation works from where the group is.
-	if err := s.CommitOffset("g", "a", Commit{Offset: 27, Compare: true, Expect: 5}); err != nil {
+	if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 27, Compare: true, Expect: 5}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -118,29 +118,29 @@ func TestGroupCommitAfterTruncate(t *testing.T) {
 // leases and commits; after expiry another takes over from the last commit.
 func TestGroupLease(t *testing.T) {
 	s, _ := groupStore(t, 1, 10)
-	o, err := s.Lease("g", "a", "m1", MinLease)
+	o, err := lg(t, s, "g").Lease("a", "m1", MinLease)
 	if err != nil || o.Member != "m1" || o.LeaseLeft <= 0 || o.Start != 0 {
 		t.Fatalf("take: %+v, %v", o, err)
 	}
-	if err := s.CommitOffset("g", "a", Commit{Offset: 3, Member: "m1"}); err != nil {
+	if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 3, Member: "m1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Lease("g", "a", "m2", time.Second); !errors.Is(err, ErrGroupBusy) {
+	if _, err := lg(t, s, "g").Lease("a", "m2", time.Second); !errors.Is(err, ErrGroupBusy) {
 		t.Fatalf("second member: %v", err)
 	}
-	if err := s.CommitOffset("g", "a", Commit{Offset: 4, Member: "m2"}); !errors.Is(err, ErrGroupBusy) {
+	if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 4, Member: "m2"}); !errors.Is(err, ErrGroupBusy) {
 		t.Fatalf("second member's commit: %v", err)
 	}
-	if err := s.CommitOffset("g", "a", Commit{Offset: 4}); !errors.Is(err, ErrGroupBusy) {
+	if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 4}); !errors.Is(err, ErrGroupBusy) {
 		t.Fatalf("commit without a member: %v", err)
 	}
-	if err := s.DeleteGroup("g", "a"); !errors.Is(err, ErrGroupBusy) {
+	if err := lg(t, s, "g").DeleteGroup("a"); !errors.Is(err, ErrGroupBusy) {
 		t.Fatalf("delete of a leased group: %v", err)
 	}
 	// m1 stops renewing: m2 takes over once the lease ends.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		o, err = s.Lease("g", "a", "m2", time.Second)
+		o, err = lg(t, s, "g").Lease("a", "m2", time.Second)
 		if err == nil {
 			break
 		}
@@ -152,16 +152,16 @@ func TestGroupLease(t *testing.T) {
 	if o.Start != 3 || o.Committed != 3 || o.Member != "m2" {
 		t.Fatalf("takeover state: %+v", o)
 	}
-	if err := s.CommitOffset("g", "a", Commit{Offset: 5, Member: "m1"}); !errors.Is(err, ErrGroupBusy) {
+	if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 5, Member: "m1"}); !errors.Is(err, ErrGroupBusy) {
 		t.Fatalf("the old member's late commit: %v", err)
 	}
-	if o, err := s.ReleaseLease("g", "a", "m2"); err != nil || o.Member != "" {
+	if o, err := lg(t, s, "g").ReleaseLease("a", "m2"); err != nil || o.Member != "" {
 		t.Fatalf("release: %+v, %v", o, err)
 	}
-	if _, err := s.Lease("g", "a", "m1", time.Second); err != nil {
+	if _, err := lg(t, s, "g").Lease("a", "m1", time.Second); err != nil {
 		t.Fatalf("take after release: %v", err)
 	}
-	if _, err := s.Lease("g", "a", "", time.Second); !errors.Is(err, ErrInvalidGroup) {
+	if _, err := lg(t, s, "g").Lease("a", "", time.Second); !errors.Is(err, ErrInvalidGroup) {
 		t.Fatalf("empty member: %v", err)
 	}
 }
@@ -196,7 +196,7 @@ func TestGroupsSurviveReopen(t *testing.T) {
 			t.Run(fmt.Sprintf("%s on volume %d", damage.name, vol), func(t *testing.T) {
 				s, opts := groupStore(t, 3, 10)
 				for i, g := range []string{"a", "b", "c"} {
-					if err := s.CommitOffset("g", g, Commit{Offset: int64(i + 2)}); err != nil {
+					if err := lg(t, s, "g").CommitOffset(g, Commit{Offset: int64(i + 2)}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -236,7 +236,7 @@ func TestGroupsSurviveReopen(t *testing.T) {
 // volume's, never acknowledged past, is the reference.
 func TestGroupsLastVolumeWins(t *testing.T) {
 	s, opts := groupStore(t, 2, 10)
-	if err := s.CommitOffset("g", "a", Commit{Offset: 3}); err != nil {
+	if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 3}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -254,7 +254,7 @@ func TestGroupsLastVolumeWins(t *testing.T) {
 // groups (logged and counted), never a wrong offset.
 func TestGroupsUnreadableEverywhere(t *testing.T) {
 	s, opts := groupStore(t, 2, 10)
-	if err := s.CommitOffset("g", "a", Commit{Offset: 3}); err != nil {
+	if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 3}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -276,13 +276,14 @@ func TestGroupsUnreadableEverywhere(t *testing.T) {
 // created again under the name starts without any.
 func TestGroupsDeletedWithTopic(t *testing.T) {
 	s, opts := groupStore(t, 2, 10)
-	if err := s.CommitOffset("g", "a", Commit{Offset: 3}); err != nil {
+	l := lg(t, s, "g")
+	if err := l.CommitOffset("a", Commit{Offset: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.DeleteTopic("g"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.FetchOffset("g", "a"); !errors.Is(err, ErrTopicNotFound) {
+	if _, err := l.FetchOffset("a"); !errors.Is(err, ErrTopicNotFound) {
 		t.Fatalf("fetch on a deleted topic: %v", err)
 	}
 	if err := s.CreateTopic("g"); err != nil {
@@ -309,21 +310,21 @@ func TestGroupsPerTopicLimit(t *testing.T) {
 	}
 	s, _ := groupStore(t, 1, 1)
 	for i := 0; i < MaxGroupsPerTopic; i++ {
-		if err := s.CommitOffset("g", fmt.Sprintf("g%04d", i), Commit{Offset: 1}); err != nil {
+		if err := lg(t, s, "g").CommitOffset(fmt.Sprintf("g%04d", i), Commit{Offset: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err := s.CommitOffset("g", "extra", Commit{Offset: 1})
+	err := lg(t, s, "g").CommitOffset("extra", Commit{Offset: 1})
 	if !errors.Is(err, ErrTooManyGroups) || !contains(err.Error(), "MaxGroupsPerTopic") {
 		t.Fatalf("over the limit: %v", err)
 	}
-	if _, err := s.Lease("g", "extra", "m", time.Second); !errors.Is(err, ErrTooManyGroups) {
+	if _, err := lg(t, s, "g").Lease("extra", "m", time.Second); !errors.Is(err, ErrTooManyGroups) {
 		t.Fatalf("lease over the limit: %v", err)
 	}
-	if err := s.DeleteGroup("g", "g0000"); err != nil {
+	if err := lg(t, s, "g").DeleteGroup("g0000"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CommitOffset("g", "extra", Commit{Offset: 1}); err != nil {
+	if err := lg(t, s, "g").CommitOffset("extra", Commit{Offset: 1}); err != nil {
 		t.Fatalf("after a delete: %v", err)
 	}
 }
@@ -399,10 +400,10 @@ func TestGroupCommitIOError(t *testing.T) {
 			if err := s.CreateTopic("g"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Append("g", protocol.AppendBatch(nil, []byte("a"), []byte("b"))); err != nil {
+			if _, err := lg(t, s, "g").Append(protocol.AppendBatch(nil, []byte("a"), []byte("b")), AppendOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.CommitOffset("g", "a", Commit{Offset: 1}); err != nil {
+			if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 1}); err != nil {
 				t.Fatal(err)
 			}
 			// The second volume's file (appended) and temporary file
@@ -410,21 +411,21 @@ func TestGroupCommitIOError(t *testing.T) {
 			ffs.setFailOpen(func(name string) bool {
 				return strings.HasPrefix(name, opts.Volumes[1]) && strings.Contains(filepath.Base(name), groupsName)
 			})
-			err := s.CommitOffset("g", "a", Commit{Offset: 2})
+			err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 2})
 			if err == nil || strings.Contains(err.Error(), opts.Volumes[1]) {
 				t.Fatalf("failed commit: %v", err)
 			}
-			if err := s.CommitOffset("g", "new", Commit{Offset: 2}); err == nil {
+			if err := lg(t, s, "g").CommitOffset("new", Commit{Offset: 2}); err == nil {
 				t.Fatal("a new group's failed commit succeeded")
 			}
 			if o := mustFetch(t, s, "a"); o.Committed != 1 {
 				t.Fatalf("after the failure: %+v", o)
 			}
-			if gs, _ := s.ListGroups("g"); len(gs) != 1 {
+			if gs, _ := lg(t, s, "g").ListGroups(); len(gs) != 1 {
 				t.Fatalf("the failed new group is listed: %+v", gs)
 			}
 			ffs.setFailOpen(nil)
-			if err := s.CommitOffset("g", "a", Commit{Offset: 2, Compare: true, Expect: 1}); err != nil {
+			if err := lg(t, s, "g").CommitOffset("a", Commit{Offset: 2, Compare: true, Expect: 1}); err != nil {
 				t.Fatal(err)
 			}
 			s.Close()

@@ -19,7 +19,11 @@ const (
 
 // appendOwned appends one batch as owner.
 func appendOwned(s *Store, topic, owner string, b []byte) (int64, error) {
-	bases, errs := s.AppendManyOwner(topic, owner, [][]byte{b}, nil)
+	l, err := s.Log(topic)
+	if err != nil {
+		return 0, err
+	}
+	bases, errs := l.AppendMany([][]byte{b}, []AppendOptions{{Owner: owner}})
 	return bases[0], errs[0]
 }
 
@@ -214,7 +218,7 @@ func TestEvictionRefused(t *testing.T) {
 			for i := range flood {
 				flood[i] = idemBatch(uint64(i+1), 0, []byte("flood"))
 			}
-			_, errs := s.AppendManyOwner("t", tc.attacker, flood, nil)
+			_, errs := lg(t, s, "t").AppendMany(flood, ownedBy(tc.attacker, len(flood)))
 			for i, err := range errs {
 				if err != nil {
 					t.Fatalf("flood %d: %v", i, err)
@@ -264,20 +268,20 @@ func TestImportOverflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, off := range []int64{math.MaxInt64 - 1, math.MaxInt64, MaxOffset + 1} {
-		if _, _, err := s.Import("t", off, nil); !errors.Is(err, ErrInvalidImport) {
+		if _, _, err := lg(t, s, "t").Import(off, nil); !errors.Is(err, ErrInvalidImport) {
 			t.Fatalf("import at %d: %v, want ErrInvalidImport", off, err)
 		}
 	}
 	// A batch stamped past the bound is refused too.
 	b := protocol.AppendBatch(nil, []byte("a"), []byte("b"))
 	protocol.StampBatch(b, MaxOffset-1, 1)
-	if _, _, err := s.Import("t", MaxOffset-1, [][]byte{b}); !errors.Is(err, ErrInvalidImport) {
+	if _, _, err := lg(t, s, "t").Import(MaxOffset-1, [][]byte{b}); !errors.Is(err, ErrInvalidImport) {
 		t.Fatalf("import of a batch past MaxOffset: %v, want ErrInvalidImport", err)
 	}
-	if _, next, err := s.Import("t", MaxOffset-2, nil); err != nil || next != MaxOffset-2 {
+	if _, next, err := lg(t, s, "t").Import(MaxOffset-2, nil); err != nil || next != MaxOffset-2 {
 		t.Fatalf("import at MaxOffset-2: next %d, %v", next, err)
 	}
-	if base, err := s.Append("t", protocol.AppendBatch(nil, []byte("x"), []byte("y"))); err != nil || base != MaxOffset-2 {
+	if base, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, []byte("x"), []byte("y")), AppendOptions{}); err != nil || base != MaxOffset-2 {
 		t.Fatalf("produce up to MaxOffset: base %d, %v", base, err)
 	}
 	for _, n := range []int{1, 3} {
@@ -285,13 +289,13 @@ func TestImportOverflow(t *testing.T) {
 		for i := range ms {
 			ms[i] = []byte("z")
 		}
-		if _, err := s.Append("t", protocol.AppendBatch(nil, ms...)); !errors.Is(err, ErrOffsetLimit) {
+		if _, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, ms...), AppendOptions{}); !errors.Is(err, ErrOffsetLimit) {
 			t.Fatalf("produce of %d past MaxOffset: %v, want ErrOffsetLimit", n, err)
 		}
 	}
 	check := func(s *Store) {
 		t.Helper()
-		info, err := s.Info("t")
+		info, err := lg(t, s, "t").Info()
 		if err != nil || info.Oldest != MaxOffset-2 || info.Next != MaxOffset {
 			t.Fatalf("info %+v, %v; want oldest %d next %d", info, err, int64(MaxOffset-2), int64(MaxOffset))
 		}

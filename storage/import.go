@@ -49,19 +49,35 @@ const importName = "importing"
 // Import returns the topic's oldest and next offsets after it, once every
 // volume has the batches (fsynced with FsyncAlways). The batches must not
 // be used by the caller until it returns.
-func (s *Store) Import(name string, offset int64, batches [][]byte) (oldest, next int64, err error) {
-	if offset < 0 || offset > MaxOffset {
-		return 0, 0, fmt.Errorf("%w: topic %q: offset %d is outside [0, %d]", ErrInvalidImport, name, offset, int64(MaxOffset))
-	}
-	reqs, err := s.copyReqs(name, offset, batches, false)
+func (l *Log) Import(offset int64, batches [][]byte) (oldest, next int64, err error) {
+	reqs, err := l.t.s.importReqs(l.t.name, offset, batches)
 	if err != nil {
 		return 0, 0, err
 	}
-	t, err := s.lookup(name)
+	t, err := l.live()
 	if err != nil {
 		return 0, 0, err
 	}
 	return t.importBatches(offset, reqs, false)
+}
+
+// ValidateImport checks batches as Import into topic name at offset would
+// check them on their own (offsets, append times, each batch as Append
+// validates it), without a log: for a caller that found the topic missing
+// and must tell an import no topic would take from one that only lacks
+// its topic.
+func (s *Store) ValidateImport(name string, offset int64, batches [][]byte) error {
+	_, err := s.importReqs(name, offset, batches)
+	return err
+}
+
+// importReqs checks offset and batches for an import into topic name
+// and returns them as requests (copyReqs).
+func (s *Store) importReqs(name string, offset int64, batches [][]byte) ([]*appendReq, error) {
+	if offset < 0 || offset > MaxOffset {
+		return nil, fmt.Errorf("%w: topic %q: offset %d is outside [0, %d]", ErrInvalidImport, name, offset, int64(MaxOffset))
+	}
+	return s.copyReqs(name, offset, batches, false)
 }
 
 // copyReqs validates batches another store kept (Import, Replicate) as

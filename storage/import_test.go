@@ -17,7 +17,7 @@ func rawBatches(t testing.TB, s *Store, topic string, offset int64) [][]byte {
 	t.Helper()
 	var out [][]byte
 	for {
-		r, err := s.Read(topic, offset, 0, 1<<20)
+		r, err := lg(t, s, topic).Read(offset, 0, 1<<20)
 		if err != nil {
 			t.Fatalf("read %s@%d: %v", topic, offset, err)
 		}
@@ -55,10 +55,10 @@ func TestImport(t *testing.T) {
 		populate(t, src, "tt", int64(i), 1)
 		clk.Add(time.Second)
 	}
-	if err := src.Truncate("tt", 13); err != nil {
+	if err := lg(t, src, "tt").Truncate(13); err != nil {
 		t.Fatal(err)
 	}
-	srcInfo, _ := src.Info("tt")
+	srcInfo, _ := lg(t, src, "tt").Info()
 	batches := rawBatches(t, src, "tt", srcInfo.Oldest)
 
 	dst, dstOpts := openTest(t, 2, func(o *Options) { o.Logger = testLogger(t) })
@@ -67,24 +67,24 @@ func TestImport(t *testing.T) {
 	}
 	// In two parts: the first sets the oldest offset, the second goes on.
 	half := len(batches) / 2
-	oldest, next, err := dst.Import("tt", srcInfo.Oldest, slices.Clone(batches[:half]))
+	oldest, next, err := lg(t, dst, "tt").Import(srcInfo.Oldest, slices.Clone(batches[:half]))
 	if err != nil || oldest != 13 {
 		t.Fatalf("first import: %d %d %v", oldest, next, err)
 	}
-	if _, _, err := dst.Import("tt", next+1, batches[half+1:]); !errors.Is(err, ErrOffsetMismatch) {
+	if _, _, err := lg(t, dst, "tt").Import(next+1, batches[half+1:]); !errors.Is(err, ErrOffsetMismatch) {
 		t.Fatalf("import past the next offset: %v, want ErrOffsetMismatch", err)
 	}
-	if _, _, err := dst.Import("tt", next, batches[half+1:]); !errors.Is(err, ErrInvalidImport) {
+	if _, _, err := lg(t, dst, "tt").Import(next, batches[half+1:]); !errors.Is(err, ErrInvalidImport) {
 		t.Fatalf("import with a gap: %v, want ErrInvalidImport", err)
 	}
 	mustClose(t, dst)
 	dst = mustOpen(t, dstOpts) // the import goes on after a restart
-	if oldest, next, err = dst.Import("tt", next, batches[half:]); err != nil || oldest != 13 || next != 35 {
+	if oldest, next, err = lg(t, dst, "tt").Import(next, batches[half:]); err != nil || oldest != 13 || next != 35 {
 		t.Fatalf("second import: %d %d %v", oldest, next, err)
 	}
 	check := func(when string) {
 		t.Helper()
-		info, err := dst.Info("tt")
+		info, err := lg(t, dst, "tt").Info()
 		if err != nil || info.Oldest != srcInfo.Oldest || info.Next != srcInfo.Next {
 			t.Fatalf("%s: info %+v %v, want %+v", when, info, err, srcInfo)
 		}
@@ -92,8 +92,8 @@ func TestImport(t *testing.T) {
 			t.Fatalf("%s: messages differ", when)
 		}
 		for _, d := range []time.Duration{-time.Hour, 0, 13 * time.Second, 20500 * time.Millisecond, 34 * time.Second, time.Hour} {
-			g, err1 := dst.OffsetAt("tt", start.Add(d))
-			w, err2 := src.OffsetAt("tt", start.Add(d))
+			g, err1 := lg(t, dst, "tt").OffsetAt(start.Add(d))
+			w, err2 := lg(t, src, "tt").OffsetAt(start.Add(d))
 			if err1 != nil || err2 != nil || g != w {
 				t.Fatalf("%s: offset at +%s: %d %v, source %d %v", when, d, g, err1, w, err2)
 			}
@@ -105,7 +105,7 @@ func TestImport(t *testing.T) {
 	check("reopened")
 
 	// An ordinary append ends the import, on every volume.
-	if base, err := dst.Append("tt", protocol.AppendBatch(nil, []byte("new"))); err != nil || base != 35 {
+	if base, err := lg(t, dst, "tt").Append(protocol.AppendBatch(nil, []byte("new")), AppendOptions{}); err != nil || base != 35 {
 		t.Fatalf("append after the import: %d %v", base, err)
 	}
 	for _, v := range dstOpts.Volumes {
@@ -114,7 +114,7 @@ func TestImport(t *testing.T) {
 		}
 	}
 	more := rawBatches(t, src, "tt", 34)
-	if _, _, err := dst.Import("tt", 34, more); !errors.Is(err, ErrImportRefused) {
+	if _, _, err := lg(t, dst, "tt").Import(34, more); !errors.Is(err, ErrImportRefused) {
 		t.Fatalf("import after an append: %v, want ErrImportRefused", err)
 	}
 }
@@ -133,48 +133,48 @@ func TestImportRefused(t *testing.T) {
 	}
 	dst, dstOpts := openTest(t, 1)
 	populate(t, dst, "full", 0, 1)
-	if _, _, err := dst.Import("full", 1, nil); !errors.Is(err, ErrImportRefused) {
+	if _, _, err := lg(t, dst, "full").Import(1, nil); !errors.Is(err, ErrImportRefused) {
 		t.Fatalf("import into a produced topic: %v", err)
 	}
-	if _, _, err := dst.Import("missing", 0, batches); !errors.Is(err, ErrTopicNotFound) {
+	if _, err := dst.Log("missing"); !errors.Is(err, ErrTopicNotFound) {
 		t.Fatalf("import into a missing topic: %v", err)
 	}
 	if err := dst.CreateTopic("e"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := dst.Import("e", -1, nil); !errors.Is(err, ErrInvalidImport) {
+	if _, _, err := lg(t, dst, "e").Import(-1, nil); !errors.Is(err, ErrInvalidImport) {
 		t.Fatalf("negative offset: %v", err)
 	}
-	if _, _, err := dst.Import("e", 100, batches); !errors.Is(err, ErrInvalidImport) {
+	if _, _, err := lg(t, dst, "e").Import(100, batches); !errors.Is(err, ErrInvalidImport) {
 		t.Fatalf("first batch not holding the offset: %v", err)
 	}
 	swapped := [][]byte{slices.Clone(batches[1]), slices.Clone(batches[0])}
-	if _, _, err := dst.Import("e", baseOf(t, swapped[0]), swapped); !errors.Is(err, ErrInvalidImport) {
+	if _, _, err := lg(t, dst, "e").Import(baseOf(t, swapped[0]), swapped); !errors.Is(err, ErrInvalidImport) {
 		t.Fatalf("batches out of order: %v", err)
 	}
 	early := [][]byte{slices.Clone(batches[0]), slices.Clone(batches[1])}
 	protocol.StampBatch(early[1], baseOf(t, early[1]), protocol.BatchAppendTime(early[0])-1)
-	if _, _, err := dst.Import("e", 0, early); !errors.Is(err, ErrInvalidImport) {
+	if _, _, err := lg(t, dst, "e").Import(0, early); !errors.Is(err, ErrInvalidImport) {
 		t.Fatalf("append times going back: %v", err)
 	}
 	bad := slices.Clone(batches[0])
 	bad[len(bad)-1] ^= 1
-	if _, _, err := dst.Import("e", 0, [][]byte{bad}); !errors.Is(err, ErrInvalidBatch) {
+	if _, _, err := lg(t, dst, "e").Import(0, [][]byte{bad}); !errors.Is(err, ErrInvalidBatch) {
 		t.Fatalf("corrupt batch: %v", err)
 	}
-	if info, _ := dst.Info("e"); info.Next != 0 || info.Segments != 0 {
+	if info, _ := lg(t, dst, "e").Info(); info.Next != 0 || info.Segments != 0 {
 		t.Fatalf("refused imports wrote: %+v", info)
 	}
 	// No batches: the offsets of a fully truncated topic, kept by a restart.
-	if oldest, next, err := dst.Import("e", 500, nil); err != nil || oldest != 500 || next != 500 {
+	if oldest, next, err := lg(t, dst, "e").Import(500, nil); err != nil || oldest != 500 || next != 500 {
 		t.Fatalf("empty import: %d %d %v", oldest, next, err)
 	}
 	mustClose(t, dst)
 	dst = mustOpen(t, dstOpts)
-	if info, err := dst.Info("e"); err != nil || info.Oldest != 500 || info.Next != 500 {
+	if info, err := lg(t, dst, "e").Info(); err != nil || info.Oldest != 500 || info.Next != 500 {
 		t.Fatalf("after a restart: %+v %v", info, err)
 	}
-	if base, err := dst.Append("e", protocol.AppendBatch(nil, []byte("x"))); err != nil || base != 500 {
+	if base, err := lg(t, dst, "e").Append(protocol.AppendBatch(nil, []byte("x")), AppendOptions{}); err != nil || base != 500 {
 		t.Fatalf("append after an empty import: %d %v", base, err)
 	}
 }

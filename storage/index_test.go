@@ -24,7 +24,7 @@ func appendSegments(t *testing.T, s *Store, topic string, n int) []int64 {
 		t.Fatal(err)
 	}
 	for i, m := range msgs(0, n) {
-		if _, err := s.Append(topic, protocol.AppendBatch(nil, m)); err != nil {
+		if _, err := lg(t, s, topic).Append(protocol.AppendBatch(nil, m), AppendOptions{}); err != nil {
 			t.Fatalf("append %d: %v", i, err)
 		}
 	}
@@ -138,7 +138,7 @@ func TestIndexQueueTruncateDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp.bg.Wait() // every sealed segment queued
-	if err := s.Truncate("idx", 25); err != nil {
+	if err := lg(t, s, "idx").Truncate(25); err != nil {
 		t.Fatal(err)
 	}
 	if err := tp.index.writeQueued(); err != nil {
@@ -261,7 +261,7 @@ func TestIdleClosesPreparedFiles(t *testing.T) {
 	}
 	// The next roll (at 30) renames and opens them.
 	for i, m := range msgs(25, 10) {
-		if _, err := s.Append("idle", protocol.AppendBatch(nil, m)); err != nil {
+		if _, err := lg(t, s, "idle").Append(protocol.AppendBatch(nil, m), AppendOptions{}); err != nil {
 			t.Fatalf("append %d after idle: %v", 25+i, err)
 		}
 	}

@@ -36,7 +36,7 @@ func TestOffsetAt(t *testing.T) {
 	check := func(s *Store, when string) {
 		t.Helper()
 		for _, tc := range cases {
-			got, err := s.OffsetAt("tt", tc.at)
+			got, err := lg(t, s, "tt").OffsetAt(tc.at)
 			if err != nil || got != tc.want {
 				t.Fatalf("%s: offset at %s: %d %v, want %d", when, tc.at.Sub(start), got, err, tc.want)
 			}
@@ -48,25 +48,25 @@ func TestOffsetAt(t *testing.T) {
 	check(s, "reopened")
 
 	// Truncated in the middle of a segment: never an offset before the oldest.
-	if err := s.Truncate("tt", 13); err != nil {
+	if err := lg(t, s, "tt").Truncate(13); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		at   time.Duration
 		want int64
 	}{{0, 13}, {12 * time.Second, 13}, {13 * time.Second, 13}, {14 * time.Second, 14}} {
-		if got, err := s.OffsetAt("tt", start.Add(tc.at)); err != nil || got != tc.want {
+		if got, err := lg(t, s, "tt").OffsetAt(start.Add(tc.at)); err != nil || got != tc.want {
 			t.Fatalf("after truncating to 13: offset at +%s: %d %v, want %d", tc.at, got, err, tc.want)
 		}
 	}
 
-	if _, err := s.OffsetAt("missing", start); !errors.Is(err, ErrTopicNotFound) {
+	if _, err := s.Log("missing"); !errors.Is(err, ErrTopicNotFound) {
 		t.Fatalf("offset at in a missing topic: %v, want ErrTopicNotFound", err)
 	}
 	if err := s.CreateTopic("empty"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.OffsetAt("empty", start); err != nil || got != 0 {
+	if got, err := lg(t, s, "empty").OffsetAt(start); err != nil || got != 0 {
 		t.Fatalf("offset at in an empty topic: %d %v, want 0", got, err)
 	}
 }
@@ -77,17 +77,17 @@ func TestOffsetAt(t *testing.T) {
 func TestInfoBytesAfterTruncate(t *testing.T) {
 	s, _ := openTest(t, 1)
 	populate(t, s, "b", 0, 10) // one segment, several batches
-	before, err := s.Info("b")
+	before, err := lg(t, s, "b").Info()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if before.Bytes != before.DiskBytes || before.Bytes == 0 {
 		t.Fatalf("before truncating: %+v", before)
 	}
-	if err := s.Truncate("b", 5); err != nil {
+	if err := lg(t, s, "b").Truncate(5); err != nil {
 		t.Fatal(err)
 	}
-	after, err := s.Info("b")
+	after, err := lg(t, s, "b").Info()
 	if err != nil {
 		t.Fatal(err)
 	}

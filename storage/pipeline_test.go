@@ -117,7 +117,7 @@ func TestPipelinedAckAfterOwnFsync(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			for i := range each {
-				base, err := s.Append("p", protocol.AppendBatch(nil, msg(w, i)))
+				base, err := lg(t, s, "p").Append(protocol.AppendBatch(nil, msg(w, i)), AppendOptions{})
 				if err == nil {
 					err = check(base)
 				}
@@ -131,7 +131,7 @@ func TestPipelinedAckAfterOwnFsync(t *testing.T) {
 	cb := &checkingCallback{check: check, errs: errs}
 	cb.wg.Add(async)
 	for i := range async {
-		if err := s.AppendAsync("p", protocol.AppendBatch(nil, msg(writers, i)), cb, i); err != nil {
+		if err := lg(t, s, "p").AppendAsync(protocol.AppendBatch(nil, msg(writers, i)), AppendOptions{}, cb, i); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -219,7 +219,12 @@ type appended struct {
 func appendGo(s *Store, name string, m ...[]byte) chan appended {
 	done := make(chan appended, 1)
 	go func() {
-		base, err := s.Append(name, protocol.AppendBatch(nil, m...))
+		l, err := s.Log(name)
+		if err != nil {
+			done <- appended{0, err}
+			return
+		}
+		base, err := l.Append(protocol.AppendBatch(nil, m...), AppendOptions{})
 		done <- appended{base, err}
 	}()
 	return done
@@ -253,7 +258,7 @@ func TestPipelinedWriteDuringFsync(t *testing.T) {
 	eventually(t, "the second group written during the first one's fsync", func() bool {
 		return written(t, s, "p") >= w0+2
 	})
-	if info, err := s.Info("p"); err != nil || info.Next != 0 {
+	if info, err := lg(t, s, "p").Info(); err != nil || info.Next != 0 {
 		t.Fatalf("during the fsync: info %+v, %v; want nothing visible", info, err)
 	}
 	select {
@@ -420,7 +425,7 @@ func TestPipelinedRollFailureKeepsOffsets(t *testing.T) {
 	}
 	want := msgs(0, 5)
 	for _, m := range want {
-		if _, err := s.Append("p", protocol.AppendBatch(nil, m)); err != nil {
+		if _, err := lg(t, s, "p").Append(protocol.AppendBatch(nil, m), AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -447,7 +452,7 @@ func TestPipelinedRollFailureKeepsOffsets(t *testing.T) {
 	}
 	want = append(append(want, msgs(5, 5)...), msgs(100, 1)...)
 	checkTopics(t, s, map[string][][]byte{"p": want})
-	if info, err := s.Info("p"); err != nil || info.Next != 11 {
+	if info, err := lg(t, s, "p").Info(); err != nil || info.Next != 11 {
 		t.Fatalf("info %+v, %v: want next 11", info, err)
 	}
 }
@@ -483,7 +488,7 @@ func TestPipelinedRollbackSyncFailure(t *testing.T) {
 			t.Fatalf("append %d: base %d, %v; want ErrReadOnly", i, r.base, r.err)
 		}
 	}
-	if info, err := s.Info("p"); err != nil || info.Next != 0 {
+	if info, err := lg(t, s, "p").Info(); err != nil || info.Next != 0 {
 		t.Fatalf("info %+v, %v: want nothing visible", info, err)
 	}
 }

@@ -9,7 +9,11 @@ import (
 
 // strictAppend appends b asking for strict sequence order.
 func strictAppend(s *Store, topic string, b []byte) (int64, error) {
-	bases, errs := s.AppendManyOwner(topic, "", [][]byte{b}, []AppendOptions{{Expect: -1, StrictSequence: true}})
+	l, err := s.Log(topic)
+	if err != nil {
+		return 0, err
+	}
+	bases, errs := l.AppendMany([][]byte{b}, []AppendOptions{{StrictSequence: true}})
 	return bases[0], errs[0]
 }
 
@@ -32,7 +36,7 @@ func wantGap(t *testing.T, s *Store, topic string, err error, expected string, n
 	if !strings.Contains(err.Error(), "expected "+expected) {
 		t.Fatalf("gap: %q does not name the expected sequence %s", err, expected)
 	}
-	if info, _ := s.Info(topic); info.Next != next {
+	if info, _ := lg(t, s, topic).Info(); info.Next != next {
 		t.Fatalf("gap: next %d, want %d: the refused batch was written", info.Next, next)
 	}
 }
@@ -71,12 +75,12 @@ func TestStrictSequence(t *testing.T) {
 
 	// In one commit the rule holds batch by batch: 9 before 8 is a gap,
 	// 8 then 9 follow each other.
-	strict := []AppendOptions{{Expect: -1, StrictSequence: true}, {Expect: -1, StrictSequence: true}}
-	bases, errs := s.AppendManyOwner("t", "", [][]byte{idemBatch(1, 8, msgs(0, 1)...), idemBatch(1, 7, msgs(0, 1)...)}, strict)
+	strict := []AppendOptions{{StrictSequence: true}, {StrictSequence: true}}
+	bases, errs := lg(t, s, "t").AppendMany([][]byte{idemBatch(1, 8, msgs(0, 1)...), idemBatch(1, 7, msgs(0, 1)...)}, strict)
 	if !errors.Is(errs[0], ErrOutOfOrderSequence) || errs[1] != nil || bases[1] != 5 {
 		t.Fatalf("8 then 7 in one commit: %v %v", bases, errs)
 	}
-	bases, errs = s.AppendManyOwner("t", "", [][]byte{idemBatch(1, 8, msgs(0, 1)...), idemBatch(1, 9, msgs(0, 1)...)}, strict)
+	bases, errs = lg(t, s, "t").AppendMany([][]byte{idemBatch(1, 8, msgs(0, 1)...), idemBatch(1, 9, msgs(0, 1)...)}, strict)
 	if errs[0] != nil || errs[1] != nil || bases[0] != 6 || bases[1] != 7 {
 		t.Fatalf("8 then 9 in one commit: %v %v", bases, errs)
 	}
@@ -97,7 +101,7 @@ func TestStrictSequence(t *testing.T) {
 	r := newRecorder(2)
 	for i, seq := range []uint64{14, 13} {
 		b := idemBatch(1, seq, msgs(0, 1)...)
-		if err := s.AppendAsyncOwner("t", "", b, AppendOptions{Expect: -1, StrictSequence: true}, r, i); err != nil {
+		if err := lg(t, s, "t").AppendAsync(b, AppendOptions{StrictSequence: true}, r, i); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -154,7 +158,7 @@ func TestStrictSequenceAfterReplicate(t *testing.T) {
 	if err := f.CreateTopic("p"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Replicate("p", rawBatches(t, leader, "p", 0)); err != nil {
+	if _, err := lg(t, f, "p").Replicate(rawBatches(t, leader, "p", 0)); err != nil {
 		t.Fatal(err)
 	}
 	check := func(when string) {

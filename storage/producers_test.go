@@ -15,7 +15,7 @@ func idemBatch(pid, seq uint64, msgs ...[]byte) []byte {
 
 func mustAppend(t *testing.T, s *Store, topic string, b []byte) int64 {
 	t.Helper()
-	base, err := s.Append(topic, b)
+	base, err := lg(t, s, topic).Append(b, AppendOptions{})
 	if err != nil {
 		t.Fatalf("append: %v", err)
 	}
@@ -48,7 +48,7 @@ func TestIdempotentAppend(t *testing.T) {
 	plain := protocol.AppendBatch(nil, msgs(0, 3)...)
 	mustAppend(t, s, "t", plain)
 	mustAppend(t, s, "t", protocol.AppendBatch(nil, msgs(0, 3)...))
-	if info, _ := s.Info("t"); info.Next != 33 {
+	if info, _ := lg(t, s, "t").Info(); info.Next != 33 {
 		t.Fatalf("next %d, want 33", info.Next)
 	}
 	if err := s.Close(); err != nil {
@@ -85,16 +85,16 @@ func TestIdempotentWindow(t *testing.T) {
 	for seq := uint64(100); seq < 100+dedupWindow; seq++ {
 		mustAppend(t, s, "t", idemBatch(1, seq, msgs(0, 1)...))
 	}
-	if _, err := s.Append("t", idemBatch(1, 50, msgs(0, 1)...)); !errors.Is(err, ErrOutOfOrderSequence) {
+	if _, err := lg(t, s, "t").Append(idemBatch(1, 50, msgs(0, 1)...), AppendOptions{}); !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("sequence below the window: %v", err)
 	}
-	if _, err := s.Append("t", idemBatch(1, 101, msgs(0, 2)...)); !errors.Is(err, ErrOutOfOrderSequence) {
+	if _, err := lg(t, s, "t").Append(idemBatch(1, 101, msgs(0, 2)...), AppendOptions{}); !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("sequence resent with another count: %v", err)
 	}
 	if got := mustAppend(t, s, "t", idemBatch(1, 100, msgs(0, 1)...)); got != 2 {
 		t.Fatalf("oldest remembered: base %d, want 2", got)
 	}
-	if info, _ := s.Info("t"); info.Next != 2+dedupWindow {
+	if info, _ := lg(t, s, "t").Info(); info.Next != 2+dedupWindow {
 		t.Fatalf("next %d, want %d", info.Next, 2+dedupWindow)
 	}
 }
@@ -151,7 +151,7 @@ func TestIdempotentSameCommit(t *testing.T) {
 	}
 	a := idemBatch(9, 0, msgs(0, 2)...)
 	b := idemBatch(9, 0, msgs(0, 2)...)
-	bases, errs := s.AppendMany("t", [][]byte{a, b, idemBatch(9, 1, msgs(0, 1)...)})
+	bases, errs := lg(t, s, "t").AppendMany([][]byte{a, b, idemBatch(9, 1, msgs(0, 1)...)}, nil)
 	if errs[0] != nil || errs[1] != nil || errs[2] != nil {
 		t.Fatal(errs)
 	}
@@ -187,28 +187,28 @@ func TestAppendExpect(t *testing.T) {
 	if err := s.CreateTopic("t"); err != nil {
 		t.Fatal(err)
 	}
-	if base, err := s.AppendExpect("t", protocol.AppendBatch(nil, msgs(0, 3)...), 0); err != nil || base != 0 {
+	if base, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, msgs(0, 3)...), AppendOptions{Expect: true, Next: 0}); err != nil || base != 0 {
 		t.Fatalf("expect 0 on an empty topic: %d, %v", base, err)
 	}
-	if _, err := s.AppendExpect("t", protocol.AppendBatch(nil, msgs(0, 1)...), 0); !errors.Is(err, ErrOffsetMismatch) {
+	if _, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, msgs(0, 1)...), AppendOptions{Expect: true, Next: 0}); !errors.Is(err, ErrOffsetMismatch) {
 		t.Fatalf("expect 0 at 3: %v", err)
 	}
 	b := idemBatch(5, 0, msgs(0, 2)...)
-	if base, err := s.AppendExpect("t", b, 3); err != nil || base != 3 {
+	if base, err := lg(t, s, "t").Append(b, AppendOptions{Expect: true, Next: 3}); err != nil || base != 3 {
 		t.Fatalf("expect 3 at 3: %d, %v", base, err)
 	}
-	if base, err := s.AppendExpect("t", idemBatch(5, 0, msgs(0, 2)...), 3); err != nil || base != 3 {
+	if base, err := lg(t, s, "t").Append(idemBatch(5, 0, msgs(0, 2)...), AppendOptions{Expect: true, Next: 3}); err != nil || base != 3 {
 		t.Fatalf("resent after it was stored: %d, %v", base, err)
 	}
 	// In one commit: the first of two batches expecting the same offset
 	// wins, the second is refused, the third expects what the first leaves.
-	bases, errs := s.AppendManyExpect("t", [][]byte{
+	bases, errs := lg(t, s, "t").AppendMany([][]byte{
 		protocol.AppendBatch(nil, msgs(0, 1)...), protocol.AppendBatch(nil, msgs(0, 1)...), protocol.AppendBatch(nil, msgs(0, 1)...),
-	}, []int64{5, 5, 6})
+	}, []AppendOptions{{Expect: true, Next: 5}, {Expect: true, Next: 5}, {Expect: true, Next: 6}})
 	if errs[0] != nil || bases[0] != 5 || !errors.Is(errs[1], ErrOffsetMismatch) || errs[2] != nil || bases[2] != 6 {
 		t.Fatalf("bases %v errs %v", bases, errs)
 	}
-	if info, _ := s.Info("t"); info.Next != 7 {
+	if info, _ := lg(t, s, "t").Info(); info.Next != 7 {
 		t.Fatalf("next %d, want 7", info.Next)
 	}
 }

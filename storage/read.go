@@ -85,15 +85,15 @@ func (r *ReadResult) AppendTo(dst []byte) ([]byte, error) {
 }
 
 // Read finds the whole batches that hold the messages [offset, offset+limit)
-// of topic name, in the last volume, up to maxBytes bytes (but always at
+// of the log, in the last volume, up to maxBytes bytes (but always at
 // least one batch, so a consumer can make progress past a large batch).
 // limit <= 0 means no count limit; maxBytes <= 0 no byte limit. A negative
 // offset counts back from the end (-1 is the last message). An offset
 // before the oldest retained message returns ErrOffsetOutOfRange; an offset
 // at or past the end returns an empty result. A range corrupted on every
 // volume returns ErrUnreadable; a result stops before such a range.
-func (s *Store) Read(name string, offset int64, limit int, maxBytes int64) (*ReadResult, error) {
-	t, err := s.lookup(name)
+func (l *Log) Read(offset int64, limit int, maxBytes int64) (*ReadResult, error) {
+	t, err := l.live()
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +104,8 @@ func (s *Store) Read(name string, offset int64, limit int, maxBytes int64) (*Rea
 
 // ReadReplica is Read for a follower's copy of the log: counted in
 // TopicStats.ReplicaReadMessages and ReplicaReadBytes, not as consumed.
-func (s *Store) ReadReplica(name string, offset int64, limit int, maxBytes int64) (*ReadResult, error) {
-	t, err := s.lookup(name)
+func (l *Log) ReadReplica(offset int64, limit int, maxBytes int64) (*ReadResult, error) {
+	t, err := l.live()
 	if err != nil {
 		return nil, err
 	}
@@ -116,8 +116,8 @@ func (s *Store) ReadReplica(name string, offset int64, limit int, maxBytes int64
 // (Bytes, Batches, Next) with no spans and no file opened. It is the
 // server's own look at a range, such as how many bytes a follower has yet
 // to copy.
-func (s *Store) Peek(name string, offset int64, limit int, maxBytes int64) (*ReadResult, error) {
-	t, err := s.lookup(name)
+func (l *Log) Peek(offset int64, limit int, maxBytes int64) (*ReadResult, error) {
+	t, err := l.live()
 	if err != nil {
 		return nil, err
 	}

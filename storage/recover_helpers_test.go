@@ -78,7 +78,7 @@ func populate(t testing.TB, s *Store, topic string, first int64, n int) [][]byte
 	var want [][]byte
 	for i := 0; len(want) < n; i++ {
 		m := msgs(int(first)+len(want), batchSizes[i%len(batchSizes)])
-		base, err := s.Append(topic, protocol.AppendBatch(nil, m...))
+		base, err := lg(t, s, topic).Append(protocol.AppendBatch(nil, m...), AppendOptions{})
 		if err != nil {
 			t.Fatalf("append: %v", err)
 		}
@@ -118,7 +118,7 @@ func badRanges(t testing.TB, s *Store, topic string) []offRange {
 // range holding that offset (failing if there is none).
 func scan(t testing.TB, s *Store, topic string) readBack {
 	t.Helper()
-	info, err := s.Info(topic)
+	info, err := lg(t, s, topic).Info()
 	if err != nil {
 		t.Fatalf("info: %v", err)
 	}
@@ -128,7 +128,7 @@ func scan(t testing.TB, s *Store, topic string) readBack {
 	rb := readBack{oldest: info.Oldest, next: info.Next, msgs: make(map[int64][]byte)}
 	off := info.Oldest
 	for off < info.Next {
-		r, err := s.Read(topic, off, 0, 4<<10)
+		r, err := lg(t, s, topic).Read(off, 0, 4<<10)
 		if errors.Is(err, ErrUnreadable) {
 			to := int64(-1)
 			for _, br := range badRanges(t, s, topic) {
@@ -458,7 +458,7 @@ func (fx *fixture) repaired(t testing.TB) *Store {
 // appendMore appends after a reopen and checks the offset and the read back.
 func appendMore(t testing.TB, s *Store, topic string) {
 	t.Helper()
-	info, err := s.Info(topic)
+	info, err := lg(t, s, topic).Info()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -171,7 +171,7 @@ func TestRecoverCorruptedEverywhere(t *testing.T) {
 					t.Errorf("stats %+v, want an unreadable range", st)
 				}
 				for o := hit.base; o < hit.base+hit.count; o++ {
-					if _, err := s.Read(recTopic, o, 0, 0); !errors.Is(err, ErrUnreadable) {
+					if _, err := lg(t, s, recTopic).Read(o, 0, 0); !errors.Is(err, ErrUnreadable) {
 						t.Fatalf("read %d: %v, want ErrUnreadable", o, err)
 					}
 				}
@@ -182,7 +182,7 @@ func TestRecoverCorruptedEverywhere(t *testing.T) {
 				rb.wantMsgs(t, 0, fx.want, hit.offsets())
 				// A read from before the hole stops before it.
 				if hit.base > 0 {
-					r, err := s.Read(recTopic, hit.base-1, 0, 0)
+					r, err := lg(t, s, recTopic).Read(hit.base-1, 0, 0)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -265,13 +265,13 @@ func TestRecoverCleanReopen(t *testing.T) {
 		exact := populate(t, s, "exact", 0, 0) // created, then exactly one full segment
 		for range 10 {
 			m := msgs(len(exact), 1)
-			if _, err := s.Append("exact", protocol.AppendBatch(nil, m...)); err != nil {
+			if _, err := lg(t, s, "exact").Append(protocol.AppendBatch(nil, m...), AppendOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			exact = append(exact, m...)
 		}
 		populate(t, s, "cut", 0, 30)
-		if err := s.Truncate("cut", 15); err != nil {
+		if err := lg(t, s, "cut").Truncate(15); err != nil {
 			t.Fatal(err)
 		}
 		mustClose(t, s)
@@ -285,10 +285,10 @@ func TestRecoverCleanReopen(t *testing.T) {
 			}
 			scan(t, s, recTopic).wantMsgs(t, 0, want)
 			scan(t, s, "exact").wantMsgs(t, 0, exact)
-			if info, err := s.Info("empty"); err != nil || info != (TopicInfo{}) {
+			if info, err := lg(t, s, "empty").Info(); err != nil || info != (TopicInfo{}) {
 				t.Fatalf("empty topic: %+v %v", info, err)
 			}
-			if info, err := s.Info("cut"); err != nil || info.Oldest != 15 {
+			if info, err := lg(t, s, "cut").Info(); err != nil || info.Oldest != 15 {
 				t.Fatalf("truncated topic: %+v %v", info, err)
 			}
 			mustClose(t, s)
@@ -320,7 +320,7 @@ func TestRecoverTruncated(t *testing.T) {
 				if oldest == 45 {
 					oldest = int64(len(want))
 				}
-				if err := s.Truncate(recTopic, before); err != nil {
+				if err := lg(t, s, recTopic).Truncate(before); err != nil {
 					t.Fatal(err)
 				}
 				check := func(s *Store) {
@@ -330,7 +330,7 @@ func TestRecoverTruncated(t *testing.T) {
 						t.Fatalf("oldest %d next %d, want %d %d", rb.oldest, rb.next, oldest, len(want))
 					}
 					rb.wantMsgs(t, oldest, want[oldest:])
-					if _, err := s.Read(recTopic, oldest-1, 0, 0); !errors.Is(err, ErrOffsetOutOfRange) {
+					if _, err := lg(t, s, recTopic).Read(oldest-1, 0, 0); !errors.Is(err, ErrOffsetOutOfRange) {
 						t.Fatalf("read before the oldest: %v, want ErrOffsetOutOfRange", err)
 					}
 				}
@@ -493,7 +493,7 @@ func TestRecoverHugeBaseOffset(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	info, err := s.Info(recTopic)
+	info, err := lg(t, s, recTopic).Info()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,7 +502,7 @@ func TestRecoverHugeBaseOffset(t *testing.T) {
 	}
 	rb := scan(t, s, recTopic)
 	rb.wantMsgs(t, 0, msgs(0, 1))
-	base, err := s.Append(recTopic, protocol.AppendBatch(nil, []byte("m")))
+	base, err := lg(t, s, recTopic).Append(protocol.AppendBatch(nil, []byte("m")), AppendOptions{})
 	if err != nil || base != info.Next || base < 0 {
 		t.Fatalf("append: base %d %v, want %d", base, err, info.Next)
 	}

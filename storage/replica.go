@@ -17,7 +17,7 @@ import (
 // point where its log and the new leader's part (TruncateAfter, which
 // epochs.go's EpochEnd tells where). See doc.go, "Replication".
 
-// Replicate appends batches that the leader of topic name stored, at
+// Replicate appends batches that the log's leader stored, at
 // their own offsets and with their own append times, as a follower's
 // copy of its leader's log: the bytes stored are the leader's.
 //
@@ -37,12 +37,13 @@ import (
 // Replicate returns the topic's next offset once every volume has the
 // batches (fsynced with FsyncAlways). The batches must not be used by the
 // caller until it returns.
-func (s *Store) Replicate(name string, batches [][]byte) (next int64, err error) {
+func (l *Log) Replicate(batches [][]byte) (next int64, err error) {
+	s, name := l.t.s, l.t.name
 	reqs, err := s.copyReqs(name, 0, batches, true)
 	if err != nil {
 		return 0, err
 	}
-	t, err := s.lookup(name)
+	t, err := l.live()
 	if err != nil {
 		return 0, err
 	}
@@ -62,7 +63,7 @@ const (
 	cutMagic = "HRQT"
 )
 
-// TruncateAfter cuts the tail of topic name: afterwards its next offset
+// TruncateAfter cuts the tail of the log: afterwards its next offset
 // is the base of the batch holding offset (offset itself at a batch
 // boundary), and every batch from there on is gone from every volume.
 // offset at or past the next offset cuts no batch (but forgets the
@@ -77,8 +78,8 @@ const (
 // group offsets are left as they are. A read that found its spans before
 // the cut may come up short (see doc.go). It returns the topic's next
 // offset. See doc.go, "Replication", for what a crash leaves.
-func (s *Store) TruncateAfter(name string, offset int64) (next int64, err error) {
-	t, err := s.lookup(name)
+func (l *Log) TruncateAfter(offset int64) (next int64, err error) {
+	t, err := l.live()
 	if err != nil {
 		return 0, err
 	}
@@ -482,10 +483,10 @@ func (r *recovery) finishCut(t *topic, dirs []string) error {
 const maxOwnerQuery = protocol.MaxOwnerQuery
 
 // UnboundProducers returns the producers (at most 1024) of batches, a
-// follower's copy stored with Replicate, that topic name's table holds
+// follower's copy stored with Replicate, that the log's table holds
 // bound to no owner.
-func (s *Store) UnboundProducers(name string, batches [][]byte) ([]uint64, error) {
-	t, err := s.lookup(name)
+func (l *Log) UnboundProducers(batches [][]byte) ([]uint64, error) {
+	t, err := l.live()
 	if err != nil {
 		return nil, err
 	}
@@ -505,13 +506,13 @@ func (s *Store) UnboundProducers(name string, batches [][]byte) ([]uint64, error
 }
 
 // ProducerOwners returns the owners of those of ids (at most 1024) that
-// topic name's table, or its tombstones, binds to one: a leader's answer
+// the log's table, or its tombstones, binds to one: a leader's answer
 // to its follower.
-func (s *Store) ProducerOwners(name string, ids []uint64) (map[uint64]string, error) {
+func (l *Log) ProducerOwners(ids []uint64) (map[uint64]string, error) {
 	if len(ids) > maxOwnerQuery {
 		return nil, fmt.Errorf("%w: %d producer ids asked, at most %d", protocol.ErrInvalidArgument, len(ids), maxOwnerQuery)
 	}
-	t, err := s.lookup(name)
+	t, err := l.live()
 	if err != nil {
 		return nil, err
 	}
@@ -528,12 +529,12 @@ func (s *Store) ProducerOwners(name string, ids []uint64) (map[uint64]string, er
 	return out, nil
 }
 
-// BindProducers binds the producers of topic name's table that are bound
+// BindProducers binds the producers of the log's table that are bound
 // to none to the owners given (as their leader has them), writing the
 // producers file of every volume first. Producers the table does not hold,
 // or holds bound already, are left as they are.
-func (s *Store) BindProducers(name string, owners map[uint64]string) error {
-	t, err := s.lookup(name)
+func (l *Log) BindProducers(owners map[uint64]string) error {
+	t, err := l.live()
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func leaderLog(t *testing.T, n int, tweak ...func(*Options)) (*Store, Options, [
 		if i%3 == 0 {
 			b = idemBatch(42, uint64(i/3), m...)
 		}
-		if _, err := leader.Append("r", b); err != nil {
+		if _, err := lg(t, leader, "r").Append(b, AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		next += len(m)
@@ -72,7 +72,7 @@ func TestReplicateByteIdentical(t *testing.T) {
 				for _, b := range batches[i:min(i+5, len(batches))] {
 					chunk = append(chunk, slices.Clone(b))
 				}
-				next, err := follower.Replicate("r", chunk)
+				next, err := lg(t, follower, "r").Replicate(chunk)
 				if err != nil {
 					t.Fatalf("replicate from batch %d: %v", i, err)
 				}
@@ -85,8 +85,8 @@ func TestReplicateByteIdentical(t *testing.T) {
 			}
 			for _, at := range []time.Duration{-time.Hour, 3 * time.Second, 10500 * time.Millisecond, time.Hour} {
 				at := time.Unix(0, protocol.BatchAppendTime(batches[0])).Add(at)
-				w, err1 := leader.OffsetAt("r", at)
-				g, err2 := follower.OffsetAt("r", at)
+				w, err1 := lg(t, leader, "r").OffsetAt(at)
+				g, err2 := lg(t, follower, "r").OffsetAt(at)
 				if err1 != nil || err2 != nil || g != w {
 					t.Fatalf("OffsetAt %v: follower %d %v, leader %d %v", at, g, err2, w, err1)
 				}
@@ -125,40 +125,40 @@ func countOf(t testing.TB, b []byte) int {
 func TestReplicateRefused(t *testing.T) {
 	_, _, batches := leaderLog(t, 30)
 	f, _ := openTest(t, 2)
-	if _, err := f.Replicate("missing", batches[:1]); !errors.Is(err, ErrTopicNotFound) {
+	if _, err := f.Log("missing"); !errors.Is(err, ErrTopicNotFound) {
 		t.Fatalf("missing topic: %v", err)
 	}
 	if err := f.CreateTopic("r"); err != nil {
 		t.Fatal(err)
 	}
-	if next, err := f.Replicate("r", slices.Clone(batches[:3])); err != nil || next != baseOf(t, batches[3]) {
+	if next, err := lg(t, f, "r").Replicate(slices.Clone(batches[:3])); err != nil || next != baseOf(t, batches[3]) {
 		t.Fatalf("first replicate: %d %v", next, err)
 	}
-	info, _ := f.Info("r")
-	if _, err := f.Replicate("r", [][]byte{slices.Clone(batches[4])}); !errors.Is(err, ErrOffsetMismatch) {
+	info, _ := lg(t, f, "r").Info()
+	if _, err := lg(t, f, "r").Replicate([][]byte{slices.Clone(batches[4])}); !errors.Is(err, ErrOffsetMismatch) {
 		t.Fatalf("past the next offset: %v, want ErrOffsetMismatch", err)
 	}
-	if _, err := f.Replicate("r", [][]byte{slices.Clone(batches[2])}); !errors.Is(err, ErrOffsetMismatch) {
+	if _, err := lg(t, f, "r").Replicate([][]byte{slices.Clone(batches[2])}); !errors.Is(err, ErrOffsetMismatch) {
 		t.Fatalf("before the next offset: %v, want ErrOffsetMismatch", err)
 	}
-	if _, err := f.Replicate("r", [][]byte{slices.Clone(batches[3]), slices.Clone(batches[5])}); !errors.Is(err, ErrInvalidImport) {
+	if _, err := lg(t, f, "r").Replicate([][]byte{slices.Clone(batches[3]), slices.Clone(batches[5])}); !errors.Is(err, ErrInvalidImport) {
 		t.Fatalf("a gap: %v, want ErrInvalidImport", err)
 	}
 	bad := slices.Clone(batches[3])
 	bad[len(bad)-1] ^= 1
-	if _, err := f.Replicate("r", [][]byte{bad}); !errors.Is(err, ErrInvalidBatch) {
+	if _, err := lg(t, f, "r").Replicate([][]byte{bad}); !errors.Is(err, ErrInvalidBatch) {
 		t.Fatalf("corrupt batch: %v, want ErrInvalidBatch", err)
 	}
-	if got, _ := f.Info("r"); got != info {
+	if got, _ := lg(t, f, "r").Info(); got != info {
 		t.Fatalf("refused replicates wrote: %+v, was %+v", got, info)
 	}
-	if next, err := f.Replicate("r", nil); err != nil || next != info.Next {
+	if next, err := lg(t, f, "r").Replicate(nil); err != nil || next != info.Next {
 		t.Fatalf("no batches: %d %v, want %d", next, err, info.Next)
 	}
 	// A leader whose clock stepped back stored times that go back: kept.
 	back := [][]byte{slices.Clone(batches[3]), slices.Clone(batches[4])}
 	protocol.StampBatch(back[1], baseOf(t, back[1]), protocol.BatchAppendTime(back[0])-int64(time.Minute))
-	if _, err := f.Replicate("r", back); err != nil {
+	if _, err := lg(t, f, "r").Replicate(back); err != nil {
 		t.Fatalf("times going back: %v", err)
 	}
 	if got := rawBatches(t, f, "r", baseOf(t, back[0])); !slices.EqualFunc(got, back, bytes.Equal) {
@@ -177,7 +177,7 @@ func TestReplicateIntoAppendedTopic(t *testing.T) {
 
 	f, fopts := openTest(t, 2)
 	want := populate(t, f, "r", 0, 25) // the same offsets, appended the ordinary way
-	next, err := f.Replicate("r", tail)
+	next, err := lg(t, f, "r").Replicate(tail)
 	if err != nil || next != end {
 		t.Fatalf("replicate after appends: %d %v, want %d", next, err, end)
 	}
@@ -191,10 +191,10 @@ func TestReplicateIntoAppendedTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	head := rawBatches(t, leader, "r", 0)
-	if _, _, err := f.Import("imp", 0, slices.Clone(head[:2])); err != nil {
+	if _, _, err := lg(t, f, "imp").Import(0, slices.Clone(head[:2])); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Replicate("imp", slices.Clone(head[2:4])); err != nil {
+	if _, err := lg(t, f, "imp").Replicate(slices.Clone(head[2:4])); err != nil {
 		t.Fatalf("replicate into an import: %v", err)
 	}
 
@@ -203,21 +203,21 @@ func TestReplicateIntoAppendedTopic(t *testing.T) {
 	if err := f.CreateTopic("e"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.SetEpoch("e", 3, 25); err != nil {
+	if err := lg(t, f, "e").SetEpoch(3, 25); err != nil {
 		t.Fatalf("epoch before the first batch: %v", err)
 	}
-	if next, err := f.Replicate("e", tail); err != nil || next != end {
+	if next, err := lg(t, f, "e").Replicate(tail); err != nil || next != end {
 		t.Fatalf("replicate into an empty topic: %d %v, want %d", next, err, end)
 	}
 	mustClose(t, f)
 	f = mustOpen(t, fopts)
-	if info, err := f.Info("e"); err != nil || info.Oldest != 25 || info.Next != end {
+	if info, err := lg(t, f, "e").Info(); err != nil || info.Oldest != 25 || info.Next != end {
 		t.Fatalf("after a restart: %+v %v, want oldest 25 next %d", info, err, end)
 	}
 	if got := readAll(t, f, "e", 25); !slices.EqualFunc(got, more, bytes.Equal) {
 		t.Fatal("messages differ in the topic replicated from empty")
 	}
-	if found, got, err := f.EpochEnd("e", 3); err != nil || found != 3 || got != end {
+	if found, got, err := lg(t, f, "e").EpochEnd(3); err != nil || found != 3 || got != end {
 		t.Fatalf("EpochEnd after a restart: %d %d %v, want 3 %d", found, got, err, end)
 	}
 }
@@ -238,7 +238,7 @@ func TestReplicateProducers(t *testing.T) {
 	if err := f.CreateTopic("p"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Replicate("p", rawBatches(t, leader, "p", 0)); err != nil {
+	if _, err := lg(t, f, "p").Replicate(rawBatches(t, leader, "p", 0)); err != nil {
 		t.Fatal(err)
 	}
 	check := func(when string) {
@@ -248,7 +248,7 @@ func TestReplicateProducers(t *testing.T) {
 				t.Fatalf("%s: retried seq %d: base %d, want %d", when, seq, got, bases[seq])
 			}
 		}
-		if info, _ := f.Info("p"); info.Next != 10 {
+		if info, _ := lg(t, f, "p").Info(); info.Next != 10 {
 			t.Fatalf("%s: next %d, want 10: a retry was stored", when, info.Next)
 		}
 	}
@@ -301,18 +301,18 @@ func testTruncateAfter(t *testing.T, policy FsyncPolicy, c cutCase) {
 	s, opts := openTest(t, 2, func(o *Options) { o.Logger = testLogger(t); o.Fsync = policy })
 	want := populate(t, s, "c", 0, 61)
 	if c.truncate > 0 {
-		if err := s.Truncate("c", c.truncate); err != nil {
+		if err := lg(t, s, "c").Truncate(c.truncate); err != nil {
 			t.Fatal(err)
 		}
 	}
 	before := topicFiles(t, opts.Volumes[0], "c")
 	fired := make(chan struct{})
-	cancel, err := s.Watch("c", 70, func() { close(fired) })
+	cancel, err := lg(t, s, "c").Watch(70, func() { close(fired) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cancel()
-	next, err := s.TruncateAfter("c", c.offset)
+	next, err := lg(t, s, "c").TruncateAfter(c.offset)
 	if err != nil || next != c.next {
 		t.Fatalf("TruncateAfter(%d): %d %v, want %d", c.offset, next, err, c.next)
 	}
@@ -331,7 +331,7 @@ func testTruncateAfter(t *testing.T, policy FsyncPolicy, c cutCase) {
 	if st := s.Stats(); st.Repairs != 0 || st.UnreadableRanges != 0 {
 		t.Fatalf("reopen after the cut repaired: %+v", st)
 	}
-	info, _ := s.Info("c")
+	info, _ := lg(t, s, "c").Info()
 	if info.Oldest != c.oldest || info.Next != c.next+int64(len(more)) {
 		t.Fatalf("after a restart: %+v, want oldest %d next %d", info, c.oldest, c.next+int64(len(more)))
 	}
@@ -358,14 +358,14 @@ func testTruncateAfter(t *testing.T, policy FsyncPolicy, c cutCase) {
 // at the new next offset, and no marker.
 func checkCut(t *testing.T, s *Store, opts Options, c cutCase, want [][]byte, before map[string][]byte) {
 	t.Helper()
-	info, err := s.Info("c")
+	info, err := lg(t, s, "c").Info()
 	if err != nil || info.Next != c.next || info.Oldest != c.oldest || info.Segments != len(c.segs) {
 		t.Fatalf("info %+v %v, want oldest %d next %d, %d segments", info, err, c.oldest, c.next, len(c.segs))
 	}
 	if got := readAll(t, s, "c", c.oldest); !slices.EqualFunc(got, want[c.oldest:c.next], bytes.Equal) {
 		t.Fatalf("read back %d messages, want %d", len(got), c.next-c.oldest)
 	}
-	if r, err := s.Read("c", c.next, 0, 0); err != nil || r.Batches != 0 {
+	if r, err := lg(t, s, "c").Read(c.next, 0, 0); err != nil || r.Batches != 0 {
 		t.Fatalf("read at the new end: %+v %v", r, err)
 	} else {
 		r.Release()
@@ -413,7 +413,7 @@ func TestTruncateAfterProducers(t *testing.T) {
 		bases = append(bases, base)
 		mustAppend(t, s, "p", protocol.AppendBatch(nil, msgs(100, 1)...)) // plain batches between
 	}
-	next, err := s.TruncateAfter("p", bases[3])
+	next, err := lg(t, s, "p").TruncateAfter(bases[3])
 	if err != nil || next != bases[3] {
 		t.Fatalf("TruncateAfter: %d %v, want %d", next, err, bases[3])
 	}
@@ -440,7 +440,7 @@ func TestTruncateAfterProducers(t *testing.T) {
 		if _, err := appendOwned(s, "p", "mallory", idemBatch(9, 7, msgs(0, 1)...)); !errors.Is(err, ErrProducerFenced) {
 			t.Fatalf("%s: another owner under the producer: %v, want ErrProducerFenced", when, err)
 		}
-		if info, _ := s.Info("p"); info.Next != plain+7 {
+		if info, _ := lg(t, s, "p").Info(); info.Next != plain+7 {
 			t.Fatalf("%s: next %d, want %d", when, info.Next, plain+7)
 		}
 	}
@@ -457,11 +457,11 @@ func TestTruncateAfterProducers(t *testing.T) {
 func TestTruncateAfterReaders(t *testing.T) {
 	s, _ := openTest(t, 2)
 	populate(t, s, "c", 0, 61)
-	r, err := s.Read("c", 0, 0, 0)
+	r, err := lg(t, s, "c").Read(0, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TruncateAfter("c", 20); err != nil {
+	if _, err := lg(t, s, "c").TruncateAfter(20); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.AppendTo(nil); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -473,7 +473,7 @@ func TestTruncateAfterReaders(t *testing.T) {
 	r.Release()
 
 	_, _, batches := leaderLog(t, 61)
-	if _, err := s.TruncateAfter("c", -1); err != nil {
+	if _, err := lg(t, s, "c").TruncateAfter(-1); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -486,7 +486,7 @@ func TestTruncateAfterReaders(t *testing.T) {
 					return
 				default:
 				}
-				r, err := s.Read("c", 0, 0, 0)
+				r, err := lg(t, s, "c").Read(0, 0, 0)
 				if err != nil {
 					continue // ErrOffsetOutOfRange is not expected, but a cut to 0 keeps the start
 				}
@@ -506,7 +506,7 @@ func TestTruncateAfterReaders(t *testing.T) {
 	}
 	deadline := time.Now().Add(testDeadline)
 	for i := 0; i < 20 && time.Now().Before(deadline); i++ {
-		info, _ := s.Info("c")
+		info, _ := lg(t, s, "c").Info()
 		k := 0
 		for k < len(batches) && baseOf(t, batches[k]) < info.Next {
 			k++
@@ -516,12 +516,12 @@ func TestTruncateAfterReaders(t *testing.T) {
 			chunk = append(chunk, slices.Clone(b))
 		}
 		if len(chunk) > 0 {
-			if _, err := s.Replicate("c", chunk); err != nil {
+			if _, err := lg(t, s, "c").Replicate(chunk); err != nil {
 				t.Fatalf("replicate: %v", err)
 			}
 		}
 		if i%3 == 2 {
-			if _, err := s.TruncateAfter("c", info.Next/2); err != nil {
+			if _, err := lg(t, s, "c").TruncateAfter(info.Next / 2); err != nil {
 				t.Fatalf("cut: %v", err)
 			}
 		}
@@ -696,28 +696,28 @@ func crashCut(t *testing.T, k, truncate, offset, oldest, next int64, epochs, epo
 	s := mustOpen(t, opts)
 	want := populate(t, s, "c", 0, 61)
 	if truncate > 0 {
-		if err := s.Truncate("c", truncate); err != nil {
+		if err := lg(t, s, "c").Truncate(truncate); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, e := range epochs {
-		if err := s.SetEpoch("c", e.Epoch, e.Start); err != nil {
+		if err := lg(t, s, "c").SetEpoch(e.Epoch, e.Start); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cfs.arm(k)
-	_, cutErr := s.TruncateAfter("c", offset)
+	_, cutErr := lg(t, s, "c").TruncateAfter(offset)
 	done := cutErr == nil && cfs.count.Load() <= k
 	cfs.arm(0) // the crash: nothing more reaches the files
 	_ = s.Close()
 
 	opts.FS = OSFS{}
 	s = mustOpen(t, opts)
-	info, err := s.Info("c")
+	info, err := lg(t, s, "c").Info()
 	if err != nil {
 		t.Fatal(err)
 	}
-	es, _ := s.Epochs("c")
+	es, _ := lg(t, s, "c").Epochs()
 	out := cutDone
 	switch {
 	case info.Next == int64(len(want)):
@@ -800,19 +800,19 @@ func TestReplicateProducerOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	batches := rawBatches(t, leader, "p", 0)
-	if _, err := f.Replicate("p", batches); err != nil {
+	if _, err := lg(t, f, "p").Replicate(batches); err != nil {
 		t.Fatal(err)
 	}
-	ids, err := f.UnboundProducers("p", batches)
+	ids, err := lg(t, f, "p").UnboundProducers(batches)
 	slices.Sort(ids)
 	if err != nil || !slices.Equal(ids, []uint64{7, 8}) {
 		t.Fatalf("unbound on the follower: %v %v, want [7 8]", ids, err)
 	}
-	owners, err := leader.ProducerOwners("p", append(ids, 99))
+	owners, err := lg(t, leader, "p").ProducerOwners(append(ids, 99))
 	if err != nil || len(owners) != 1 || owners[7] != "alice" {
 		t.Fatalf("the leader's owners: %v %v, want 7: alice only", owners, err)
 	}
-	if err := f.BindProducers("p", map[uint64]string{7: "alice", 99: "nobody"}); err != nil {
+	if err := lg(t, f, "p").BindProducers(map[uint64]string{7: "alice", 99: "nobody"}); err != nil {
 		t.Fatal(err)
 	}
 	check := func(when string) {
@@ -823,19 +823,19 @@ func TestReplicateProducerOwners(t *testing.T) {
 		if base, err := appendOwned(f, "p", "alice", idemBatch(7, 2, msgs(2, 1)...)); err != nil || base != 2 {
 			t.Fatalf("%s: alice's retry: %d %v, want 2", when, base, err)
 		}
-		if ids, _ := f.UnboundProducers("p", batches); !slices.Equal(ids, []uint64{8}) {
+		if ids, _ := lg(t, f, "p").UnboundProducers(batches); !slices.Equal(ids, []uint64{8}) {
 			t.Fatalf("%s: unbound: %v, want [8]", when, ids)
 		}
 	}
 	check("bound")
-	if err := f.BindProducers("p", map[uint64]string{7: "mallory"}); err != nil {
+	if err := lg(t, f, "p").BindProducers(map[uint64]string{7: "mallory"}); err != nil {
 		t.Fatal(err)
 	}
 	check("bound again to another")
 	mustClose(t, f)
 	f = mustOpen(t, fopts)
 	check("reopened")
-	if _, err := leader.ProducerOwners("p", make([]uint64, protocol.MaxOwnerQuery+1)); err == nil {
+	if _, err := lg(t, leader, "p").ProducerOwners(make([]uint64, protocol.MaxOwnerQuery+1)); err == nil {
 		t.Fatal("an owners query past the bound was answered")
 	}
 }
@@ -852,24 +852,24 @@ func TestReplicateAfterWholeTruncation(t *testing.T) {
 		t.Fatal(err)
 	}
 	half := len(batches) / 2
-	next, err := f.Replicate("r", slices.Clone(batches[:half]))
+	next, err := lg(t, f, "r").Replicate(slices.Clone(batches[:half]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Truncate("r", baseOf(t, batches[half+3])); err != nil { // clamped to next
+	if err := lg(t, f, "r").Truncate(baseOf(t, batches[half+3])); err != nil { // clamped to next
 		t.Fatal(err)
 	}
-	info, _ := f.Info("r")
+	info, _ := lg(t, f, "r").Info()
 	if info.Oldest != next || info.Next != next || info.Segments == 0 {
 		t.Fatalf("truncated whole: %+v, want [%d, %d) in a kept segment", info, next, next)
 	}
-	if _, err := f.Replicate("r", [][]byte{slices.Clone(batches[half+3])}); !errors.Is(err, ErrOffsetMismatch) {
+	if _, err := lg(t, f, "r").Replicate([][]byte{slices.Clone(batches[half+3])}); !errors.Is(err, ErrOffsetMismatch) {
 		t.Fatalf("past the end with a segment kept: %v, want ErrOffsetMismatch", err)
 	}
-	if n, err := f.TruncateAfter("r", info.Oldest); err != nil || n != next {
+	if n, err := lg(t, f, "r").TruncateAfter(info.Oldest); err != nil || n != next {
 		t.Fatalf("cut at the start: %d %v, want %d", n, err, next)
 	}
-	if info, _ = f.Info("r"); info.Segments != 0 || info.Oldest != next || info.Next != next {
+	if info, _ = lg(t, f, "r").Info(); info.Segments != 0 || info.Oldest != next || info.Next != next {
 		t.Fatalf("cut at the start: %+v, want no segments at %d", info, next)
 	}
 	for _, vol := range opts.Volumes {
@@ -878,13 +878,13 @@ func TestReplicateAfterWholeTruncation(t *testing.T) {
 		}
 	}
 	from := baseOf(t, batches[half+3])
-	if _, err := f.Replicate("r", slices.Clone(batches[half+3:])); err != nil {
+	if _, err := lg(t, f, "r").Replicate(slices.Clone(batches[half+3:])); err != nil {
 		t.Fatalf("replicate past the old end: %v", err)
 	}
 	end := baseOf(t, batches[len(batches)-1]) + int64(countOf(t, batches[len(batches)-1]))
 	mustClose(t, f)
 	f = mustOpen(t, opts)
-	if info, _ = f.Info("r"); info.Oldest != from || info.Next != end {
+	if info, _ = lg(t, f, "r").Info(); info.Oldest != from || info.Next != end {
 		t.Fatalf("after a restart: %+v, want [%d, %d)", info, from, end)
 	}
 	if got := rawBatches(t, f, "r", from); !slices.EqualFunc(got, batches[half+3:], bytes.Equal) {

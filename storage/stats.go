@@ -94,7 +94,7 @@ type TopicStats struct {
 	ReplicatedMessages, ReplicatedBytes   int64
 	ReplicaReadMessages, ReplicaReadBytes int64
 	// ReadOnly: a failed write or fsync turned the topic read-only
-	// (Store.ReadOnly) until the store is opened again.
+	// (Log.ReadOnly) until the store is opened again.
 	ReadOnly bool
 }
 

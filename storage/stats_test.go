@@ -28,11 +28,11 @@ func TestTopicStatsCountTraffic(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		batch := protocol.AppendBatch(nil, msgs(i*4, 4)...)
 		produced += int64(len(batch))
-		if _, err := s.Append("a", batch); err != nil {
+		if _, err := lg(t, s, "a").Append(batch, AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r, err := s.Read("a", 2, 5, 0) // offsets 2..6 of batches [0,4) and [4,8)
+	r, err := lg(t, s, "a").Read(2, 5, 0) // offsets 2..6 of batches [0,4) and [4,8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestTopicStatsReplicaTraffic(t *testing.T) {
 				n += int64(countOf(t, b))
 			}
 			before := leader.TopicStats()[0] // rawBatches read the log
-			if _, err := follower.Replicate("r", batches); err != nil {
+			if _, err := lg(t, follower, "r").Replicate(batches); err != nil {
 				t.Fatal(err)
 			}
 			f := follower.TopicStats()[0]
@@ -95,12 +95,12 @@ func TestTopicStatsReplicaTraffic(t *testing.T) {
 				t.Errorf("follower replicated %d messages, %d bytes in %d segments; want %d, %d, several", f.ReplicatedMessages, f.ReplicatedBytes, f.Segments, n, bytes)
 			}
 
-			r, err := leader.ReadReplica("r", 0, 0, 0)
+			r, err := lg(t, leader, "r").ReadReplica(0, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			r.Release()
-			if r, err = leader.Peek("r", 0, 0, 0); err != nil {
+			if r, err = lg(t, leader, "r").Peek(0, 0, 0); err != nil {
 				t.Fatal(err)
 			}
 			if len(r.Spans) != 0 || r.Bytes != bytes || r.Next != n {

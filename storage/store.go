@@ -36,6 +36,9 @@ type Store struct {
 	// (cleanName on every volume at Open), so everything appended before
 	// it was on disk.
 	cleanStart bool
+	// closing is set once Close begins: held Logs fail with ErrClosed from
+	// then on, as lookups do.
+	closing atomic.Bool
 
 	stats statsCounters
 	// Deleted topic directories being removed in the background: removing
@@ -168,6 +171,7 @@ func (s *Store) Close() error {
 		return ErrClosed
 	}
 	s.closed = true
+	s.closing.Store(true)
 	s.mu.Unlock()
 	close(s.stop)
 	s.wg.Wait()
@@ -313,8 +317,8 @@ func (s *Store) HasTopic(name string) bool {
 }
 
 // Info describes a topic.
-func (s *Store) Info(name string) (TopicInfo, error) {
-	t, err := s.lookup(name)
+func (l *Log) Info() (TopicInfo, error) {
+	t, err := l.live()
 	if err != nil {
 		return TopicInfo{}, err
 	}
@@ -325,128 +329,6 @@ func (s *Store) Info(name string) (TopicInfo, error) {
 // Append and AppendMany wait for the disk, which a caller serving many
 // clients keeps off its event loops.
 func (s *Store) FsyncPolicy() FsyncPolicy { return s.opts.Fsync }
-
-// Append validates batch (header, CRC and, when uncompressed, its messages),
-// stamps its base offset and append time into it in place, writes it to
-// every volume in order and returns its base offset once every volume has
-// it (and, with FsyncAlways, once every volume has fsynced it). Appends that
-// arrive together are written together: one write per volume, one fsync.
-// batch must hold exactly one batch and must not be used by the caller until
-// Append returns.
-func (s *Store) Append(name string, batch []byte) (int64, error) {
-	return s.AppendExpect(name, batch, -1)
-}
-
-// AppendExpect is Append only if the topic's next offset is expect when
-// the batch is committed (expect >= 0; < 0: always), else
-// ErrOffsetMismatch and nothing is written: optimistic concurrency for
-// writers that read the topic's end first. A batch its idempotent
-// producer sent before is answered with its first offset whatever expect
-// says.
-func (s *Store) AppendExpect(name string, batch []byte, expect int64) (int64, error) {
-	bi, err := s.validate(name, batch, "")
-	if err != nil {
-		return 0, err
-	}
-	t, err := s.lookup(name)
-	if err != nil {
-		return 0, err
-	}
-	return t.append(batch, bi, expect)
-}
-
-// AppendMany appends batches to topic name in the order given, committed
-// together (one write and at most one fsync per volume for all of them,
-// with whatever else is queued). It is Append for a caller that holds
-// several batches, such as a connection pipelining produces: their offsets
-// follow their order. bases[i] and errs[i] are the outcome of batches[i];
-// a batch that fails validation does not stop the others.
-func (s *Store) AppendMany(name string, batches [][]byte) (bases []int64, errs []error) {
-	return s.AppendManyExpect(name, batches, nil)
-}
-
-// AppendManyExpect is AppendMany where batches[i] is appended only if
-// the topic's next offset is then expects[i] (AppendExpect), for each
-// expects[i] >= 0; expects may be nil.
-func (s *Store) AppendManyExpect(name string, batches [][]byte, expects []int64) (bases []int64, errs []error) {
-	var opts []AppendOptions
-	if expects != nil {
-		opts = make([]AppendOptions, len(expects))
-		for i, e := range expects {
-			opts[i].Expect = e
-		}
-	}
-	return s.AppendManyOwner(name, "", batches, opts)
-}
-
-// AppendOptions are the conditions of one append.
-type AppendOptions struct {
-	// Expect, when 0 or more, appends the batch only if the topic's next
-	// offset is then Expect (else ErrOffsetMismatch); < 0: always. Note
-	// that the zero AppendOptions expects offset 0.
-	Expect int64
-	// StrictSequence appends an idempotent producer's batch only if its
-	// sequence is the highest the topic stored for the producer plus one
-	// (else ErrOutOfOrderSequence, nothing written), so that its batches
-	// are stored in sequence order whatever order they arrive in. A batch
-	// stored before is answered with its first offset as without it, and
-	// a producer the topic does not remember takes any sequence.
-	StrictSequence bool
-	// Tenant names the queue a compressed batch waits in for a decode
-	// worker: decodes are shared fairly among tenants (decode.go), and
-	// Options.MaxDecodeQueued bounds each one's queue. "" means the owner
-	// (AppendManyOwner), "" too without one.
-	Tenant string
-}
-
-// AppendManyOwner is AppendMany for batches sent by owner, a token's
-// hash, batches[i] under the conditions of opts[i] (opts nil: none): an
-// idempotent producer is bound to the owner whose batch first used it,
-// and another owner's batch under it fails with ErrProducerFenced (see
-// Idempotent producers). Owner "" is trusted with every producer.
-func (s *Store) AppendManyOwner(name, owner string, batches [][]byte, opts []AppendOptions) (bases []int64, errs []error) {
-	bases = make([]int64, len(batches))
-	errs = make([]error, len(batches))
-	infos := make([]batchInfo, len(batches))
-	for i, batch := range batches {
-		tenant := owner
-		if opts != nil && opts[i].Tenant != "" {
-			tenant = opts[i].Tenant
-		}
-		infos[i], errs[i] = s.validate(name, batch, tenant)
-	}
-	t, err := s.lookup(name)
-	if err != nil {
-		for i := range errs {
-			if errs[i] == nil {
-				errs[i] = err
-			}
-		}
-		return bases, errs
-	}
-	reqs := make([]*appendReq, 0, len(batches))
-	for i, batch := range batches {
-		if errs[i] == nil {
-			r := &appendReq{batch: batch, count: infos[i].count, pid: infos[i].pid, seq: infos[i].seq, owner: owner}
-			if opts != nil {
-				r.strict = opts[i].StrictSequence
-				if opts[i].Expect >= 0 {
-					r.cond, r.expect = true, opts[i].Expect
-				}
-			}
-			reqs = append(reqs, r)
-		}
-	}
-	t.committer.appendReqs(reqs)
-	j := 0
-	for i := range batches {
-		if errs[i] == nil {
-			bases[i], errs[i] = reqs[j].base, reqs[j].err
-			j++
-		}
-	}
-	return bases, errs
-}
 
 // batchInfo is what validate learns of a batch that commit needs.
 type batchInfo struct {
@@ -528,8 +410,8 @@ const maxKeptScratch = 4 << 20
 // Truncate makes offsets before `before` unreadable and deletes the segments
 // that hold only such offsets. The newest segment is always kept, so the
 // next offset survives. Truncating past the end truncates to the end.
-func (s *Store) Truncate(name string, before int64) error {
-	t, err := s.lookup(name)
+func (l *Log) Truncate(before int64) error {
+	t, err := l.live()
 	if err != nil {
 		return err
 	}
@@ -538,8 +420,8 @@ func (s *Store) Truncate(name string, before int64) error {
 
 // TruncateTime truncates before the first message appended at or after
 // before.
-func (s *Store) TruncateTime(name string, before time.Time) error {
-	t, err := s.lookup(name)
+func (l *Log) TruncateTime(before time.Time) error {
+	t, err := l.live()
 	if err != nil {
 		return err
 	}
@@ -558,8 +440,8 @@ func (s *Store) TruncateTime(name string, before time.Time) error {
 // message, the next offset for a time after the newest. The answer is a
 // batch's first offset (append times are per batch), never before the
 // oldest.
-func (s *Store) OffsetAt(name string, at time.Time) (int64, error) {
-	t, err := s.lookup(name)
+func (l *Log) OffsetAt(at time.Time) (int64, error) {
+	t, err := l.live()
 	if err != nil {
 		return 0, err
 	}

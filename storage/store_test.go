@@ -81,7 +81,7 @@ func TestRoundTrip(t *testing.T) {
 				var want [][]byte
 				for i := 0; i < 3; i++ {
 					m := msgs(len(want), batch)
-					base, err := s.Append("t", protocol.AppendBatch(nil, m...))
+					base, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, m...), AppendOptions{})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -99,7 +99,7 @@ func TestRoundTrip(t *testing.T) {
 						t.Fatalf("message %d differs", i)
 					}
 				}
-				info, err := s.Info("t")
+				info, err := lg(t, s, "t").Info()
 				if err != nil || info.Next != int64(len(want)) || info.Oldest != 0 {
 					t.Fatalf("info %+v %v", info, err)
 				}
@@ -110,7 +110,7 @@ func TestRoundTrip(t *testing.T) {
 
 func TestNotFound(t *testing.T) {
 	s, _ := openTest(t, 1)
-	if _, err := s.Append("nope", protocol.AppendBatch(nil, []byte("x"))); !errors.Is(err, ErrTopicNotFound) {
+	if _, err := s.Log("nope"); !errors.Is(err, ErrTopicNotFound) {
 		t.Fatalf("got %v", err)
 	}
 }

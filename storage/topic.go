@@ -24,6 +24,7 @@ func parseBatch(b []byte, limit int) (protocol.Batch, int, error) {
 type topic struct {
 	s    *Store
 	name string
+	log  Log // the handle Store.Log returns
 
 	wmu sync.Mutex
 	// committer is the group commit (commit.go): its queue under its own
@@ -33,7 +34,7 @@ type topic struct {
 	// Idempotent producers' recent sequences (producers.go); wmu must be
 	// held, but recovery fills it alone.
 	producers producerTable
-	// importing: every batch the topic holds was imported (Store.Import)
+	// importing: every batch the topic holds was imported (Log.Import)
 	// and its marker file is on the volumes; wmu must be held.
 	importing bool
 	bg        sync.WaitGroup // background rolls: next files, seals (rotate.go)
@@ -90,7 +91,7 @@ type appendReq struct {
 	// cond: append only if the topic's next offset is expect.
 	cond   bool
 	expect int64
-	// imp: an imported batch (Store.Import), stamped with its original
+	// imp: an imported batch (Log.Import), stamped with its original
 	// append time at rather than the commit's; never queued, committed
 	// by Import under wmu.
 	imp     bool
@@ -115,6 +116,7 @@ var reqPool = sync.Pool{New: func() any { return &appendReq{ready: make(chan boo
 
 func newTopic(s *Store, name string) *topic {
 	t := &topic{s: s, name: name}
+	t.log.t = t
 	t.committer.t = t
 	t.index.t = t
 	return t
@@ -150,21 +152,8 @@ func (t *topic) info() (TopicInfo, error) {
 	return info, nil
 }
 
-// append queues one validated batch and commits it, with whatever else is
-// queued, unless another committer already did.
-func (t *topic) append(batch []byte, bi batchInfo, expect int64) (int64, error) {
-	req := reqPool.Get().(*appendReq)
-	req.batch, req.count, req.pid, req.seq = batch, bi.count, bi.pid, bi.seq
-	req.cond, req.expect = expect >= 0, expect
-	t.committer.appendReqs([]*appendReq{req})
-	base, err := req.base, req.err
-	*req = appendReq{ready: req.ready}
-	reqPool.Put(req)
-	return base, err
-}
-
 // AppendCallback is told the outcomes of asynchronous appends
-// (Store.AppendAsync). After each commit, storage calls Appended for each
+// (Log.AppendAsync). After each commit, storage calls Appended for each
 // of the callback's appends that the commit held, in the order they were
 // queued, then Flush once: a caller that answers clients can send all the
 // answers of a commit together. Both run on a storage goroutine and must be
@@ -178,52 +167,6 @@ type AppendCallback interface {
 	Appended(arg any, base int64, err error)
 	// Flush follows the Appended calls of one commit.
 	Flush()
-}
-
-// AppendAsync is Append without the wait, for a caller that has more to
-// send before the answer comes back (a connection pipelining produces): it
-// validates batch and queues it for the topic's next commit, and returns.
-// Validating a compressed batch may wait for a decode worker
-// (Options.DecodeWorkers): an event loop hands those to a goroutine.
-// Batches queued by one goroutine get offsets in the order queued, and
-// share commits (one write and fsync per volume) with each other and with
-// every other append to the topic.
-//
-// An error returned (a bad batch, a missing topic) means batch was not
-// queued and cb hears nothing of it. Otherwise cb.Appended(arg, ...) is
-// called once, after every volume has the batch (and has fsynced it, with
-// FsyncAlways). batch must not be used by the caller until then.
-func (s *Store) AppendAsync(name string, batch []byte, cb AppendCallback, arg any) error {
-	return s.AppendAsyncExpect(name, batch, -1, cb, arg)
-}
-
-// AppendAsyncExpect is AppendAsync appending batch only if the topic's
-// next offset is expect when its commit comes (expect >= 0; < 0: always):
-// else cb hears ErrOffsetMismatch and nothing is written. A batch its
-// idempotent producer sent before is answered with its first offset
-// whatever expect says.
-func (s *Store) AppendAsyncExpect(name string, batch []byte, expect int64, cb AppendCallback, arg any) error {
-	return s.AppendAsyncOwner(name, "", batch, AppendOptions{Expect: expect}, cb, arg)
-}
-
-// AppendAsyncOwner is AppendAsync for a batch sent by owner (see
-// AppendManyOwner), under the conditions of o.
-func (s *Store) AppendAsyncOwner(name, owner string, batch []byte, o AppendOptions, cb AppendCallback, arg any) error {
-	tenant := o.Tenant
-	if tenant == "" {
-		tenant = owner
-	}
-	bi, err := s.validate(name, batch, tenant)
-	if err != nil {
-		return err
-	}
-	t, err := s.lookup(name)
-	if err != nil {
-		return err
-	}
-	t.committer.appendAsync(&appendReq{batch: batch, count: bi.count, pid: bi.pid, seq: bi.seq, owner: owner,
-		strict: o.StrictSequence, cond: o.Expect >= 0, expect: o.Expect, cb: cb, arg: arg})
-	return nil
 }
 
 // fail makes err sticky: the topic turns read-only. It returns the error
@@ -245,8 +188,8 @@ func (t *topic) fail(err error) error {
 // ReadOnly returns the error that turned topic read-only (it wraps
 // ErrReadOnly and the failed write's or fsync's cause), nil while the
 // topic takes appends, or why there is no such topic.
-func (s *Store) ReadOnly(name string) error {
-	t, err := s.lookup(name)
+func (l *Log) ReadOnly() error {
+	t, err := l.live()
 	if err != nil {
 		return err
 	}
@@ -389,8 +332,8 @@ func (t *topic) close() error {
 // the goroutine that appended, after the append is visible to readers, and
 // must not block. The returned cancel removes fn if it has not run yet and
 // reports whether it did so.
-func (s *Store) Watch(name string, offset int64, fn func()) (cancel func() bool, err error) {
-	t, err := s.lookup(name)
+func (l *Log) Watch(offset int64, fn func()) (cancel func() bool, err error) {
+	t, err := l.live()
 	if err != nil {
 		return nil, err
 	}

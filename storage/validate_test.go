@@ -25,7 +25,7 @@ func TestAppendValidatesCompressed(t *testing.T) {
 	}
 	raw := protocol.AppendMessage(protocol.AppendMessage(nil, []byte("a")), []byte("b"))
 	good := protocol.AppendBatchRaw(nil, protocol.CodecZstd, 2, raw)
-	if _, err := s.Append("t", good); err != nil {
+	if _, err := lg(t, s, "t").Append(good, AppendOptions{}); err != nil {
 		t.Fatalf("a true zstd batch: %v", err)
 	}
 	zeros := protocol.AppendBatchRaw(nil, protocol.CodecZstd, 1, protocol.AppendMessage(nil, bytes.Repeat([]byte{0}, 2<<20)))
@@ -34,11 +34,11 @@ func TestAppendValidatesCompressed(t *testing.T) {
 		"a true body with a wrong count":                   protocol.AppendBatchRaw(nil, protocol.CodecS2, 3, raw),
 		"decoding past MaxBatchBytes":                      zeros,
 	} {
-		if _, err := s.Append("t", b); !errors.Is(err, ErrInvalidBatch) {
+		if _, err := lg(t, s, "t").Append(b, AppendOptions{}); !errors.Is(err, ErrInvalidBatch) {
 			t.Errorf("%s: %v, want ErrInvalidBatch", name, err)
 		}
 	}
-	if info, err := s.Info("t"); err != nil || info.Next != 2 {
+	if info, err := lg(t, s, "t").Info(); err != nil || info.Next != 2 {
 		t.Fatalf("after refused batches: %+v %v, want next 2", info, err)
 	}
 }
@@ -52,20 +52,20 @@ func TestTruncateTimeOutOfRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := s.Append("t", protocol.AppendBatch(nil, []byte("m"))); err != nil {
+		if _, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, []byte("m")), AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.TruncateTime("t", time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+	if err := lg(t, s, "t").TruncateTime(time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := s.Info("t"); info.Oldest != 0 {
+	if info, _ := lg(t, s, "t").Info(); info.Oldest != 0 {
 		t.Fatalf("truncate before 1600 moved the start to %d", info.Oldest)
 	}
-	if err := s.TruncateTime("t", time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+	if err := lg(t, s, "t").TruncateTime(time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := s.Info("t"); info.Oldest != 3 {
+	if info, _ := lg(t, s, "t").Info(); info.Oldest != 3 {
 		t.Fatalf("truncate before 9999: oldest %d, want 3", info.Oldest)
 	}
 }
@@ -80,7 +80,7 @@ func TestOpenWithoutSpaceForIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 35 { // 4 segments of 10
-		if _, err := s.Append("t", protocol.AppendBatch(nil, []byte("m"))); err != nil {
+		if _, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, []byte("m")), AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -101,10 +101,10 @@ func TestOpenWithoutSpaceForIndexes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open with no space for indexes: %v", err)
 	}
-	if info, err := s2.Info("t"); err != nil || info.Next != 35 {
+	if info, err := lg(t, s2, "t").Info(); err != nil || info.Next != 35 {
 		t.Fatalf("after open: %+v %v", info, err)
 	}
-	res, err := s2.Read("t", 0, 35, 1<<20)
+	res, err := lg(t, s2, "t").Read(0, 35, 1<<20)
 	if err != nil || res.End != 35 {
 		t.Fatalf("read all: %+v %v", res, err)
 	}
@@ -128,7 +128,7 @@ func TestFreeSpaceFloor(t *testing.T) {
 	if err := s.CreateTopic("t"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.Append("t", protocol.AppendBatch(nil, []byte("m")))
+	_, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, []byte("m")), AppendOptions{})
 	if !errors.Is(err, ErrNoSpace) || errors.Is(err, ErrReadOnly) {
 		t.Fatalf("append under the floor: %v, want ErrNoSpace and not read-only", err)
 	}
@@ -142,7 +142,7 @@ func TestFreeSpaceFloor(t *testing.T) {
 		s.space.floor[v].Store(0)
 	}
 	s.measureSpace()
-	if base, err := s.Append("t", protocol.AppendBatch(nil, []byte("m"))); err != nil || base != 0 {
+	if base, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, []byte("m")), AppendOptions{}); err != nil || base != 0 {
 		t.Fatalf("append once space returned: %d %v", base, err)
 	}
 }
@@ -156,12 +156,12 @@ func TestWriteErrorNamesSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := s.Append("t", protocol.AppendBatch(nil, []byte("m"))); err != nil {
+		if _, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, []byte("m")), AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ffs.failWrite(filepath.Join(opts.Volumes[0], "topics", "t"))
-	_, err := s.Append("t", protocol.AppendBatch(nil, []byte("m")))
+	_, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, []byte("m")), AppendOptions{})
 	if err == nil {
 		t.Fatal("append with failing writes succeeded")
 	}
@@ -183,7 +183,7 @@ func TestDecodeBudget(t *testing.T) {
 	held := mustAcquire(t, s.decode, "", opts.MaxDecodeBytes) // as an append decoding meanwhile would
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Append("t", protocol.AppendBatchRaw(nil, protocol.CodecZstd, 1, raw))
+		_, err := lg(t, s, "t").Append(protocol.AppendBatchRaw(nil, protocol.CodecZstd, 1, raw), AppendOptions{})
 		done <- err
 	}()
 	deadline := time.Now().Add(10 * time.Second)
@@ -198,7 +198,7 @@ func TestDecodeBudget(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if _, err := s.Append("t", protocol.AppendBatch(nil, []byte("plain"))); err != nil {
+	if _, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, []byte("plain")), AppendOptions{}); err != nil {
 		t.Fatalf("an uncompressed append while the budget is taken: %v", err)
 	}
 	s.decode.release(held)
@@ -210,7 +210,7 @@ func TestDecodeBudget(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the compressed append still waits once the budget freed")
 	}
-	if info, err := s.Info("t"); err != nil || info.Next != 2 {
+	if info, err := lg(t, s, "t").Info(); err != nil || info.Next != 2 {
 		t.Fatalf("after both appends: %+v %v, want next offset 2", info, err)
 	}
 }

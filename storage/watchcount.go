@@ -1,9 +1,9 @@
 package storage
 
-// Watches returns the number of watches armed on topic name (Watch) that
+// Watches returns the number of watches armed on the log (Watch) that
 // have neither run nor been cancelled: what an append to it will call.
-func (s *Store) Watches(name string) (int, error) {
-	t, err := s.lookup(name)
+func (l *Log) Watches() (int, error) {
+	t, err := l.live()
 	if err != nil {
 		return 0, err
 	}

@@ -110,3 +110,14 @@ func (s *Server) Restart() (*Server, error) {
 	}
 	return StartConfig(s.Server.Config())
 }
+
+// Log returns the handle on topic's log in the server's store, failing
+// the test if there is none.
+func (s *Server) Log(t testing.TB, topic string) *storage.Log {
+	t.Helper()
+	l, err := s.Store.Log(topic)
+	if err != nil {
+		t.Fatalf("log %q: %v", topic, err)
+	}
+	return l
+}

@@ -20,7 +20,7 @@ func TestConsumerGroupHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 5; i++ {
-		if _, err := s.Store.Append("work", protocol.AppendBatch(nil, []byte(fmt.Sprint(i)))); err != nil {
+		if _, err := s.Log(t, "work").Append(protocol.AppendBatch(nil, []byte(fmt.Sprint(i))), storage.AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -42,11 +42,11 @@ func TestConsumerGroupHeader(t *testing.T) {
 	if r := do(t, "GET", u+"?id=3&limit=1", "", "X-Consumer-Group", "other"); r.body != "4" || r.h.Get("X-Committed") != "" {
 		t.Fatalf("explicit id: %q, X-Committed %q", r.body, r.h.Get("X-Committed"))
 	}
-	if o, err := s.Store.FetchOffset("work", "other"); err != nil || o.Committed != 1 {
+	if o, err := s.Log(t, "work").FetchOffset("other"); err != nil || o.Committed != 1 {
 		t.Fatalf("other: %+v, %v", o, err)
 	}
 	// A group a member of the binary protocol holds: 409, nothing read.
-	if _, err := s.Store.Lease("work", "other", "m", time.Minute); err != nil {
+	if _, err := s.Log(t, "work").Lease("other", "m", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if r := do(t, "GET", u, "", "X-Consumer-Group", "other"); r.code != 409 {
@@ -56,7 +56,7 @@ func TestConsumerGroupHeader(t *testing.T) {
 		t.Fatalf("bad group: %d %q", r.code, r.body)
 	}
 	// A group that committed nothing read yet lags by the whole topic.
-	if err := s.Store.CommitOffset("work", "late", storage.Commit{Offset: 0}); err != nil {
+	if err := s.Log(t, "work").CommitOffset("late", storage.Commit{Offset: 0}); err != nil {
 		t.Fatal(err)
 	}
 	_, body := get(t, s.url+"/metrics")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/haraqa/haraqa/broker/httpapi"
 	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
 )
 
 // Batches whose messages carry headers, compressed or not, are served as
@@ -21,7 +22,7 @@ func TestConsumeBatchWithHeaders(t *testing.T) {
 	meta := protocol.BatchMeta{ProducerID: 1, Sequence: 0, Headers: true}
 	for i, codec := range []protocol.Codec{protocol.CodecNone, protocol.CodecZstd} {
 		meta.Sequence = uint64(i)
-		if _, err := s.Store.Append("h", protocol.AppendBatchRawMeta(nil, meta, codec, 2, raw)); err != nil {
+		if _, err := s.Log(t, "h").Append(protocol.AppendBatchRawMeta(nil, meta, codec, 2, raw), storage.AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

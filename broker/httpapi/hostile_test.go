@@ -30,7 +30,7 @@ func TestWatchesReleased(t *testing.T) {
 	names := strings.TrimSuffix(strings.Repeat("quiet,", httpapi.DefaultMaxWatchTopics), ",")
 	armed := func() int {
 		t.Helper()
-		n, err := s.Store.Watches("quiet")
+		n, err := s.Log(t, "quiet").Watches()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestMetricsNeedsToken(t *testing.T) {
 		if err := s.Store.CreateTopic(topic); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Store.CommitOffset(topic, "g-"+topic, storage.Commit{Offset: 0}); err != nil {
+		if err := s.Log(t, topic).CommitOffset("g-"+topic, storage.Commit{Offset: 0}); err != nil {
 			t.Fatal(err)
 		}
 	}

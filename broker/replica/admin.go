@@ -61,7 +61,11 @@ func (m *Manager) ProducerOwners(topic string, ids []uint64) (map[uint64]string,
 	if !leading {
 		return nil, m.notLeader(topic, t.Leader)
 	}
-	return m.store.ProducerOwners(topic, ids)
+	l, err := m.store.Log(topic)
+	if err != nil {
+		return nil, err
+	}
+	return l.ProducerOwners(ids)
 }
 
 // Create implements service.ClusterAdmin.
@@ -240,9 +244,11 @@ func (m *Manager) Status(v service.StatusView) []byte {
 		}
 		ts := TopicStatus{Topic: t, ReplicaCount: len(t.Replicas), InSyncCount: len(t.ISR)}
 		ts.Proposal = "" // the create's ID, internal to the Raft record
-		if info, err := m.store.Info(t.Name); err == nil {
-			ts.Next = info.Next
-			ts.ReadOnly = m.copyFailed(t.Name)
+		if l, err := m.store.Log(t.Name); err == nil {
+			if info, err := l.Info(); err == nil {
+				ts.Next = info.Next
+				ts.ReadOnly = errors.Is(l.ReadOnly(), storage.ErrReadOnly) // copyFailed
+			}
 		}
 		m.mu.Lock()
 		ts.Repairing = m.repairing[t.Name]

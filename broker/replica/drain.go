@@ -70,7 +70,7 @@ func (m *Manager) waitCopied(ctx context.Context, topics []*rtopic) string {
 // copied reports whether every in-sync follower of rt holds what this
 // member appended, or this member does not lead rt.
 func (m *Manager) copied(rt *rtopic) bool {
-	info, err := m.store.Info(rt.name)
+	info, err := m.info(rt.name)
 	if err != nil {
 		return true // deleted meanwhile, or the store is failing: nothing to wait for
 	}

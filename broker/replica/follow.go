@@ -8,6 +8,7 @@ import (
 
 	"github.com/haraqa/haraqa/client"
 	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
 )
 
 // follow copies topic rt from its leader at epoch until ctx ends: it
@@ -30,7 +31,8 @@ func (m *Manager) follow(ctx context.Context, rt *rtopic, leader string, epoch i
 // store1 stores the batches of a fetch, binds their new producers to
 // the owners the leader binds them to (bindOwners), and returns the next
 // offset.
-func (m *Manager) store1(ctx context.Context, c *client.Client, topic string, r client.ReplicaFetched, asked map[uint64]bool) (int64, error) {
+func (m *Manager) store1(ctx context.Context, c *client.Client, l *storage.Log, r client.ReplicaFetched, asked map[uint64]bool) (int64, error) {
+	topic := l.Name()
 	var batches [][]byte
 	var first int64 = -1
 	for rest := r.Batches; len(rest) > 0; {
@@ -44,23 +46,23 @@ func (m *Manager) store1(ctx context.Context, c *client.Client, topic string, r 
 		batches = append(batches, rest[:n:n])
 		rest = rest[n:]
 	}
-	if err := m.restartAt(topic, first); err != nil {
+	if err := m.restartAt(l, first); err != nil {
 		return 0, err
 	}
-	epochs, err := m.store.Epochs(topic)
+	epochs, err := l.Epochs()
 	if err != nil {
 		return 0, err
 	}
 	if r.BatchEpoch > 0 && (len(epochs) == 0 || epochs[len(epochs)-1].Epoch < r.BatchEpoch) {
-		if err := m.store.SetEpoch(topic, r.BatchEpoch, first); err != nil {
+		if err := l.SetEpoch(r.BatchEpoch, first); err != nil {
 			return 0, err
 		}
 	}
-	next, err := m.store.Replicate(topic, batches)
+	next, err := l.Replicate(batches)
 	if err != nil {
 		return 0, err
 	}
-	return next, m.bindOwners(ctx, c, topic, batches, asked)
+	return next, m.bindOwners(ctx, c, l, batches, asked)
 }
 
 // repair cuts this replica's log of topic before its first range that
@@ -69,18 +71,18 @@ func (m *Manager) store1(ctx context.Context, c *client.Client, topic string, r 
 // with a hole would otherwise look caught up (the follow loop looks only
 // at the log's end), count toward acks=all and be eligible to lead while
 // it cannot serve those offsets.
-func (m *Manager) repair(topic string) error {
-	from, bad, err := m.store.FirstUnreadable(topic)
+func (m *Manager) repair(l *storage.Log) error {
+	from, bad, err := l.FirstUnreadable()
 	if err != nil || !bad {
 		return err
 	}
-	info, err := m.store.Info(topic)
+	info, err := l.Info()
 	if err != nil {
 		return err
 	}
 	m.log.Warn("replica: offsets unreadable on every volume here: cutting the log there to copy it again from the leader",
-		"topic", topic, "from", from, "to", info.Next)
-	if err := m.cutTo(topic, from); err != nil {
+		"topic", l.Name(), "from", from, "to", info.Next)
+	if err := m.cutTo(l, from); err != nil {
 		return err
 	}
 	m.stats.repairs.Add(1)
@@ -92,12 +94,13 @@ func (m *Manager) repair(topic string) error {
 // follows this one's end (retention or a truncation dropped it), so
 // nothing here can be continued (Kafka's follower does the same on an
 // offset out of range). Replicate then starts the log at first.
-func (m *Manager) restartAt(topic string, first int64) error {
-	info, err := m.store.Info(topic)
+func (m *Manager) restartAt(l *storage.Log, first int64) error {
+	topic := l.Name()
+	info, err := l.Info()
 	if err != nil || first <= info.Next {
 		return err
 	}
-	if _, err := m.store.TruncateAfter(topic, info.Oldest); err != nil {
+	if _, err := l.TruncateAfter(info.Oldest); err != nil {
 		return fmt.Errorf("replica: topic %q: emptying the log to start again at the leader's %d: %w", topic, first, err)
 	}
 	if info.Next > info.Oldest {
@@ -116,8 +119,9 @@ func (m *Manager) restartAt(topic string, first int64) error {
 // binds to none (no auth) stays so here, even if a token's batch binds
 // it there later (which only a producer first used without a token, on
 // a server given -auth-file since, does).
-func (m *Manager) bindOwners(ctx context.Context, c *client.Client, topic string, batches [][]byte, asked map[uint64]bool) error {
-	ids, err := m.store.UnboundProducers(topic, batches)
+func (m *Manager) bindOwners(ctx context.Context, c *client.Client, l *storage.Log, batches [][]byte, asked map[uint64]bool) error {
+	topic := l.Name()
+	ids, err := l.UnboundProducers(batches)
 	if err != nil {
 		return err
 	}
@@ -138,7 +142,7 @@ func (m *Manager) bindOwners(ctx context.Context, c *client.Client, topic string
 	if len(owners) == 0 {
 		return nil
 	}
-	return m.store.BindProducers(topic, owners)
+	return l.BindProducers(owners)
 }
 
 // epochEnds answers where a leader's log of an epoch ends (protocol op
@@ -165,20 +169,21 @@ const maxCutRounds = 64
 // cut are forgotten with it, even when no batch goes, so the epochs of
 // the batches copied next are recorded as the leader's. The high-water
 // mark plays no part.
-func (m *Manager) truncate(ctx context.Context, leader epochEnds, topic string) error {
-	info, err := m.store.Info(topic)
+func (m *Manager) truncate(ctx context.Context, leader epochEnds, l *storage.Log) error {
+	topic := l.Name()
+	info, err := l.Info()
 	if err != nil {
 		return err
 	}
 	if info.Next == info.Oldest {
 		return nil // nothing to cut
 	}
-	epochs, err := m.store.Epochs(topic)
+	epochs, err := l.Epochs()
 	if err != nil {
 		return err
 	}
 	if len(epochs) == 0 {
-		return m.cutTo(topic, info.Oldest)
+		return m.cutTo(l, info.Oldest)
 	}
 	ask := epochs[len(epochs)-1].Epoch
 	for range maxCutRounds {
@@ -187,19 +192,19 @@ func (m *Manager) truncate(ctx context.Context, leader epochEnds, topic string) 
 			return err
 		}
 		if found == ask || found < 0 { // found < 0: the leader holds no epoch of ours, end is its start
-			return m.cutTo(topic, end)
+			return m.cutTo(l, end)
 		}
-		mineEpoch, mine, err := m.store.EpochEnd(topic, found)
+		mineEpoch, mine, err := l.EpochEnd(found)
 		if err != nil {
 			return err
 		}
 		if mineEpoch == found || mineEpoch < 0 {
-			return m.cutTo(topic, min(mine, end))
+			return m.cutTo(l, min(mine, end))
 		}
 		// Neither the leader's answer nor anything after this
 		// follower's epoch mineEpoch can be matched: cut there and ask
 		// about mineEpoch.
-		if err := m.cutTo(topic, mine); err != nil {
+		if err := m.cutTo(l, mine); err != nil {
 			return err
 		}
 		ask = mineEpoch
@@ -213,12 +218,13 @@ var ErrNoAgreedEpoch = errors.New("replica: no leader epoch agreed with the lead
 
 // cutTo cuts topic's log at offset (TruncateAfter), counting and logging
 // a cut that removed batches.
-func (m *Manager) cutTo(topic string, offset int64) error {
-	info, err := m.store.Info(topic)
+func (m *Manager) cutTo(l *storage.Log, offset int64) error {
+	topic := l.Name()
+	info, err := l.Info()
 	if err != nil {
 		return err
 	}
-	next, err := m.store.TruncateAfter(topic, offset)
+	next, err := l.TruncateAfter(offset)
 	if err != nil {
 		return fmt.Errorf("replica: topic %q: truncating to %d: %w", topic, offset, err)
 	}

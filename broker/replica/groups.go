@@ -79,7 +79,7 @@ func (g raftGroups) refusal(topic string, err error) error {
 // offsets returns topic's oldest offset here and its end for consumers:
 // the high-water mark, or this replica's next offset if lower.
 func (g raftGroups) offsets(topic string) (oldest, next int64, err error) {
-	info, err := g.m.store.Info(topic)
+	info, err := g.m.info(topic)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -154,7 +154,7 @@ func (g raftGroups) CommitOffset(topic, group string, c service.Commit) error {
 // and a member commits what it read from the previous leader. It
 // returns the topic's end for consumers then.
 func (g raftGroups) awaitHighWater(topic string, offset int64) (int64, error) {
-	if info, err := g.m.store.Info(topic); err == nil && offset <= info.Next {
+	if info, err := g.m.info(topic); err == nil && offset <= info.Next {
 		reached := make(chan struct{})
 		if cancel, ok := g.m.WatchReadable(topic, offset-1, func() { close(reached) }); ok {
 			t := time.NewTimer(g.m.cfg.AckTimeout)

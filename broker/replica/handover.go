@@ -175,7 +175,7 @@ func (m *Manager) handTo(rt *rtopic, h handover) {
 // holds reports whether follower id of rt holds everything this member
 // appended. rt's lead is this member's.
 func (m *Manager) holds(rt *rtopic, id string) bool {
-	info, err := m.store.Info(rt.name)
+	info, err := m.info(rt.name)
 	if err != nil {
 		return false
 	}

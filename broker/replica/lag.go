@@ -10,6 +10,7 @@ import (
 	"github.com/haraqa/haraqa/broker/cluster"
 	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
 )
 
 // This file: the followers' lag as their leader sees it, the in-sync
@@ -133,7 +134,11 @@ func (m *Manager) lagBytes(topic string, behind map[string]int64) string {
 	if len(behind) == 0 {
 		return ""
 	}
-	info, err := m.store.Info(topic)
+	l, err := m.store.Log(topic)
+	if err != nil {
+		return ""
+	}
+	info, err := l.Info()
 	if err != nil {
 		return ""
 	}
@@ -141,7 +146,7 @@ func (m *Manager) lagBytes(topic string, behind map[string]int64) string {
 		if leo >= info.Next {
 			continue
 		}
-		r, err := m.store.Peek(topic, leo, 0, m.cfg.LagBytes+1)
+		r, err := l.Peek(leo, 0, m.cfg.LagBytes+1)
 		if err != nil {
 			continue
 		}
@@ -210,12 +215,16 @@ func (m *Manager) Stats() service.ReplicationStats {
 		}
 		rt.mu.Unlock()
 		if ts.Leader {
-			info, err := m.store.Info(rt.name)
+			l, err := m.store.Log(rt.name)
+			var info storage.TopicInfo
+			if err == nil {
+				info, err = l.Info()
+			}
 			for i := range fols {
 				from := fols[i].Messages
 				fols[i].Messages = max(0, info.Next-from)
 				if err == nil && fols[i].Messages > 0 {
-					if r, rerr := m.store.Peek(rt.name, from, 0, 1<<62); rerr == nil {
+					if r, rerr := l.Peek(from, 0, 1<<62); rerr == nil {
 						fols[i].Bytes = r.Bytes
 						r.Release()
 					}

@@ -25,7 +25,7 @@ func TestLagBytes(t *testing.T) {
 	var sizes []int64
 	for range 10 {
 		b := protocol.AppendBatch(nil, bytes.Repeat([]byte("x"), 1000))
-		if _, err := s.Append("t", b); err != nil {
+		if _, err := lg(t, s, "t").Append(b, storage.AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		sizes = append(sizes, int64(len(b)))

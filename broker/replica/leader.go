@@ -66,11 +66,15 @@ func (m *Manager) writable(topic string) error {
 }
 
 // copyFailed reports whether this member's copy of topic turned
-// read-only: a write or an fsync of it failed (storage.Store.ReadOnly).
+// read-only: a write or an fsync of it failed (storage.Log.ReadOnly).
 // Until a restart reopens it, it takes no batch, as a leader or as a
 // follower.
 func (m *Manager) copyFailed(topic string) bool {
-	return errors.Is(m.store.ReadOnly(topic), storage.ErrReadOnly)
+	l, err := m.store.Log(topic)
+	if err != nil {
+		return false
+	}
+	return errors.Is(l.ReadOnly(), storage.ErrReadOnly)
 }
 
 // ErrNotEnoughReplicas refuses a produce with acks=all.
@@ -196,11 +200,15 @@ func (m *Manager) Fetch(topic, follower string, epoch, offset int64) (service.Fe
 	if !m.inContact() {
 		return service.FetchAnswer{}, m.notLeader(topic, "")
 	}
-	epochs, err := m.store.Epochs(topic)
+	l, err := m.store.Log(topic)
 	if err != nil {
 		return service.FetchAnswer{}, err
 	}
-	info, err := m.store.Info(topic)
+	epochs, err := l.Epochs()
+	if err != nil {
+		return service.FetchAnswer{}, err
+	}
+	info, err := l.Info()
 	if err != nil {
 		return service.FetchAnswer{}, err
 	}
@@ -282,5 +290,9 @@ func (m *Manager) EpochEnd(topic string, epoch int64) (int64, int64, error) {
 	if !leading {
 		return 0, 0, m.notLeader(topic, t.Leader)
 	}
-	return m.store.EpochEnd(topic, epoch)
+	l, err := m.store.Log(topic)
+	if err != nil {
+		return 0, 0, err
+	}
+	return l.EpochEnd(epoch)
 }

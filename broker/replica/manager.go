@@ -359,9 +359,13 @@ func (m *Manager) apply(rt *rtopic, t cluster.Topic) {
 	}
 	switch t.Leader {
 	case m.cfg.Self:
-		info, err := m.store.Info(rt.name)
+		l, err := m.store.Log(rt.name)
+		var info storage.TopicInfo
 		if err == nil {
-			err = m.store.SetEpoch(rt.name, t.Epoch, info.Next)
+			info, err = l.Info()
+		}
+		if err == nil {
+			err = l.SetEpoch(t.Epoch, info.Next)
 		}
 		if err != nil && !m.copyFailed(rt.name) {
 			m.log.Error("replica: taking the lead", "topic", rt.name, "epoch", t.Epoch, "err", err)
@@ -449,7 +453,11 @@ func (m *Manager) noteBoot(meta map[string]cluster.Topic) {
 		if len(t.Replicas) < 2 || !t.IsReplica(m.cfg.Self) || !m.store.HasTopic(name) {
 			continue
 		}
-		_, damaged, err := m.store.FirstUnreadable(name)
+		l, err := m.store.Log(name)
+		if err != nil {
+			continue
+		}
+		_, damaged, err := l.FirstUnreadable()
 		if err != nil {
 			continue
 		}
@@ -480,11 +488,15 @@ func (m *Manager) noteBoot(meta map[string]cluster.Topic) {
 // logEnd returns where this replica's log of topic ends: the last epoch
 // it holds batches of (0: none recorded) and its next offset.
 func (m *Manager) logEnd(topic string) (cluster.LogEnd, error) {
-	info, err := m.store.Info(topic)
+	l, err := m.store.Log(topic)
 	if err != nil {
 		return cluster.LogEnd{}, err
 	}
-	epochs, err := m.store.Epochs(topic)
+	info, err := l.Info()
+	if err != nil {
+		return cluster.LogEnd{}, err
+	}
+	epochs, err := l.Epochs()
 	if err != nil {
 		return cluster.LogEnd{}, err
 	}
@@ -529,9 +541,13 @@ func (m *Manager) stepBack(topics []cluster.LogEnd, clean bool) {
 }
 
 // damaged reports whether this member's copy of topic has a range
-// unreadable on every volume (storage.Store.FirstUnreadable).
+// unreadable on every volume (storage.Log.FirstUnreadable).
 func (m *Manager) damaged(topic string) bool {
-	_, bad, err := m.store.FirstUnreadable(topic)
+	l, err := m.store.Log(topic)
+	if err != nil {
+		return false
+	}
+	_, bad, err := l.FirstUnreadable()
 	return err == nil && bad
 }
 
@@ -589,12 +605,16 @@ func (m *Manager) applyStart(rt *rtopic, start int64) {
 	if start <= done {
 		return
 	}
-	info, err := m.store.Info(rt.name)
+	l, err := m.store.Log(rt.name)
 	if err != nil {
 		return // not created here yet: the next reconcile
 	}
+	info, err := l.Info()
+	if err != nil {
+		return
+	}
 	if info.Oldest < min(start, info.Next) {
-		if err := m.store.Truncate(rt.name, start); err != nil {
+		if err := l.Truncate(start); err != nil {
 			m.log.Error("replica: truncating to the topic's start", "topic", rt.name, "start", start, "err", err)
 			return
 		}
@@ -634,7 +654,7 @@ func (m *Manager) Truncate(topic string, before int64) error {
 	rt.mu.Unlock()
 	start := min(before, hw) // every in-sync replica holds it
 	if start <= t.Start {
-		return m.store.Truncate(topic, t.Start) // recorded before: done here too
+		return m.truncateHere(topic, t.Start) // recorded before: done here too
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
 	defer cancel()
@@ -649,7 +669,16 @@ func (m *Manager) Truncate(topic string, before int64) error {
 		return errUnrecorded("the truncation", err)
 	}
 	m.Poke()
-	return m.store.Truncate(topic, start)
+	return m.truncateHere(topic, start)
+}
+
+// truncateHere truncates this replica's log of topic before offset.
+func (m *Manager) truncateHere(topic string, before int64) error {
+	l, err := m.store.Log(topic)
+	if err != nil {
+		return err
+	}
+	return l.Truncate(before)
 }
 
 // httpOf returns a member's HTTP base URL.
@@ -752,4 +781,14 @@ func (m *Manager) GroupStats() map[string][]service.GroupOffset {
 		}
 	}
 	return out
+}
+
+// info returns the offsets and size of topic's log here: for a caller
+// that asks nothing else of the log.
+func (m *Manager) info(topic string) (storage.TopicInfo, error) {
+	l, err := m.store.Log(topic)
+	if err != nil {
+		return storage.TopicInfo{}, err
+	}
+	return l.Info()
 }

@@ -331,7 +331,7 @@ func (s *session) prepare(c *client.Client, topics []*ftopic) (wait []protocol.R
 				due = ft.retryAt
 			}
 		default:
-			info, err := m.store.Info(ft.rt.name)
+			info, err := m.info(ft.rt.name)
 			if err != nil {
 				s.failed(ft, err)
 				break
@@ -401,14 +401,17 @@ func (s *session) fetchReady(c *client.Client, ready []protocol.ReplicaWaitReady
 // epoch ends. ft.busy is held.
 func (s *session) setup(c *client.Client, ft *ftopic) error {
 	m := s.m
-	name := ft.rt.name
-	if err := m.store.ReadOnly(name); err != nil {
+	l, err := m.store.Log(ft.rt.name)
+	if err != nil {
 		return err
 	}
-	if err := m.repair(name); err != nil {
+	if err := l.ReadOnly(); err != nil {
 		return err
 	}
-	if err := m.truncate(ft.ctx, c, name); err != nil {
+	if err := m.repair(l); err != nil {
+		return err
+	}
+	if err := m.truncate(ft.ctx, c, l); err != nil {
 		return err
 	}
 	ft.ready = true
@@ -450,7 +453,12 @@ func (s *session) fetch(c *client.Client, ft *ftopic, r protocol.ReplicaWaitRead
 		return nil
 	}
 	name := ft.rt.name
-	info, err := m.store.Info(name)
+	l, err := m.store.Log(name)
+	if err != nil {
+		s.failed(ft, err)
+		return nil
+	}
+	info, err := l.Info()
 	if err != nil {
 		s.failed(ft, err)
 		return nil
@@ -466,7 +474,7 @@ func (s *session) fetch(c *client.Client, ft *ftopic, r protocol.ReplicaWaitRead
 			Offset: next, MaxBytes: m.cfg.FetchBytes, Wait: wait, Buf: buf})
 		wait = 0
 		if err == nil && len(f.Batches) > 0 {
-			next, err = m.store1(ft.ctx, c, name, f, ft.asked)
+			next, err = m.store1(ft.ctx, c, l, f, ft.asked)
 			m.stats.fetchedBytes.Add(int64(len(f.Batches)))
 		}
 		// An answer larger than FetchBytes (its first batch was) leaves a

@@ -89,7 +89,7 @@ func (rt *rtopic) advance(m *Manager) callbacks {
 	if !rt.leading(m.cfg.Self) || len(rt.meta.ISR) < m.cfg.MinInsync {
 		return callbacks{}
 	}
-	info, err := m.store.Info(rt.name)
+	info, err := m.info(rt.name)
 	if err != nil {
 		return callbacks{}
 	}

@@ -19,7 +19,11 @@ type storeLeader struct {
 
 func (l *storeLeader) EpochEnd(_ context.Context, topic string, epoch int64) (int64, int64, error) {
 	l.asked = append(l.asked, epoch)
-	return l.s.EpochEnd(topic, epoch)
+	lg, err := l.s.Log(topic)
+	if err != nil {
+		return 0, 0, err
+	}
+	return lg.EpochEnd(epoch)
 }
 
 func openReplica(t *testing.T) *storage.Store {
@@ -39,15 +43,15 @@ func openReplica(t *testing.T) *storage.Store {
 // batch of one message per name.
 func lead(t *testing.T, s *storage.Store, epoch int64, names ...string) {
 	t.Helper()
-	info, err := s.Info("t")
+	info, err := lg(t, s, "t").Info()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetEpoch("t", epoch, info.Next); err != nil {
+	if err := lg(t, s, "t").SetEpoch(epoch, info.Next); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range names {
-		if _, err := s.Append("t", protocol.AppendBatch(nil, []byte(n))); err != nil {
+		if _, err := lg(t, s, "t").Append(protocol.AppendBatch(nil, []byte(n)), storage.AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -84,7 +88,7 @@ func logOf(t *testing.T, s *storage.Store) []string {
 // batchesOf returns s's batches from offset on, each its own slice.
 func batchesOf(t *testing.T, s *storage.Store, offset int64) [][]byte {
 	t.Helper()
-	r, err := s.Read("t", offset, 1<<20, 1<<30)
+	r, err := lg(t, s, "t").Read(offset, 1<<20, 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,34 +117,34 @@ func follow(t *testing.T, follower, leader *storage.Store) (kept []string, asked
 	t.Helper()
 	m := New(follower, Config{Self: "f"})
 	l := &storeLeader{s: leader}
-	if err := m.truncate(context.Background(), l, "t"); err != nil {
+	if err := m.truncate(context.Background(), l, lg(t, follower, "t")); err != nil {
 		t.Fatal(err)
 	}
 	kept = logOf(t, follower)
 	if want := logOf(t, leader); len(kept) > len(want) || !slices.Equal(kept, want[:len(kept)]) {
 		t.Fatalf("after the cut the follower holds %q, not a prefix of the leader's %q", kept, want)
 	}
-	info, _ := follower.Info("t")
-	les, _ := leader.Epochs("t")
+	info, _ := lg(t, follower, "t").Info()
+	les, _ := lg(t, leader, "t").Epochs()
 	for _, b := range batchesOf(t, leader, info.Next) {
 		bt, _, _ := protocol.ParseBatch(b)
 		i, _ := slices.BinarySearchFunc(les, bt.BaseOffset+1, func(e storage.EpochStart, off int64) int {
 			return int(e.Start - off)
 		})
-		es, _ := follower.Epochs("t")
+		es, _ := lg(t, follower, "t").Epochs()
 		if e := les[i-1].Epoch; len(es) == 0 || es[len(es)-1].Epoch < e {
-			if err := follower.SetEpoch("t", e, bt.BaseOffset); err != nil {
+			if err := lg(t, follower, "t").SetEpoch(e, bt.BaseOffset); err != nil {
 				t.Fatalf("recording the leader's epoch %d at %d: %v", e, bt.BaseOffset, err)
 			}
 		}
-		if _, err := follower.Replicate("t", [][]byte{b}); err != nil {
+		if _, err := lg(t, follower, "t").Replicate([][]byte{b}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got, want := logOf(t, follower), logOf(t, leader); !slices.Equal(got, want) {
 		t.Fatalf("after the copy the follower holds %q, the leader %q", got, want)
 	}
-	fes, _ := follower.Epochs("t")
+	fes, _ := lg(t, follower, "t").Epochs()
 	if !slices.Equal(fes, les) {
 		t.Fatalf("after the copy the follower's epochs are %v, the leader's %v", fes, les)
 	}
@@ -221,7 +225,7 @@ func TestTruncateEmptyEpoch(t *testing.T) {
 func TestTruncateNoEpochs(t *testing.T) {
 	a, b := openReplica(t), openReplica(t)
 	for _, n := range names("x", 0, 3) {
-		if _, err := a.Append("t", protocol.AppendBatch(nil, []byte(n))); err != nil {
+		if _, err := lg(t, a, "t").Append(protocol.AppendBatch(nil, []byte(n)), storage.AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -88,7 +88,11 @@ func (s *Service) ListGroups(c Caller, topic string) (TopicInfo, []GroupOffset, 
 	if err != nil {
 		return TopicInfo{}, nil, err
 	}
-	info, err := s.store.Info(topic)
+	l, err := s.store.Log(topic)
+	if err != nil {
+		return TopicInfo{}, nil, err
+	}
+	info, err := l.Info()
 	if err != nil {
 		return info, nil, err
 	}
@@ -97,7 +101,12 @@ func (s *Service) ListGroups(c Caller, topic string) (TopicInfo, []GroupOffset, 
 			info.Next = min(info.Next, hw) // as the groups see it
 		}
 	}
-	gs, err := store.ListGroups(topic)
+	var gs []GroupOffset
+	if _, local := store.(localGroups); local {
+		gs, err = l.ListGroups() // the log looked up above
+	} else {
+		gs, err = store.ListGroups(topic)
+	}
 	kept := gs[:0]
 	for _, g := range gs {
 		if s.allowsGroup(c, g.Group) {
@@ -135,7 +144,7 @@ func (s *Service) FetchUnleased(c Caller, topic, group string) (GroupOffset, err
 // of Config.MaxGroupChangeRate (else a refusal of CodeLimitReached).
 func (s *Service) groupChange(c Caller, topic string) (GroupStore, error) {
 	gs, err := s.groupsOf(topic)
-	if err != nil || s.groupChangeLim == nil || gs == GroupStore(s.store) {
+	if _, local := gs.(localGroups); err != nil || s.groupChangeLim == nil || local {
 		return gs, err
 	}
 	if !s.groupChangeLim.Take(c.Owner()) {
@@ -150,7 +159,7 @@ func (s *Service) groupChange(c Caller, topic string) (GroupStore, error) {
 // reads (a follower refuses with not leader), else the store.
 func (s *Service) groupsOf(topic string) (GroupStore, error) {
 	if s.replGroup == nil {
-		return s.store, nil
+		return localGroups{s.store}, nil
 	}
 	gs, err := s.replGroup.Groups(topic)
 	if err != nil {
@@ -159,5 +168,59 @@ func (s *Service) groupsOf(topic string) (GroupStore, error) {
 	if gs != nil {
 		return gs, nil
 	}
-	return s.store, nil
+	return localGroups{s.store}, nil
+}
+
+// localGroups is a GroupStore over the store: the groups of a topic that
+// is not replicated live in its log (storage.Log's group methods).
+type localGroups struct{ store *storage.Store }
+
+var _ GroupStore = localGroups{}
+
+func (g localGroups) FetchOffset(topic, group string) (GroupOffset, error) {
+	l, err := g.store.Log(topic)
+	if err != nil {
+		return GroupOffset{}, err
+	}
+	return l.FetchOffset(group)
+}
+
+func (g localGroups) CommitOffset(topic, group string, c Commit) error {
+	l, err := g.store.Log(topic)
+	if err != nil {
+		return err
+	}
+	return l.CommitOffset(group, c)
+}
+
+func (g localGroups) LeaseFor(owner, topic, group, member string, ttl time.Duration) (GroupOffset, error) {
+	l, err := g.store.Log(topic)
+	if err != nil {
+		return GroupOffset{}, err
+	}
+	return l.LeaseFor(owner, group, member, ttl)
+}
+
+func (g localGroups) ReleaseLease(topic, group, member string) (GroupOffset, error) {
+	l, err := g.store.Log(topic)
+	if err != nil {
+		return GroupOffset{}, err
+	}
+	return l.ReleaseLease(group, member)
+}
+
+func (g localGroups) DeleteGroup(topic, group string) error {
+	l, err := g.store.Log(topic)
+	if err != nil {
+		return err
+	}
+	return l.DeleteGroup(group)
+}
+
+func (g localGroups) ListGroups(topic string) ([]GroupOffset, error) {
+	l, err := g.store.Log(topic)
+	if err != nil {
+		return nil, err
+	}
+	return l.ListGroups()
 }

@@ -32,7 +32,8 @@ type Produce struct {
 
 // options is p's conditions for storage, from c.
 func (p Produce) options(c Caller) storage.AppendOptions {
-	return storage.AppendOptions{Expect: p.Expect, StrictSequence: p.StrictSequence, Tenant: c.Tenant()}
+	return storage.AppendOptions{Expect: p.Expect >= 0, Next: p.Expect, Owner: c.Owner(),
+		StrictSequence: p.StrictSequence, Tenant: c.Tenant()}
 }
 
 // Produce appends p to topic (the produce right) and returns its base
@@ -67,12 +68,7 @@ func (s *Service) ProduceMany(c Caller, topic string, ps []Produce) (bases []int
 			return make([]int64, len(ps)), errs
 		}
 	}
-	batches := make([][]byte, len(ps))
-	opts := make([]storage.AppendOptions, len(ps))
-	for i, p := range ps {
-		batches[i], opts[i] = p.Batch, p.options(c)
-	}
-	bases, errs = s.store.AppendManyOwner(topic, c.Owner(), batches, opts)
+	bases, errs = s.appendMany(c, topic, ps)
 	var retry []int
 	for i, err := range errs {
 		if errors.Is(err, storage.ErrTopicNotFound) && ps[i].Create {
@@ -86,6 +82,44 @@ func (s *Service) ProduceMany(c Caller, topic string, ps []Produce) (bases []int
 		s.awaitReplicas(topic, ps, bases, errs)
 	}
 	return bases, errs
+}
+
+// appendMany appends ps to topic's log, committed together. A missing
+// topic fails each batch that a topic would take with the lookup's error
+// (ErrTopicNotFound, which a produce asking for it creates the topic on),
+// and each that none would take with why not, as appending to it would.
+func (s *Service) appendMany(c Caller, topic string, ps []Produce) (bases []int64, errs []error) {
+	batches := make([][]byte, len(ps))
+	opts := make([]storage.AppendOptions, len(ps))
+	for i, p := range ps {
+		batches[i], opts[i] = p.Batch, p.options(c)
+	}
+	l, err := s.store.Log(topic)
+	if err != nil {
+		errs = make([]error, len(ps))
+		for i := range errs {
+			if errs[i] = s.store.Validate(topic, batches[i], opts[i]); errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return make([]int64, len(ps)), errs
+	}
+	return l.AppendMany(batches, opts)
+}
+
+// appendAsync queues p for topic's log (storage's AppendAsync); a missing
+// topic fails it with why when no topic would take the batch, else with
+// the lookup's error.
+func (s *Service) appendAsync(c Caller, topic string, p Produce, cb AppendCallback, arg any) error {
+	o := p.options(c)
+	l, err := s.store.Log(topic)
+	if err != nil {
+		if verr := s.store.Validate(topic, p.Batch, o); verr != nil {
+			return verr
+		}
+		return err
+	}
+	return l.AppendAsync(p.Batch, o, cb, arg)
 }
 
 // acksAll reports whether a produce of ps waits for every in-sync
@@ -125,12 +159,11 @@ func (s *Service) retryCreated(c Caller, topic string, ps []Produce, retry []int
 		}
 		return
 	}
-	again := make([][]byte, len(retry))
-	opts := make([]storage.AppendOptions, len(retry))
+	again := make([]Produce, len(retry))
 	for k, i := range retry {
-		again[k], opts[k] = ps[i].Batch, ps[i].options(c)
+		again[k] = ps[i]
 	}
-	rb, re := s.store.AppendManyOwner(topic, c.Owner(), again, opts)
+	rb, re := s.appendMany(c, topic, again)
 	for k, i := range retry {
 		bases[i], errs[i] = rb[k], re[k]
 	}
@@ -155,12 +188,12 @@ func (s *Service) ProduceAsync(c Caller, topic string, p Produce, cb AppendCallb
 		if replicated {
 			bt, _, err := protocol.ParseBatch(p.Batch)
 			if err != nil {
-				return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.options(c), cb, arg) // storage says what is wrong
+				return s.appendAsync(c, topic, p, cb, arg) // storage says what is wrong
 			}
 			cb = &replicaAck{inner: cb, repl: s.repl, topic: topic, count: int64(bt.Count), acksAll: !p.AcksLeader}
 		}
 	}
-	return s.store.AppendAsyncOwner(topic, c.Owner(), p.Batch, p.options(c), cb, arg)
+	return s.appendAsync(c, topic, p, cb, arg)
 }
 
 // replicaAck holds the answer to a produce to a replicated topic until
@@ -235,11 +268,17 @@ func (s *Service) Import(c Caller, topic string, offset int64, raw []byte, creat
 		batches = append(batches, rest[:n:n])
 		rest = rest[n:]
 	}
-	oldest, next, err = s.store.Import(topic, offset, batches)
+	l, err := s.store.Log(topic)
 	if errors.Is(err, storage.ErrTopicNotFound) && create {
-		if err = s.create(topic); err == nil {
-			oldest, next, err = s.store.Import(topic, offset, batches)
+		// A topic is created only for an import it would take.
+		if err = s.store.ValidateImport(topic, offset, batches); err == nil {
+			if err = s.create(topic); err == nil {
+				l, err = s.store.Log(topic)
+			}
 		}
 	}
-	return oldest, next, err
+	if err != nil {
+		return 0, 0, err
+	}
+	return l.Import(offset, batches)
 }

@@ -37,7 +37,11 @@ func (s *Service) Read(c Caller, topic string, offset int64, limit int, maxBytes
 			return s.readCommitted(topic, offset, limit, maxBytes, hw)
 		}
 	}
-	r, err := s.store.Read(topic, offset, limit, maxBytes)
+	l, err := s.store.Log(topic)
+	if err != nil {
+		return nil, err
+	}
+	r, err := l.Read(offset, limit, maxBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -61,15 +65,26 @@ func (s *Service) Watch(c Caller, topic string, offset int64, fn func()) (cancel
 			return cancel, nil
 		}
 	}
-	return s.store.Watch(topic, offset, fn)
+	l, err := s.store.Log(topic)
+	if err != nil {
+		return nil, err
+	}
+	return l.Watch(offset, fn)
 }
 
 // readCommitted is Read of a replicated topic: only the offsets below
 // its high-water mark hw, which every in-sync replica holds, are read; a
 // negative offset counts back from hw, and the result's End is hw.
 func (s *Service) readCommitted(topic string, offset int64, limit int, maxBytes, hw int64) (*ReadResult, error) {
+	if offset == hw {
+		return &ReadResult{Offset: offset, First: offset, Next: offset, End: hw}, nil
+	}
+	l, err := s.store.Log(topic)
+	if err != nil {
+		return nil, err
+	}
 	if offset < 0 {
-		info, err := s.store.Info(topic)
+		info, err := l.Info()
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +95,7 @@ func (s *Service) readCommitted(topic string, offset int64, limit int, maxBytes,
 			// Past what consumers may see. Within what this replica
 			// holds, it is waited for: a reader that moved from the old
 			// leader to a new one, whose mark has yet to catch up.
-			info, err := s.store.Info(topic)
+			info, err := l.Info()
 			if err != nil {
 				return nil, err
 			}
@@ -94,7 +109,7 @@ func (s *Service) readCommitted(topic string, offset int64, limit int, maxBytes,
 	if limit > 0 {
 		n = min(n, int64(limit))
 	}
-	r, err := s.store.Read(topic, offset, int(min(n, 1<<31-1)), maxBytes)
+	r, err := l.Read(offset, int(min(n, 1<<31-1)), maxBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +133,11 @@ func (s *Service) ReplicaRead(c Caller, topic, follower string, epoch, offset, m
 	if err != nil {
 		return nil, ans, err
 	}
-	r, err := s.store.ReadReplica(topic, ans.From, ans.Limit, maxBytes)
+	l, err := s.store.Log(topic)
+	if err != nil {
+		return nil, ans, err
+	}
+	r, err := l.ReadReplica(ans.From, ans.Limit, maxBytes)
 	if err != nil {
 		return nil, ans, err
 	}
@@ -142,7 +161,11 @@ func (s *Service) ReplicaPoll(c Caller, topic, follower string, epoch, offset in
 	if ans.From > offset {
 		return ans.HighWater, true
 	}
-	info, err := s.store.Info(topic)
+	l, err := s.store.Log(topic)
+	if err != nil {
+		return -1, true
+	}
+	info, err := l.Info()
 	if err != nil {
 		return -1, true
 	}
@@ -164,7 +187,11 @@ func (s *Service) ReplicaWatch(c Caller, topic string, offset int64, fn func()) 
 	if err := s.Allow(c, protocol.OpReplicaFetch, topic); err != nil {
 		return nil, err
 	}
-	return s.store.Watch(topic, offset, fn)
+	l, err := s.store.Log(topic)
+	if err != nil {
+		return nil, err
+	}
+	return l.Watch(offset, fn)
 }
 
 // ReplicaWatchHighWater calls fn once topic's high-water mark passes hw

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/protocol"
-	"github.com/haraqa/haraqa/storage"
 )
 
 // This file: what the service asks of a cluster about replicated topics
@@ -156,8 +155,6 @@ type GroupStore interface {
 	DeleteGroup(topic, group string) error
 	ListGroups(topic string) ([]GroupOffset, error)
 }
-
-var _ GroupStore = (*storage.Store)(nil)
 
 // ReplicationStats are a cluster member's replication figures.
 type ReplicationStats struct {

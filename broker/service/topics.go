@@ -80,7 +80,11 @@ func (s *Service) Info(c Caller, topic string) (TopicInfo, error) {
 	if err := s.Allow(c, protocol.OpTopicInfo, topic); err != nil {
 		return TopicInfo{}, err
 	}
-	return s.store.Info(topic)
+	l, err := s.store.Log(topic)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return l.Info()
 }
 
 // HasTopic reports whether this server holds topic. It checks no right:
@@ -115,7 +119,7 @@ func (s *Service) ListTopics(c Caller, prefix, regex string) ([]string, error) {
 // *NotLeaderError) on every replica, up to its high-water mark at most,
 // which is then its end here. It may wait on the disk.
 func (s *Service) Truncate(c Caller, topic string, before int64) (TopicInfo, error) {
-	info, replicated, err := s.truncateInfo(c, topic)
+	l, info, replicated, err := s.truncateInfo(c, topic)
 	if err != nil {
 		return info, err
 	}
@@ -128,12 +132,12 @@ func (s *Service) Truncate(c Caller, topic string, before int64) (TopicInfo, err
 	if replicated {
 		err = s.admin.Truncate(topic, before)
 	} else {
-		err = s.store.Truncate(topic, before)
+		err = l.Truncate(before)
 	}
 	if err != nil {
 		return info, err
 	}
-	return s.store.Info(topic)
+	return l.Info()
 }
 
 // TruncateTime truncates topic before the first message appended at or
@@ -141,47 +145,49 @@ func (s *Service) Truncate(c Caller, topic string, before int64) (TopicInfo, err
 // every replica of a replicated topic, as Truncate. It may wait on the
 // disk.
 func (s *Service) TruncateTime(c Caller, topic string, t time.Time) (TopicInfo, error) {
-	info, replicated, err := s.truncateInfo(c, topic)
+	l, info, replicated, err := s.truncateInfo(c, topic)
 	if err != nil {
 		return info, err
 	}
 	if replicated {
 		var before int64
-		if before, err = s.store.OffsetAt(topic, t); err == nil {
+		if before, err = l.OffsetAt(t); err == nil {
 			err = s.admin.Truncate(topic, min(before, info.Next))
 		}
 	} else {
-		err = s.store.TruncateTime(topic, t)
+		err = l.TruncateTime(t)
 	}
 	if err != nil {
 		return info, err
 	}
-	return s.store.Info(topic)
+	return l.Info()
 }
 
 // truncateInfo checks a truncation of topic: the admin right and, for a
 // replicated topic, that this server leads it. It returns the topic's
-// info, whose end for a replicated topic is its high-water mark, and
-// whether it is replicated.
-func (s *Service) truncateInfo(c Caller, topic string) (TopicInfo, bool, error) {
+// log and info, whose end for a replicated topic is its high-water mark,
+// and whether it is replicated.
+func (s *Service) truncateInfo(c Caller, topic string) (*storage.Log, TopicInfo, bool, error) {
 	if err := s.Allow(c, protocol.OpTruncate, topic); err != nil {
-		return TopicInfo{}, false, err
+		return nil, TopicInfo{}, false, err
 	}
-	var hw int64
+	hw := int64(-1)
 	replicated := false
 	if s.admin != nil {
 		var err error
 		if hw, replicated, err = s.admin.Truncatable(topic); err != nil {
-			return TopicInfo{}, true, err
+			return nil, TopicInfo{}, true, err
 		}
 	}
-	if !replicated {
-		info, err := s.store.Info(topic)
-		return info, false, err
+	l, err := s.store.Log(topic)
+	if err != nil {
+		return nil, TopicInfo{}, replicated, err
 	}
-	info, err := s.store.Info(topic)
-	info.Next = min(info.Next, hw)
-	return info, true, err
+	info, err := l.Info()
+	if replicated {
+		info.Next = min(info.Next, hw)
+	}
+	return l, info, replicated, err
 }
 
 // OffsetAt returns the first offset of topic appended at or after t (the
@@ -190,7 +196,11 @@ func (s *Service) OffsetAt(c Caller, topic string, t time.Time) (int64, error) {
 	if err := s.Allow(c, protocol.OpOffsetAt, topic); err != nil {
 		return 0, err
 	}
-	return s.store.OffsetAt(topic, t)
+	l, err := s.store.Log(topic)
+	if err != nil {
+		return 0, err
+	}
+	return l.OffsetAt(t)
 }
 
 // ValidTopic returns nil if name is a valid topic name, else an error of
