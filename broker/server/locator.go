@@ -13,6 +13,7 @@ import (
 
 	"github.com/haraqa/haraqa/broker/httpapi"
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // Bounds of a topic lookup among the peers.
@@ -34,11 +35,11 @@ const (
 // peerLocator is the httpapi.Locator New builds from Config.Peers (the
 // -peers flag): it asks the other servers of the list, over the binary
 // protocol, whether they have a topic, and places a new one as the Go
-// client does (client.Place over the whole list, this server included).
+// client does (protocol.Place over the whole list, this server included).
 type peerLocator struct {
 	peers []Peer
 	self  []bool   // peers[i] is this server
-	addrs []string // the peers' binary addresses, for client.Place
+	addrs []string // the peers' binary addresses, for protocol.Place
 	log   *slog.Logger
 
 	mu      sync.Mutex
@@ -99,7 +100,7 @@ func (l *peerLocator) Locate(ctx context.Context, topic string, create bool) (st
 	if !create {
 		return "", true, nil // on no server: this one's 404
 	}
-	i := client.Place(topic, l.addrs)
+	i := protocol.Place(topic, l.addrs)
 	if i < 0 || l.self[i] {
 		return "", true, nil
 	}
