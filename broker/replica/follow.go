@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/broker/peer"
 	"github.com/haraqa/haraqa/protocol"
 )
 
@@ -30,7 +30,7 @@ func (m *Manager) follow(ctx context.Context, rt *rtopic, leader string, epoch i
 // store1 stores the batches of a fetch, binds their new producers to
 // the owners the leader binds them to (bindOwners), and returns the next
 // offset.
-func (m *Manager) store1(ctx context.Context, c *client.Client, topic string, r client.ReplicaFetched, asked map[uint64]bool) (int64, error) {
+func (m *Manager) store1(ctx context.Context, c *peer.Conn, topic string, r protocol.ReplicaFetchResponse, asked map[uint64]bool) (int64, error) {
 	var batches [][]byte
 	var first int64 = -1
 	for rest := r.Batches; len(rest) > 0; {
@@ -116,7 +116,7 @@ func (m *Manager) restartAt(topic string, first int64) error {
 // binds to none (no auth) stays so here, even if a token's batch binds
 // it there later (which only a producer first used without a token, on
 // a server given -auth-file since, does).
-func (m *Manager) bindOwners(ctx context.Context, c *client.Client, topic string, batches [][]byte, asked map[uint64]bool) error {
+func (m *Manager) bindOwners(ctx context.Context, c *peer.Conn, topic string, batches [][]byte, asked map[uint64]bool) error {
 	ids, err := m.store.UnboundProducers(topic, batches)
 	if err != nil {
 		return err
@@ -142,7 +142,7 @@ func (m *Manager) bindOwners(ctx context.Context, c *client.Client, topic string
 }
 
 // epochEnds answers where a leader's log of an epoch ends (protocol op
-// 18); *client.Client is one.
+// 18); *peer.Conn is one.
 type epochEnds interface {
 	EpochEnd(ctx context.Context, topic string, epoch int64) (found, end int64, err error)
 }

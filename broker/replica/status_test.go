@@ -15,7 +15,7 @@ import (
 // back the server's JSON byte for byte, so neither side gains a field the
 // other does not know.
 func TestStatusDecodesWhole(t *testing.T) {
-	st := clusterStatus{Self: "a:1", InStep: true, MembersHidden: true, RaftLeader: "b:1", DownUnknown: "no leader",
+	st := Status{Self: "a:1", InStep: true, MembersHidden: true, RaftLeader: "b:1", DownUnknown: "no leader",
 		Members: []MemberStatus{
 			{Member: cluster.Member{ID: "a:1", Raft: "a:2", HTTP: "http://a:3"}},
 			{Member: cluster.Member{ID: "b:1", Raft: "b:2", HTTP: "https://b:3", Leaving: true}, Down: true,
@@ -29,7 +29,7 @@ func TestStatusDecodesWhole(t *testing.T) {
 			Followers: []ReplicaStatus{{ID: "b:1", Next: 30, Lag: 12, InSync: false, CaughtUp: (1500 * time.Millisecond).String()}},
 		}},
 	}
-	b, err := json.Marshal(st)
+	b, err := json.Marshal(&st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestStatusDecodesWhole(t *testing.T) {
 		t.Fatalf("encoded again:\n%s\nthe server's:\n%s", again, b)
 	}
 	// The least status: no member, no topic field but the required.
-	b, _ = json.Marshal(clusterStatus{Self: "a:1", Topics: []TopicStatus{{Topic: cluster.Topic{Name: "t"}}}})
+	b, _ = json.Marshal(Status{Self: "a:1", Topics: []TopicStatus{{Topic: cluster.Topic{Name: "t"}}}})
 	var least admin.ClusterStatus
 	if err := json.Unmarshal(b, &least); err != nil {
 		t.Fatal(err)
