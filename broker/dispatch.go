@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -223,11 +224,15 @@ func (cs *conn) clusterOp(h protocol.RequestHeader, payload []byte) {
 	}
 	if h.Op == protocol.OpClusterStatus {
 		st, err := cs.b.svc.ClusterStatus(cs.caller)
+		var b []byte
+		if err == nil {
+			b, err = json.Marshal(st)
+		}
 		if err != nil {
 			cs.respondError(h.Op, h.CorrID, err)
 			return
 		}
-		cs.end(protocol.AppendClusterStatusResponse(cs.begin(), h.CorrID, st))
+		cs.end(protocol.AppendClusterStatusResponse(cs.begin(), h.CorrID, b))
 		return
 	}
 	topic, epoch, err := protocol.ParseEpochEndRequest(payload)

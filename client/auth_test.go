@@ -13,6 +13,7 @@ import (
 	"github.com/haraqa/haraqa/broker/auth"
 	"github.com/haraqa/haraqa/broker/brokertest"
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/client/admin"
 	"github.com/haraqa/haraqa/storage"
 )
 
@@ -65,7 +66,7 @@ func TestWithToken(t *testing.T) {
 	if err := w.DeleteTopic(ctx, "orders.eu"); !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("delete without admin: %v, want ErrForbidden", err)
 	}
-	if err := w.SetReplicas(ctx, "orders.eu", 1); !errors.Is(err, client.ErrForbidden) {
+	if err := admin.New(w).SetReplicas(ctx, "orders.eu", 1); !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("a replication factor without admin: %v, want ErrForbidden", err)
 	}
 	// Idle past WithIdleTimeout: the next request is on a new connection,

@@ -314,6 +314,15 @@
 //
 //	c, err := client.Dial(ctx, addr, client.WithToken(os.Getenv("HARAQA_TOKEN")))
 //
+// # Cluster administration
+//
+// A cluster of servers (-cluster, docs/replication.md) is administered with
+// package client/admin over a Client: admin.New(c).ClusterStatus(ctx)
+// returns the cluster's status as typed values; AddMember, RemoveMember
+// and SetReplicas change it. What the servers of a cluster ask each other
+// (replica fetches, epoch ends, log ends) is not in this package: it is
+// the server's own.
+//
 // # Platforms
 //
 // The client builds for Linux, macOS and Windows (the server is Linux

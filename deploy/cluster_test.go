@@ -3,7 +3,6 @@ package deploy
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/client/admin"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -367,44 +367,19 @@ func (ps *pods) dial(t *testing.T, addr string) *client.Client {
 	return c
 }
 
-// clusterStatus is what a server's cluster status (protocol op 19, hrqa
-// cluster status -format json) holds (package broker/replica).
-type clusterStatus struct {
-	Self       string `json:"self"`
-	InStep     bool   `json:"in_step"`
-	RaftLeader string `json:"raft_leader"`
-	Members    []struct {
-		ID string `json:"id"`
-	} `json:"members"`
-	Topics []struct {
-		Name      string   `json:"name"`
-		Replicas  []string `json:"replicas"`
-		Leader    string   `json:"leader"`
-		ISR       []string `json:"isr"`
-		HighWater int64    `json:"high_water"`
-		Next      int64    `json:"next"`
-	} `json:"topics"`
-}
-
 // status asks pod i for its cluster status.
-func (ps *pods) status(ctx context.Context, i int) (clusterStatus, error) {
-	var st clusterStatus
+func (ps *pods) status(ctx context.Context, i int) (admin.ClusterStatus, error) {
 	c, err := client.Dial(ctx, ps.list[i].addr(), ps.options(client.WithDialTimeout(time.Second), client.WithRequestTimeout(2*time.Second))...)
 	if err != nil {
-		return st, err
+		return admin.ClusterStatus{}, err
 	}
 	defer c.Close()
-	b, err := c.ClusterStatus(ctx)
-	if err != nil {
-		return st, err
-	}
-	err = json.Unmarshal(b, &st)
-	return st, err
+	return admin.New(c).ClusterStatus(ctx)
 }
 
 // waitFor polls until ok finds pod i's cluster status as wanted, or fails
 // the test at the deadline with what ok said last.
-func (ps *pods) waitFor(t *testing.T, i int, what string, ok func(clusterStatus) error) {
+func (ps *pods) waitFor(t *testing.T, i int, what string, ok func(admin.ClusterStatus) error) {
 	t.Helper()
 	deadline := time.Now().Add(ioTimeout)
 	for {
@@ -428,7 +403,7 @@ func (ps *pods) waitFor(t *testing.T, i int, what string, ok func(clusterStatus)
 func (ps *pods) waitInStep(t *testing.T, i int) {
 	t.Helper()
 	ps.ready(t, i)
-	ps.waitFor(t, i, "in step", func(st clusterStatus) error {
+	ps.waitFor(t, i, "in step", func(st admin.ClusterStatus) error {
 		switch {
 		case !st.InStep:
 			return errors.New("not in step with the Raft group")
@@ -446,7 +421,7 @@ func (ps *pods) waitInStep(t *testing.T, i int) {
 // rolling upgrade (docs/deploy.md).
 func (ps *pods) waitInSync(t *testing.T, i int) {
 	t.Helper()
-	ps.waitFor(t, i, "in sync", func(st clusterStatus) error {
+	ps.waitFor(t, i, "in sync", func(st admin.ClusterStatus) error {
 		for _, tp := range st.Topics {
 			if tp.Leader == "" || len(tp.ISR) != len(tp.Replicas) {
 				return fmt.Errorf("topic %s: leader %q, in sync %v of %v", tp.Name, tp.Leader, tp.ISR, tp.Replicas)
@@ -483,7 +458,7 @@ func (ps *pods) exercise(t *testing.T, replicas int) {
 		t.Fatalf("consume: %v %v\n%s", msgs, err, ps.log())
 	}
 	for i, p := range ps.list {
-		ps.waitFor(t, i, "holding the topic", func(st clusterStatus) error {
+		ps.waitFor(t, i, "holding the topic", func(st admin.ClusterStatus) error {
 			if len(st.Topics) != 1 || st.Topics[0].Name != "deploy" {
 				return fmt.Errorf("topics %+v, want deploy", st.Topics)
 			}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/client/admin"
 )
 
 // The cluster-attack phase: the cluster surface as an attacker sees it,
@@ -225,7 +226,7 @@ func (r *caRun) opsAndLog(ctx context.Context, target *foServer) {
 // beside a producer of one message at a time, and checks that the
 // producer gets no error and the cluster keeps its members and leaders
 // (as they were before).
-func (r *caRun) stormed(ctx context.Context, c *foCluster, st caStatus, before foStatus) error {
+func (r *caRun) stormed(ctx context.Context, c *foCluster, st caStatus, before admin.ClusterStatus) error {
 	addrs := strings.Join(c.addrs(), ",")
 	leader := c.servers[0]
 	if s, err := st.of(ctx, c); err == nil {

@@ -17,7 +17,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/haraqa/haraqa/broker/peer"
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/client/admin"
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // preamble is a cluster port connection's preamble of kind with token.
@@ -76,24 +79,31 @@ func opsRefused(ctx context.Context, f *foServer, token string) (int, error) {
 		return 0, err
 	}
 	defer c.Close()
+	// The server-to-server ops, as a member sends them (package peer).
+	p, err := peer.Dial(ctx, f.s.addr, peer.Options{Token: token, DialTimeout: 2 * time.Second, RequestTimeout: 10 * time.Second})
+	if err != nil {
+		return 0, err
+	}
+	defer p.Close()
 	var errs []error
 	n := 0
 	check := func(what string, err error) {
-		if errors.Is(err, client.ErrForbidden) || errors.Is(err, client.ErrUnauthenticated) {
+		if errors.Is(err, client.ErrForbidden) || errors.Is(err, client.ErrUnauthenticated) ||
+			errors.Is(err, &protocol.Error{Code: protocol.CodeForbidden}) || errors.Is(err, &protocol.Error{Code: protocol.CodeUnauthenticated}) {
 			n++
 			return
 		}
 		errs = append(errs, fmt.Errorf("%s: %v, want forbidden", what, err))
 	}
-	_, err = c.LogEnds(ctx, []string{caVictimTopc})
+	_, err = p.LogEnds(ctx, []string{caVictimTopc})
 	check("log ends", err)
-	_, _, err = c.EpochEnd(ctx, caVictimTopc, 1)
+	_, _, err = p.EpochEnd(ctx, caVictimTopc, 1)
 	check("epoch end", err)
-	_, err = c.ProducerOwners(ctx, caVictimTopc, []uint64{1})
+	_, err = p.ProducerOwners(ctx, caVictimTopc, []uint64{1})
 	check("producer owners", err)
-	_, err = c.ReplicaFetch(ctx, client.ReplicaFetch{Topic: caVictimTopc, Follower: f.addr(), Epoch: 1})
+	_, err = p.ReplicaFetch(ctx, peer.ReplicaFetch{Topic: caVictimTopc, Follower: f.addr(), Epoch: 1})
 	check("replica fetch", err)
-	check("add member", c.AddMember(ctx, "10.9.9.9:14353/4353/14355"))
+	check("add member", admin.New(c).AddMember(ctx, "10.9.9.9:14353/4353/14355"))
 	req, _ := http.NewRequestWithContext(ctx, "POST", "http://127.0.0.1:"+strconv.Itoa(f.web)+"/cluster/members",
 		strings.NewReader("10.9.9.9:14353/4353/14355"))
 	if token != "" {

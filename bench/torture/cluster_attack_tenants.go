@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/client/admin"
 )
 
 // statusHidden checks that a tenant's cluster status (op 19 and GET
@@ -25,9 +26,13 @@ func (r *caRun) statusHidden(ctx context.Context, c *foCluster) error {
 		return err
 	}
 	defer tenant.Close()
-	b, err := tenant.ClusterStatus(ctx)
+	bst, err := admin.New(tenant).ClusterStatus(ctx)
 	if err != nil {
 		return fmt.Errorf("op 19: %w", err)
+	}
+	b, err := json.Marshal(bst)
+	if err != nil {
+		return err
 	}
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:"+strconv.Itoa(c.servers[0].web)+"/cluster", nil)
 	req.Header.Set("Authorization", "Bearer ca-tenant-a")
@@ -41,7 +46,7 @@ func (r *caRun) statusHidden(ctx context.Context, c *foCluster) error {
 		return fmt.Errorf("GET /cluster: %d %s", resp.StatusCode, hb)
 	}
 	for what, body := range map[string][]byte{"op 19": b, "GET /cluster": hb} {
-		var st foStatus
+		var st admin.ClusterStatus
 		if err := json.Unmarshal(body, &st); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
@@ -53,7 +58,7 @@ func (r *caRun) statusHidden(ctx context.Context, c *foCluster) error {
 		if len(st.Members) > 0 {
 			return fmt.Errorf("%s shows the tenant of app.* %d members", what, len(st.Members))
 		}
-		if !slices.ContainsFunc(st.Topics, func(t foTopicStatus) bool { return t.Name == "app.x" }) {
+		if !slices.ContainsFunc(st.Topics, func(t admin.Topic) bool { return t.Name == "app.x" }) {
 			return fmt.Errorf("%s does not show the tenant its own topic app.x: %s", what, body)
 		}
 	}
@@ -164,7 +169,7 @@ func commitOneAtATime(ctx context.Context, c *client.Client, group, topic string
 
 // manyTopics creates caTopics topics of 3 replicas, produces one message
 // with acks=all to each, and waits until every in-sync set is full.
-func (r *caRun) manyTopics(ctx context.Context, c *foCluster, admin *client.Client) error {
+func (r *caRun) manyTopics(ctx context.Context, c *foCluster, adm *client.Client) error {
 	names := make([]string, caTopics)
 	for i := range names {
 		names[i] = fmt.Sprintf("many.%03d", i)
@@ -182,7 +187,7 @@ func (r *caRun) manyTopics(ctx context.Context, c *foCluster, admin *client.Clie
 		wg.Go(func() {
 			for name := range work {
 				err := retry(ctx, caTopicRetry, func() error {
-					_, err := admin.Produce(ctx, name, []byte("one"))
+					_, err := adm.Produce(ctx, name, []byte("one"))
 					return err
 				})
 				if err != nil {
@@ -217,7 +222,7 @@ func (r *caRun) manyTopics(ctx context.Context, c *foCluster, admin *client.Clie
 // caStatus reads cluster status with a token.
 type caStatus struct{ token string }
 
-func (s caStatus) of(ctx context.Context, c *foCluster) (foStatus, error) {
+func (s caStatus) of(ctx context.Context, c *foCluster) (admin.ClusterStatus, error) {
 	var errs []error
 	for _, f := range c.servers {
 		cl, err := f.s.dial(ctx, client.WithToken(s.token))
@@ -225,26 +230,25 @@ func (s caStatus) of(ctx context.Context, c *foCluster) (foStatus, error) {
 			errs = append(errs, err)
 			continue
 		}
-		b, err := cl.ClusterStatus(ctx)
+		st, err := admin.New(cl).ClusterStatus(ctx)
 		cl.Close()
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		var st foStatus
-		return st, json.Unmarshal(b, &st)
+		return st, nil
 	}
-	return foStatus{}, errors.Join(errs...)
+	return admin.ClusterStatus{}, errors.Join(errs...)
 }
 
 // healthy waits until every server's status shows topics topics, each
 // with a leader and all its replicas in sync, and 3 members.
-func (s caStatus) healthy(ctx context.Context, c *foCluster, topics int, wait time.Duration) (foStatus, error) {
+func (s caStatus) healthy(ctx context.Context, c *foCluster, topics int, wait time.Duration) (admin.ClusterStatus, error) {
 	return healthyAs(ctx, c.servers, s.token, topics, wait, false)
 }
 
 // leaderChanges counts the topics of before whose epoch moved by after.
-func leaderChanges(before, after foStatus) int {
+func leaderChanges(before, after admin.ClusterStatus) int {
 	epochs := map[string]int64{}
 	for _, t := range before.Topics {
 		epochs[t.Name] = t.Epoch

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/client/admin"
 )
 
 // The failover phase: three server processes as one cluster, every topic
@@ -50,27 +50,6 @@ const (
 	// included.
 	foRequest = 30 * time.Second
 )
-
-// foStatus is one server's cluster status (protocol op 19).
-type foStatus struct {
-	RaftLeader string `json:"raft_leader"`
-	Members    []struct {
-		ID string `json:"id"`
-	} `json:"members"`
-	Topics []foTopicStatus `json:"topics"`
-}
-
-// foTopicStatus is a topic in cluster status.
-type foTopicStatus struct {
-	Name      string   `json:"name"`
-	Replicas  []string `json:"replicas"`
-	Target    []string `json:"target"`
-	Leader    string   `json:"leader"`
-	Epoch     int64    `json:"epoch"`
-	ISR       []string `json:"isr"`
-	HighWater int64    `json:"high_water"`
-	Next      int64    `json:"next"`
-}
 
 func runFailover(ctx context.Context, e *env) (string, error) {
 	srv, err := newFoCluster(e)
@@ -226,8 +205,8 @@ func (c *foCluster) step(ctx context.Context, admin *client.Client, what string)
 // foReplicas sets topic's replication factor to n (retrying while the
 // cluster cannot record it) and waits until the move has ended: n
 // replicas, every one in sync.
-func foReplicas(ctx context.Context, admin *client.Client, srv []*foServer, topic string, n int) error {
-	if err := retry(ctx, foHealthyWait, func() error { return admin.SetReplicas(ctx, topic, n) }); err != nil {
+func foReplicas(ctx context.Context, c *client.Client, srv []*foServer, topic string, n int) error {
+	if err := retry(ctx, foHealthyWait, func() error { return admin.New(c).SetReplicas(ctx, topic, n) }); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(foHealthyWait)
@@ -322,7 +301,7 @@ func retry(ctx context.Context, wait time.Duration, fn func() error) error {
 }
 
 // foStatusOf asks the live servers in turn for the cluster status.
-func foStatusOf(ctx context.Context, srv []*foServer) (foStatus, error) {
+func foStatusOf(ctx context.Context, srv []*foServer) (admin.ClusterStatus, error) {
 	var errs []error
 	for _, f := range srv {
 		if f.s == nil || !f.s.alive() {
@@ -333,19 +312,15 @@ func foStatusOf(ctx context.Context, srv []*foServer) (foStatus, error) {
 			errs = append(errs, err)
 			continue
 		}
-		b, err := c.ClusterStatus(ctx)
+		st, err := admin.New(c).ClusterStatus(ctx)
 		c.Close()
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		var st foStatus
-		if err := json.Unmarshal(b, &st); err != nil {
-			return st, err
-		}
 		return st, nil
 	}
-	return foStatus{}, fmt.Errorf("no server answers cluster status: %w", errors.Join(errs...))
+	return admin.ClusterStatus{}, fmt.Errorf("no server answers cluster status: %w", errors.Join(errs...))
 }
 
 // foHealthy waits until every topic has a leader, all its replicas in
@@ -364,10 +339,10 @@ func clusterHealthy(ctx context.Context, srv []*foServer, topics int, wait time.
 // shows topics topics, each with a leader and all its replicas in sync
 // (and, if end, the leader's end as its high-water mark), and every
 // server a member; it returns the last status read.
-func healthyAs(ctx context.Context, srv []*foServer, token string, topics int, wait time.Duration, end bool) (foStatus, error) {
+func healthyAs(ctx context.Context, srv []*foServer, token string, topics int, wait time.Duration, end bool) (admin.ClusterStatus, error) {
 	deadline := time.Now().Add(wait)
 	var last string
-	var st foStatus
+	var st admin.ClusterStatus
 	for {
 		ok := true
 		for _, f := range srv {
@@ -391,17 +366,14 @@ func healthyAs(ctx context.Context, srv []*foServer, token string, topics int, w
 
 // statusOf reads f's cluster status with token; the string says why it
 // could not.
-func statusOf(ctx context.Context, f *foServer, token string) (foStatus, string) {
-	var st foStatus
+func statusOf(ctx context.Context, f *foServer, token string) (admin.ClusterStatus, string) {
+	var st admin.ClusterStatus
 	c, err := f.s.dial(ctx, client.WithToken(token))
 	if err != nil {
 		return st, err.Error()
 	}
-	b, err := c.ClusterStatus(ctx)
+	st, err = admin.New(c).ClusterStatus(ctx)
 	c.Close()
-	if err == nil {
-		err = json.Unmarshal(b, &st)
-	}
 	if err != nil {
 		return st, err.Error()
 	}
@@ -409,7 +381,7 @@ func statusOf(ctx context.Context, f *foServer, token string) (foStatus, string)
 }
 
 // checkHealthy says what keeps f's status st from healthy ("": nothing).
-func checkHealthy(f *foServer, st foStatus, topics, members int, end bool) string {
+func checkHealthy(f *foServer, st admin.ClusterStatus, topics, members int, end bool) string {
 	if len(st.Topics) != topics || len(st.Members) != members {
 		return fmt.Sprintf("%s knows %d topics, %d members", f.addr(), len(st.Topics), len(st.Members))
 	}

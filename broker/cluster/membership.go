@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/haraqa/haraqa/protocol"
 	"github.com/hashicorp/raft"
-
-	"github.com/haraqa/haraqa/client"
 )
 
 // This file: adding and removing members, and moving topics between
@@ -19,7 +18,7 @@ import (
 // the Raft group as a voter. RemoveMember marks a member as leaving. The
 // controller then moves topics so that each lives where rendezvous
 // hashing over the members that are not leaving places it
-// (client.PlaceN, as at creation): a topic to move gets a Target; its new
+// (protocol.PlaceN, as at creation): a topic to move gets a Target; its new
 // replicas copy the leader's log as followers and join the in-sync set
 // once caught up; when every one of the Target is in it, the Target
 // becomes the replicas (the leader too, under the next epoch, if the old
@@ -197,7 +196,7 @@ func (n *Node) SetReplicas(ctx context.Context, name string, replicas int) (Topi
 				err = fmt.Errorf("%w: %d replicas asked for topic %q, the cluster has %d members", ErrNotEnoughMembers, replicas, name, len(active))
 				return
 			}
-			for _, i := range client.PlaceN(name, active, replicas) {
+			for _, i := range protocol.PlaceN(name, active, replicas) {
 				want = append(want, active[i])
 			}
 			moving := 0
@@ -317,7 +316,7 @@ func (c *controller) moves(s *State) []Command {
 			continue // nowhere to go
 		}
 		var want []string
-		for _, i := range client.PlaceN(name, active, len(t.Replicas)) {
+		for _, i := range protocol.PlaceN(name, active, len(t.Replicas)) {
 			want = append(want, active[i])
 		}
 		if sameSet(want, t.Replicas) || moving >= maxMoving {

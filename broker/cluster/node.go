@@ -22,7 +22,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
-	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
 
@@ -349,7 +349,7 @@ func (n *Node) Member(id string) (Member, bool) {
 }
 
 // CreateTopic places a new topic on replicas members by rendezvous
-// hashing of its name over the members not leaving (client.PlaceN, as the Go client
+// hashing of its name over the members not leaving (protocol.PlaceN, as the Go client
 // places a topic) and records it, led by the first. It returns the
 // topic as recorded; a topic recorded before is returned with
 // ErrTopicExists. The create is one proposal however often it is tried
@@ -372,7 +372,7 @@ func (n *Node) CreateTopic(ctx context.Context, name string, replicas int) (Topi
 		return Topic{}, fmt.Errorf("%w: %d replicas asked for topic %q, the cluster has %d members", ErrNotEnoughMembers, replicas, name, len(ids))
 	}
 	var place []string
-	for _, i := range client.PlaceN(name, ids, replicas) {
+	for _, i := range protocol.PlaceN(name, ids, replicas) {
 		place = append(place, ids[i])
 	}
 	err := n.Propose(ctx, Command{Op: opCreate, Topic: name, Replicas: place, Proposal: newProposal()})

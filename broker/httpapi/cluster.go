@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,7 +34,11 @@ func (a *API) clusterStatus(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	b, err := st.svc.ClusterStatus(c)
+	cs, err := st.svc.ClusterStatus(c)
+	var b []byte
+	if err == nil {
+		b, err = json.Marshal(cs)
+	}
 	if err != nil {
 		a.fail(w, err)
 		return

@@ -182,8 +182,10 @@ type TopicStatus struct {
 	Followers    []ReplicaStatus `json:"followers,omitzero"`  // on the leader
 }
 
-// clusterStatus is the cluster status of op 19 and GET /cluster.
-type clusterStatus struct {
+// Status is the cluster status of op 19 and GET /cluster, which the
+// ports encode as JSON (package client/admin decodes it into its typed
+// status, field for field).
+type Status struct {
 	Self   string `json:"self"`
 	InStep bool   `json:"in_step"` // caught up with the Raft group since it started: serving
 	// MembersHidden: the caller may not see the members
@@ -213,13 +215,13 @@ const statusDownTimeout = 2 * time.Second
 
 // Status implements service.ClusterView: the cluster status of op 19,
 // the topics and members v shows.
-func (m *Manager) Status(v service.StatusView) []byte {
+func (m *Manager) Status(v service.StatusView) json.Marshaler {
 	n := m.node.Load()
 	if n == nil {
-		return []byte(`{"error":"the server is joining its cluster"}`)
+		return json.RawMessage(`{"error":"the server is joining its cluster"}`)
 	}
 	st := n.Status()
-	out := clusterStatus{Self: st.Self, InStep: m.isSynced(), Topics: []TopicStatus{}}
+	out := &Status{Self: st.Self, InStep: m.isSynced(), Topics: []TopicStatus{}}
 	if v.Members {
 		out.RaftLeader = st.RaftLeader
 		ctx, cancel := context.WithTimeout(context.Background(), statusDownTimeout)
@@ -271,6 +273,11 @@ func (m *Manager) Status(v service.StatusView) []byte {
 		}
 		out.Topics = append(out.Topics, ts)
 	}
-	b, _ := json.Marshal(out)
-	return b
+	return out
+}
+
+// MarshalJSON encodes st with its fields' names.
+func (st *Status) MarshalJSON() ([]byte, error) {
+	type plain Status // without this method
+	return json.Marshal((*plain)(st))
 }

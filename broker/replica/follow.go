@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/broker/peer"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
@@ -31,7 +31,7 @@ func (m *Manager) follow(ctx context.Context, rt *rtopic, leader string, epoch i
 // store1 stores the batches of a fetch, binds their new producers to
 // the owners the leader binds them to (bindOwners), and returns the next
 // offset.
-func (m *Manager) store1(ctx context.Context, c *client.Client, l *storage.Log, r client.ReplicaFetched, asked map[uint64]bool) (int64, error) {
+func (m *Manager) store1(ctx context.Context, c *peer.Conn, l *storage.Log, r protocol.ReplicaFetchResponse, asked map[uint64]bool) (int64, error) {
 	topic := l.Name()
 	var batches [][]byte
 	var first int64 = -1
@@ -119,7 +119,7 @@ func (m *Manager) restartAt(l *storage.Log, first int64) error {
 // binds to none (no auth) stays so here, even if a token's batch binds
 // it there later (which only a producer first used without a token, on
 // a server given -auth-file since, does).
-func (m *Manager) bindOwners(ctx context.Context, c *client.Client, l *storage.Log, batches [][]byte, asked map[uint64]bool) error {
+func (m *Manager) bindOwners(ctx context.Context, c *peer.Conn, l *storage.Log, batches [][]byte, asked map[uint64]bool) error {
 	topic := l.Name()
 	ids, err := l.UnboundProducers(batches)
 	if err != nil {
@@ -146,7 +146,7 @@ func (m *Manager) bindOwners(ctx context.Context, c *client.Client, l *storage.L
 }
 
 // epochEnds answers where a leader's log of an epoch ends (protocol op
-// 18); *client.Client is one.
+// 18); *peer.Conn is one.
 type epochEnds interface {
 	EpochEnd(ctx context.Context, topic string, epoch int64) (found, end int64, err error)
 }

@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/broker/cluster"
+	"github.com/haraqa/haraqa/broker/peer"
 	"github.com/haraqa/haraqa/broker/service"
-	"github.com/haraqa/haraqa/client"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
@@ -64,11 +64,11 @@ type Config struct {
 	// FetchWait and FetchBytes shape a follower's fetches.
 	FetchWait  time.Duration
 	FetchBytes int32
-	// Dial returns a client of the binary port at addr (a member ID),
-	// with the server's token and TLS: the follower's connection to its
-	// leader. It gives up when ctx ends (the follower stops following
+	// Dial returns a connection (package peer) to the binary port at
+	// addr (a member ID), with the server's token and TLS: the
+	// follower's connection to its leader. It gives up when ctx ends (the follower stops following
 	// that leader), and should not retry: the follower's loop does.
-	Dial func(ctx context.Context, addr string) (*client.Client, error)
+	Dial func(ctx context.Context, addr string) (*peer.Conn, error)
 	// ParseMember reads a server's -peers entry (host:port/http/cluster)
 	// as a member, for ChangeMember.
 	ParseMember func(entry string) (cluster.Member, error)

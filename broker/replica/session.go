@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/broker/peer"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
@@ -56,7 +56,7 @@ type session struct {
 	topics  map[string]*ftopic // by name
 	left    map[string]bool    // topics the leader is to hear leave with the next wait
 	closing bool               // run is ending: no topic joins
-	c       *client.Client     // run's; here so that Close can reach it
+	c       *peer.Conn         // run's; here so that Close can reach it
 
 	bufs [fetchParallel][]byte // run's: the fetches' buffers
 }
@@ -205,7 +205,7 @@ func (s *session) snapshot() (topics []*ftopic, left []string, gen int64, ok boo
 }
 
 // setClient sets the session's connection, closing the one before.
-func (s *session) setClient(c *client.Client) {
+func (s *session) setClient(c *peer.Conn) {
 	s.mu.Lock()
 	old := s.c
 	s.c = c
@@ -223,7 +223,7 @@ func (s *session) run() {
 	defer s.cancel()
 	m := s.m
 	pause := minRetryPause
-	var c *client.Client
+	var c *peer.Conn
 	for {
 		topics, left, gen, ok := s.snapshot()
 		if !ok {
@@ -271,7 +271,7 @@ func (s *session) run() {
 // round sets up the topics due, waits on those set up and fetches the
 // ready ones. It returns an error when the connection is no longer
 // usable.
-func (s *session) round(c *client.Client, topics []*ftopic, left []string, gen int64) error {
+func (s *session) round(c *peer.Conn, topics []*ftopic, left []string, gen int64) error {
 	m := s.m
 	wait, waiting, due, err := s.prepare(c, topics)
 	if err != nil {
@@ -299,7 +299,7 @@ func (s *session) round(c *client.Client, topics []*ftopic, left []string, gen i
 		// wait's, then the fetch's).
 		return s.fetch(c, waiting[0], protocol.ReplicaWaitReady{Fetch: true, HighWater: wait[0].HighWater}, &s.bufs[0], maxWait)
 	}
-	ready, err := c.ReplicaWait(s.ctx, client.ReplicaWait{Follower: m.cfg.Self, Wait: maxWait, Topics: wait})
+	ready, err := c.ReplicaWait(s.ctx, peer.ReplicaWait{Follower: m.cfg.Self, Wait: maxWait, Topics: wait})
 	if err != nil {
 		return err
 	}
@@ -310,7 +310,7 @@ func (s *session) round(c *client.Client, topics []*ftopic, left []string, gen i
 // those ready (waiting, in the same order) and when the earliest set-up
 // still to come is due (zero if none). It returns an error when the
 // connection is no longer usable.
-func (s *session) prepare(c *client.Client, topics []*ftopic) (wait []protocol.ReplicaWaitTopic, waiting []*ftopic, due time.Time, err error) {
+func (s *session) prepare(c *peer.Conn, topics []*ftopic) (wait []protocol.ReplicaWaitTopic, waiting []*ftopic, due time.Time, err error) {
 	m := s.m
 	now := time.Now()
 	for _, ft := range topics {
@@ -368,7 +368,7 @@ func (s *session) endWait() {
 // by their entries, fetchParallel at a time, each stripe into a buffer
 // of its own; a topic whose mark alone moved takes it. It returns an
 // error when the connection is no longer usable.
-func (s *session) fetchReady(c *client.Client, ready []protocol.ReplicaWaitReady, waiting []*ftopic) error {
+func (s *session) fetchReady(c *peer.Conn, ready []protocol.ReplicaWaitReady, waiting []*ftopic) error {
 	var wg sync.WaitGroup
 	var connErr error
 	var mu sync.Mutex
@@ -399,7 +399,7 @@ func (s *session) fetchReady(c *client.Client, ready []protocol.ReplicaWaitReady
 // (and the leader hears it leave), a range unreadable on every volume is
 // cut, and the log is cut back to where the leader's log of its last
 // epoch ends. ft.busy is held.
-func (s *session) setup(c *client.Client, ft *ftopic) error {
+func (s *session) setup(c *peer.Conn, ft *ftopic) error {
 	m := s.m
 	l, err := m.store.Log(ft.rt.name)
 	if err != nil {
@@ -445,7 +445,7 @@ func (s *session) failed(ft *ftopic, err error) {
 // one topic), or takes the leader's new high-water mark. It returns an error only
 // when the connection is no longer usable; a topic's own error takes it
 // out of the waits (failed).
-func (s *session) fetch(c *client.Client, ft *ftopic, r protocol.ReplicaWaitReady, buf *[]byte, wait time.Duration) error {
+func (s *session) fetch(c *peer.Conn, ft *ftopic, r protocol.ReplicaWaitReady, buf *[]byte, wait time.Duration) error {
 	m := s.m
 	ft.busy.Lock()
 	defer ft.busy.Unlock()
@@ -470,7 +470,7 @@ func (s *session) fetch(c *client.Client, ft *ftopic, r protocol.ReplicaWaitRead
 	// two (the wait's and the fetch's). Its offset tells the leader what
 	// the last one stored, as the wait would.
 	for round := 0; r.Fetch && round < maxFetchRounds; round++ {
-		f, err := c.ReplicaFetch(ft.ctx, client.ReplicaFetch{Topic: name, Follower: m.cfg.Self, Epoch: ft.epoch,
+		f, err := c.ReplicaFetch(ft.ctx, peer.ReplicaFetch{Topic: name, Follower: m.cfg.Self, Epoch: ft.epoch,
 			Offset: next, MaxBytes: m.cfg.FetchBytes, Wait: wait, Buf: buf})
 		wait = 0
 		if err == nil && len(f.Batches) > 0 {
@@ -506,9 +506,9 @@ func (s *session) fetch(c *client.Client, ft *ftopic, r protocol.ReplicaWaitRead
 	return nil
 }
 
-// isConnErr reports whether err leaves a client's connection unusable.
+// isConnErr reports whether err leaves a peer connection unusable.
 func isConnErr(err error) bool {
-	return errors.Is(err, client.ErrConnection) || errors.Is(err, client.ErrClosed)
+	return errors.Is(err, peer.ErrConnection) || errors.Is(err, peer.ErrClosed)
 }
 
 // closeSessions ends every session once its topics have left (Close),

@@ -17,8 +17,8 @@ import (
 
 	"github.com/haraqa/haraqa/broker/auth"
 	"github.com/haraqa/haraqa/broker/cluster"
+	"github.com/haraqa/haraqa/broker/peer"
 	"github.com/haraqa/haraqa/broker/replica"
-	"github.com/haraqa/haraqa/client"
 )
 
 // ClusterConfig configures a server's part of a cluster of replicated
@@ -168,11 +168,11 @@ func (s *Server) startPeerTLS() (*peerTLS, error) {
 // newReplicas returns the replica manager of the cluster configuration.
 func (s *Server) newReplicas() *replica.Manager {
 	cc := s.cfg.Cluster
-	// No retries on a broken connection: the follower's loop retries,
-	// and a dial that retried a dead leader held up following the next
-	// one (replica.Manager.apply waits for the loop to stop).
-	opts := []client.Option{client.WithClientName("haraqa-replica"), client.WithAutoCreate(false), client.WithRetries(0, 0),
-		client.WithToken(cc.Token)}
+	// No retries on a broken connection (a peer.Conn never retries):
+	// the follower's loop does, and a dial that retried a dead leader
+	// held up following the next one (replica.Manager.apply waits for
+	// the loop to stop).
+	opts := peer.Options{Name: "haraqa-replica", Token: cc.Token}
 	return replica.New(s.store, replica.Config{
 		Self: s.selfAddr(), Replicas: cc.Replicas, MinInsync: cc.MinInsync,
 		LagTime: cc.LagTime, LagBytes: cc.LagBytes, AckTimeout: cc.AckTimeout, FetchBytes: cc.FetchBytes, FetchWait: cc.FetchWait,
@@ -207,27 +207,27 @@ func (s *Server) parseMember(entry string) (cluster.Member, error) {
 	return cluster.Member{ID: p.Addr, Raft: p.Raft, HTTP: web}, nil
 }
 
-// dialMember returns the replica manager's Dial: a client of another
+// dialMember returns the replica manager's Dial: a connection to another
 // member's binary port with opts, over TLS when this server has
 // certificate files (startPeerTLS sets it up before the first dial). A
 // TLS refusal either way is logged as a warning, at most once every
 // peerWarnEvery: it keeps a follower out of the in-sync set, and an
 // unreachable leader is only the follower's debug log.
-func (s *Server) dialMember(opts []client.Option) func(ctx context.Context, addr string) (*client.Client, error) {
+func (s *Server) dialMember(opts peer.Options) func(ctx context.Context, addr string) (*peer.Conn, error) {
 	certs := s.certs // set by startTLS, before this; mu is held
 	var lastWarn atomic.Int64
-	return func(ctx context.Context, addr string) (*client.Client, error) {
+	return func(ctx context.Context, addr string) (*peer.Conn, error) {
 		o := opts
 		if certs != nil {
 			pt := certs.peers.Load()
 			if pt == nil {
 				return nil, fmt.Errorf("%w: the cluster's TLS is not set up yet", ErrState)
 			}
-			o = append(slices.Clip(opts), client.WithTLS(pt.clientConfig()))
+			o.TLS = pt.clientConfig()
 		}
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		c, err := client.Dial(ctx, addr, o...)
+		c, err := peer.Dial(ctx, addr, o)
 		if err != nil && isTLSRefusal(err) {
 			if now := time.Now().UnixNano(); now-lastWarn.Load() >= int64(peerWarnEvery) {
 				lastWarn.Store(now)

@@ -38,8 +38,9 @@ func TestClusterElectsTheLongestLog(t *testing.T) {
 	tc.servers[behind] = nil
 	producing(t, ctx, dialOneWith(t, st.Leader, client.WithAcks(client.AcksLeader)), "t", &acked)(5)
 	probe := dialOneWith(t, tc.addrs[ahead], client.WithToken(testSecret))
+	probePeer := dialPeer(t, tc.addrs[ahead], testSecret)
 	for {
-		ends, err := probe.LogEnds(ctx, []string{"t"})
+		ends, err := probePeer.LogEnds(ctx, []string{"t"})
 		if err != nil {
 			t.Fatal(err)
 		}

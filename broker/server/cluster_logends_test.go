@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -33,7 +32,7 @@ func TestClusterLogEnds(t *testing.T) {
 	for _, addr := range tc.addrs {
 		// A follower in sync may not have stored the last batch's epoch
 		// yet when the high-water mark passed it: wait for it.
-		c := dialOneWith(t, addr, client.WithToken("cluster-tok"))
+		c := dialPeer(t, addr, "cluster-tok")
 		var ends []protocol.LogEnd
 		deadline := time.Now().Add(10 * time.Second)
 		for {
@@ -57,12 +56,12 @@ func TestClusterLogEnds(t *testing.T) {
 		{"alice", []string{"t"}}, // admin, not replication
 		{"bob", []string{"t", "other"}},
 	} {
-		_, err := dialOneWith(t, st.Leader, client.WithToken(tok.name)).LogEnds(ctx, tok.topics)
-		if !errors.Is(err, client.ErrForbidden) {
+		_, err := dialPeer(t, st.Leader, tok.name).LogEnds(ctx, tok.topics)
+		if !isCode(err, protocol.CodeForbidden) {
 			t.Errorf("log ends of %v with %s's token: %v, want forbidden", tok.topics, tok.name, err)
 		}
 	}
-	if _, err := dialOneWith(t, st.Leader, client.WithToken("bob")).LogEnds(ctx, []string{"t"}); err != nil {
+	if _, err := dialPeer(t, st.Leader, "bob").LogEnds(ctx, []string{"t"}); err != nil {
 		t.Errorf("log ends of t with the replication right on t: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/haraqa/haraqa/broker/server"
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/client/admin"
 )
 
 // addServer starts one more server, started to join the cluster (it does
@@ -74,7 +75,7 @@ func waitView(t *testing.T, c *client.Client, what string, ok func(clusterView) 
 	for {
 		var v clusterView
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		b, err := c.ClusterStatus(ctx)
+		b, err := statusJSON(ctx, c)
 		cancel()
 		if err == nil {
 			err = json.Unmarshal(b, &v)
@@ -149,7 +150,7 @@ func TestClusterMembersJoinAndLeave(t *testing.T) {
 
 	entry := tc.addServer()
 	newID := tc.addrs[3]
-	if err := dialOneWith(t, tc.addrs[0], client.WithToken(testSecret)).AddMember(ctx, entry); err != nil {
+	if err := admin.New(dialOneWith(t, tc.addrs[0], client.WithToken(testSecret))).AddMember(ctx, entry); err != nil {
 		t.Fatal(err)
 	}
 	v := waitView(t, dialOne(t, tc.addrs[1]), "the topics placed over four members", func(v clusterView) bool {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haraqa/haraqa/broker/peer"
 	"github.com/haraqa/haraqa/broker/server"
 	"github.com/haraqa/haraqa/client"
 	"github.com/haraqa/haraqa/protocol"
@@ -23,7 +24,7 @@ func allTopics(t *testing.T, c *client.Client) []topicStatus {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b, err := c.ClusterStatus(ctx)
+	b, err := statusJSON(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +168,7 @@ func TestClusterReplicaWaitIdleDoesNotHoldBusy(t *testing.T) {
 	}
 	follower := st.ISR[slices.IndexFunc(st.ISR, func(id string) bool { return id != st.Leader })]
 	lc := dialOneWith(t, st.Leader, client.WithToken(testSecret))
+	lp := dialPeer(t, st.Leader, testSecret)
 	producer := dialOne(t, st.Leader)
 	ends := func(topic string) (int64, int64) {
 		ts := topicOf(t, lc, topic)
@@ -179,7 +181,7 @@ func TestClusterReplicaWaitIdleDoesNotHoldBusy(t *testing.T) {
 		_, _ = producer.Produce(ctx, "busy", []byte("wake"))
 	}()
 	start := time.Now()
-	ready, err := lc.ReplicaWait(ctx, client.ReplicaWait{Follower: follower, Wait: wait, Topics: []protocol.ReplicaWaitTopic{
+	ready, err := lp.ReplicaWait(ctx, peer.ReplicaWait{Follower: follower, Wait: wait, Topics: []protocol.ReplicaWaitTopic{
 		{Epoch: idle.Epoch, Offset: idleNext, HighWater: idleHW, Topic: []byte(idle.Name)},
 		{Epoch: st.Epoch, Offset: busyNext, HighWater: busyHW, Topic: []byte("busy")},
 	}})
@@ -190,7 +192,7 @@ func TestClusterReplicaWaitIdleDoesNotHoldBusy(t *testing.T) {
 		t.Fatalf("after %v: ready %+v, want the busy topic (1) to fetch, long before %v", d, ready, wait)
 	}
 	start = time.Now()
-	r, err := lc.ReplicaFetch(ctx, client.ReplicaFetch{Topic: "busy", Follower: follower, Epoch: st.Epoch, Offset: busyNext})
+	r, err := lp.ReplicaFetch(ctx, peer.ReplicaFetch{Topic: "busy", Follower: follower, Epoch: st.Epoch, Offset: busyNext})
 	if err != nil || len(r.Batches) == 0 || time.Since(start) > wait/2 {
 		t.Fatalf("the busy topic's fetch after %v: %d bytes, %v", time.Since(start), len(r.Batches), err)
 	}

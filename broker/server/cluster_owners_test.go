@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"maps"
 	"os"
@@ -13,8 +14,10 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/broker/brokertest"
+	"github.com/haraqa/haraqa/broker/peer"
 	"github.com/haraqa/haraqa/broker/server"
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/client/admin"
 	"github.com/haraqa/haraqa/protocol"
 )
 
@@ -55,7 +58,7 @@ func TestClusterProducerOwnerSurvivesFailover(t *testing.T) {
 	}
 	owners := func(addr string) map[uint64]string {
 		t.Helper()
-		c := dialOneWith(t, addr, client.WithToken("cluster-tok"))
+		c := dialPeer(t, addr, "cluster-tok")
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			o, err := c.ProducerOwners(ctx, "t", []uint64{pid})
@@ -63,7 +66,7 @@ func TestClusterProducerOwnerSurvivesFailover(t *testing.T) {
 				return o
 			}
 			// A leader just named takes the lead a moment later.
-			if !errors.Is(err, client.ErrNotLeader) || time.Now().After(deadline) {
+			if !isCode(err, protocol.CodeNotLeader) || time.Now().After(deadline) {
 				t.Fatalf("producer owners on %s: %v", addr, err)
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -73,7 +76,7 @@ func TestClusterProducerOwnerSurvivesFailover(t *testing.T) {
 	if before[pid] == "" {
 		t.Fatalf("the leader binds alice's producer to no one: %v", before)
 	}
-	if _, err := dialOneWith(t, st.Leader, client.WithToken("alice")).ProducerOwners(ctx, "t", []uint64{pid}); err == nil {
+	if _, err := dialPeer(t, st.Leader, "alice").ProducerOwners(ctx, "t", []uint64{pid}); err == nil {
 		t.Fatal("a token without the replication right was told the owners")
 	}
 	tc.stop(tc.index(st.Leader))
@@ -120,4 +123,33 @@ func startAuthCluster(t *testing.T, tokens map[string]string, setup ...func(i in
 		cfg.AuthFile = authFile
 		cfg.Cluster.Token = "cluster-tok"
 	}}, setup...)...)
+}
+
+// dialPeer connects to the binary port at addr as a member does (package
+// peer), presenting token if set.
+func dialPeer(t *testing.T, addr, token string) *peer.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := peer.Dial(ctx, addr, peer.Options{Name: "test-peer", Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// statusJSON is c's server's cluster status (package admin) as JSON, for
+// tests that read a few of its fields into types of their own.
+func statusJSON(ctx context.Context, c *client.Client) ([]byte, error) {
+	st, err := admin.New(c).ClusterStatus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(st)
+}
+
+// isCode reports whether err is a server's answer of code (package peer).
+func isCode(err error, code protocol.Code) bool {
+	return errors.Is(err, &protocol.Error{Code: code})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/haraqa/haraqa/broker/server"
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/client/admin"
 )
 
 // TestClusterSetReplicas: on a cluster whose default is one replica, a
@@ -26,7 +27,7 @@ func TestClusterSetReplicas(t *testing.T) {
 	defer cancel()
 	status := dialOne(t, tc.addrs[0])
 
-	if err := c.SetReplicas(ctx, "three", 3); err != nil {
+	if err := admin.New(c).SetReplicas(ctx, "three", 3); err != nil {
 		t.Fatal(err)
 	}
 	var three []string
@@ -43,10 +44,10 @@ func TestClusterSetReplicas(t *testing.T) {
 	if st := waitTopic(t, status, "one", "recorded", func(st topicStatus) bool { return st.Name != "" }); len(st.Replicas) != 1 {
 		t.Fatalf("the default: %+v, want one replica", st)
 	}
-	if err := c.SetReplicas(ctx, "one", 4); !errors.Is(err, client.ErrInvalidArgument) {
+	if err := admin.New(c).SetReplicas(ctx, "one", 4); !errors.Is(err, client.ErrInvalidArgument) {
 		t.Fatalf("4 replicas on 3 servers: %v, want invalid argument", err)
 	}
-	if err := c.SetReplicas(ctx, "one", 3); err != nil {
+	if err := admin.New(c).SetReplicas(ctx, "one", 3); err != nil {
 		t.Fatal(err)
 	}
 	waitTopic(t, status, "one", "grown to three replicas", func(st topicStatus) bool {
@@ -57,7 +58,7 @@ func TestClusterSetReplicas(t *testing.T) {
 	}
 	producing(t, ctx, c, "one", &one)(5) // acks=all on three now
 
-	if err := c.SetReplicas(ctx, "three", 1); err != nil {
+	if err := admin.New(c).SetReplicas(ctx, "three", 1); err != nil {
 		t.Fatal(err)
 	}
 	st := waitTopic(t, status, "three", "shrunk to one replica", func(st topicStatus) bool {
@@ -223,7 +224,7 @@ func TestClusterMoveOffLeaderKeepsAcksLeaderTail(t *testing.T) {
 	burst(200)
 	other := tc.addrs[(tc.index(leader)+1)%3]
 	waitInStep(t, dialOne(t, other))
-	if err := dialOneWith(t, other, client.WithToken(testSecret)).RemoveMember(ctx, leader); err != nil {
+	if err := admin.New(dialOneWith(t, other, client.WithToken(testSecret))).RemoveMember(ctx, leader); err != nil {
 		t.Fatal(err)
 	}
 	watch := dialOne(t, other)

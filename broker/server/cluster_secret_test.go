@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haraqa/haraqa/broker/peer"
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/client/admin"
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // TestClusterSecretGuardsTheCluster: without -auth-file, the members'
@@ -30,26 +33,27 @@ func TestClusterSecretGuardsTheCluster(t *testing.T) {
 
 	// Binary port: ops 17, 18, 20, 21 and 23 need the secret.
 	for _, tok := range []string{"", "not-the-secret"} {
-		c := dialOneWith(t, tc.addrs[0], client.WithToken(tok))
+		c := admin.New(dialOneWith(t, tc.addrs[0], client.WithToken(tok)))
+		p := dialPeer(t, tc.addrs[0], tok)
 		forbidden := func(what string, err error) {
 			t.Helper()
-			if !errors.Is(err, client.ErrForbidden) || !strings.Contains(err.Error(), "cluster's secret") {
+			if !(errors.Is(err, client.ErrForbidden) || isCode(err, protocol.CodeForbidden)) || !strings.Contains(err.Error(), "cluster's secret") {
 				t.Errorf("%s with token %q: %v, want forbidden, naming the cluster's secret", what, tok, err)
 			}
 		}
-		_, err := c.LogEnds(ctx, []string{"orders"})
+		_, err := p.LogEnds(ctx, []string{"orders"})
 		forbidden("log ends", err)
-		_, _, err = c.EpochEnd(ctx, "orders", 1)
+		_, _, err = p.EpochEnd(ctx, "orders", 1)
 		forbidden("epoch end", err)
-		_, err = c.ProducerOwners(ctx, "orders", []uint64{1})
+		_, err = p.ProducerOwners(ctx, "orders", []uint64{1})
 		forbidden("producer owners", err)
-		_, err = c.ReplicaFetch(ctx, client.ReplicaFetch{Topic: "orders", Follower: tc.addrs[0], Epoch: 1})
+		_, err = p.ReplicaFetch(ctx, peer.ReplicaFetch{Topic: "orders", Follower: tc.addrs[0], Epoch: 1})
 		forbidden("replica fetch", err)
 		forbidden("add member", c.AddMember(ctx, "10.9.9.9:14353/4353/14355"))
 		forbidden("remove member", c.RemoveMember(ctx, tc.addrs[2]))
 	}
 	member := dialOneWith(t, tc.addrs[0], client.WithToken(testSecret))
-	if _, err := member.LogEnds(ctx, []string{"orders"}); err != nil {
+	if _, err := dialPeer(t, tc.addrs[0], testSecret).LogEnds(ctx, []string{"orders"}); err != nil {
 		t.Errorf("log ends with the secret: %v", err)
 	}
 

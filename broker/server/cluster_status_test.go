@@ -73,7 +73,7 @@ func binaryCluster(t *testing.T, tc *testCluster, i int, token string) statusVie
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b, err := dialOneWith(t, tc.addrs[i], client.WithToken(token)).ClusterStatus(ctx)
+	b, err := statusJSON(ctx, dialOneWith(t, tc.addrs[i], client.WithToken(token)))
 	if err != nil {
 		t.Fatalf("op 19 as %s: %v", token, err)
 	}

@@ -16,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haraqa/haraqa/broker/peer"
 	"github.com/haraqa/haraqa/broker/server"
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // testCluster is n server processes' worth of servers in one test: each
@@ -214,7 +216,7 @@ func waitStatus[T any](t *testing.T, c *client.Client, what string, ok func(T) b
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		b, err := c.ClusterStatus(ctx)
+		b, err := statusJSON(ctx, c)
 		cancel()
 		var st T
 		if err == nil && json.Unmarshal(b, &st) == nil && ok(st) {
@@ -548,21 +550,21 @@ func TestClusterReplicaFetchFencing(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := waitTopic(t, dialOne(t, tc.addrs[0]), "f", "a leader", func(st topicStatus) bool { return st.Leader != "" && len(st.ISR) == 3 })
-	leader := dialOneWith(t, st.Leader, client.WithToken(testSecret))
+	leader := dialPeer(t, st.Leader, testSecret)
 	var follower string
 	for _, a := range tc.addrs {
 		if a != st.Leader {
 			follower = a
 		}
 	}
-	_, err := leader.ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: follower, Epoch: st.Epoch + 1, Offset: 0})
-	if !errors.Is(err, client.ErrFencedEpoch) {
+	_, err := leader.ReplicaFetch(ctx, peer.ReplicaFetch{Topic: "f", Follower: follower, Epoch: st.Epoch + 1, Offset: 0})
+	if !isCode(err, protocol.CodeFencedEpoch) {
 		t.Fatalf("a fetch under a newer epoch: %v, want fenced epoch", err)
 	}
-	if _, err = leader.ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: "10.9.9.9:1", Epoch: st.Epoch}); !errors.Is(err, client.ErrInvalidArgument) {
+	if _, err = leader.ReplicaFetch(ctx, peer.ReplicaFetch{Topic: "f", Follower: "10.9.9.9:1", Epoch: st.Epoch}); !isCode(err, protocol.CodeInvalidArgument) {
 		t.Fatalf("a fetch from a server that is no replica: %v, want invalid argument", err)
 	}
-	r, err := leader.ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: follower, Epoch: st.Epoch, Offset: 0})
+	r, err := leader.ReplicaFetch(ctx, peer.ReplicaFetch{Topic: "f", Follower: follower, Epoch: st.Epoch, Offset: 0})
 	if err != nil || r.BatchEpoch != 1 || r.NextOffset != 2 || len(r.Batches) == 0 {
 		t.Fatalf("a fetch at 0: %+v, %v", r, err)
 	}
@@ -570,7 +572,7 @@ func TestClusterReplicaFetchFencing(t *testing.T) {
 	// not leaves Buf holding the larger buffer it was read into.
 	buf := make([]byte, 0, 64<<10)
 	for range 2 {
-		r2, err := leader.ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: follower, Epoch: st.Epoch, Offset: 0, Buf: &buf})
+		r2, err := leader.ReplicaFetch(ctx, peer.ReplicaFetch{Topic: "f", Follower: follower, Epoch: st.Epoch, Offset: 0, Buf: &buf})
 		if err != nil || !bytes.Equal(r2.Batches, r.Batches) || cap(buf) != 64<<10 {
 			t.Fatalf("a fetch into a buffer: %+v, %v; buffer of %d bytes left", r2, err, cap(buf))
 		}
@@ -580,10 +582,10 @@ func TestClusterReplicaFetchFencing(t *testing.T) {
 		}
 	}
 	small := make([]byte, 0, 8)
-	if _, err := leader.ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: follower, Epoch: st.Epoch, Offset: 0, Buf: &small}); err != nil || cap(small) <= 8 {
+	if _, err := leader.ReplicaFetch(ctx, peer.ReplicaFetch{Topic: "f", Follower: follower, Epoch: st.Epoch, Offset: 0, Buf: &small}); err != nil || cap(small) <= 8 {
 		t.Fatalf("a fetch into a buffer too small: %v; the buffer left of %d bytes", err, cap(small))
 	}
-	if _, err := dialOneWith(t, follower, client.WithToken(testSecret)).ReplicaFetch(ctx, client.ReplicaFetch{Topic: "f", Follower: st.Leader, Epoch: st.Epoch}); !errors.Is(err, client.ErrNotLeader) {
+	if _, err := dialPeer(t, follower, testSecret).ReplicaFetch(ctx, peer.ReplicaFetch{Topic: "f", Follower: st.Leader, Epoch: st.Epoch}); !isCode(err, protocol.CodeNotLeader) {
 		t.Fatalf("a fetch from a follower: %v, want not leader", err)
 	}
 	found, end, err := leader.EpochEnd(ctx, "f", 7)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/broker/brokertest"
+	"github.com/haraqa/haraqa/broker/peer"
 	"github.com/haraqa/haraqa/broker/server"
 	"github.com/haraqa/haraqa/client"
 )
@@ -215,7 +216,7 @@ func TestClusterTLSRefusesOtherCA(t *testing.T) {
 	}
 	rc := dialOneTLS(t, tc.addrs[rogue], &tls.Config{RootCAs: other.Pool, Certificates: []tls.Certificate{me}})
 	sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
-	b, err := rc.ClusterStatus(sctx)
+	b, err := statusJSON(sctx, rc)
 	scancel()
 	var rs struct {
 		InStep bool          `json:"in_step"`
@@ -236,9 +237,9 @@ func TestClusterTLSRefusesOtherCA(t *testing.T) {
 	}
 	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer dcancel()
-	if rf, err := client.Dial(dctx, st.Leader, client.WithRetries(0, 0),
-		client.WithTLS(&tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{rogueCert}})); err == nil {
-		_, err = rf.ReplicaFetch(dctx, client.ReplicaFetch{Topic: topic, Follower: tc.addrs[rogue], Epoch: st.Epoch})
+	if rf, err := peer.Dial(dctx, st.Leader,
+		peer.Options{TLS: &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{rogueCert}}}); err == nil {
+		_, err = rf.ReplicaFetch(dctx, peer.ReplicaFetch{Topic: topic, Follower: tc.addrs[rogue], Epoch: st.Epoch})
 		rf.Close()
 		t.Fatalf("the rogue's fetch from the leader: connected (%v)", err)
 	}

@@ -12,14 +12,15 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/broker/httpapi"
-	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/broker/peer"
+	"github.com/haraqa/haraqa/protocol"
 )
 
 // Bounds of a topic lookup among the peers.
 const (
 	// peerTimeout bounds each peer's answer, the dial included (as the
-	// client's DefaultLocateTimeout).
-	peerTimeout = client.DefaultLocateTimeout
+	// Go client's DefaultLocateTimeout).
+	peerTimeout = 2 * time.Second
 	// peerDownFor is how long a peer that did not answer is taken as down
 	// without asking it again, so that requests fail at once meanwhile.
 	peerDownFor = 2 * time.Second
@@ -34,18 +35,18 @@ const (
 // peerLocator is the httpapi.Locator New builds from Config.Peers (the
 // -peers flag): it asks the other servers of the list, over the binary
 // protocol, whether they have a topic, and places a new one as the Go
-// client does (client.Place over the whole list, this server included).
+// client does (protocol.Place over the whole list, this server included).
 type peerLocator struct {
 	peers []Peer
 	self  []bool   // peers[i] is this server
-	addrs []string // the peers' binary addresses, for client.Place
+	addrs []string // the peers' binary addresses, for protocol.Place
 	log   *slog.Logger
 
 	mu      sync.Mutex
-	closed  bool             // by close: no more clients are dialed
-	clients []*client.Client // dialed on first use; nil for self
-	down    []time.Time      // taken as down until then
-	downErr []error          // why
+	closed  bool         // by close: no more connections are dialed
+	conns   []*peer.Conn // dialed on first use, again once broken; nil for self
+	down    []time.Time  // taken as down until then
+	downErr []error      // why
 	cache   map[string]located
 }
 
@@ -61,7 +62,7 @@ var _ httpapi.Locator = (*peerLocator)(nil)
 // listen (see isSelf) and logs the list.
 func newPeerLocator(peers []Peer, listen string, log *slog.Logger) *peerLocator {
 	l := &peerLocator{peers: peers, log: log, cache: make(map[string]located),
-		self: make([]bool, len(peers)), clients: make([]*client.Client, len(peers)),
+		self: make([]bool, len(peers)), conns: make([]*peer.Conn, len(peers)),
 		down: make([]time.Time, len(peers)), downErr: make([]error, len(peers))}
 	var selves []string
 	for i, p := range peers {
@@ -99,7 +100,7 @@ func (l *peerLocator) Locate(ctx context.Context, topic string, create bool) (st
 	if !create {
 		return "", true, nil // on no server: this one's 404
 	}
-	i := client.Place(topic, l.addrs)
+	i := protocol.Place(topic, l.addrs)
 	if i < 0 || l.self[i] {
 		return "", true, nil
 	}
@@ -141,7 +142,7 @@ func (l *peerLocator) find(ctx context.Context, topic string) (int, error) {
 		switch {
 		case a.err == nil:
 			return a.peer, nil
-		case errors.Is(a.err, client.ErrTopicNotFound):
+		case errors.Is(a.err, &protocol.Error{Code: protocol.CodeTopicNotFound}):
 		case ctx.Err() != nil:
 			return 0, ctx.Err()
 		default:
@@ -154,32 +155,61 @@ func (l *peerLocator) find(ctx context.Context, topic string) (int, error) {
 	return -1, nil
 }
 
-// ask asks peer i for topic's info, dialing it first if need be.
+// ask asks peer i for topic's info, dialing it first if need be. A
+// connection that broke is dialed again, and a request it failed is sent
+// once more on the new one.
 func (l *peerLocator) ask(ctx context.Context, i int, topic string) error {
-	l.mu.Lock()
-	c := l.clients[i]
-	l.mu.Unlock()
-	if c == nil {
-		var err error
-		if c, err = client.Dial(ctx, l.peers[i].Addr, client.WithDialTimeout(peerTimeout), client.WithRetries(1, 50*time.Millisecond), client.WithClientName("haraqa-peers")); err != nil {
+	var err error
+	for range 2 {
+		var c *peer.Conn
+		if c, err = l.conn(ctx, i); err != nil {
 			return err
 		}
-		l.mu.Lock()
-		switch {
-		case l.closed:
-			l.mu.Unlock()
-			c.Close()
-			return fmt.Errorf("%w: shut down", ErrState)
-		case l.clients[i] == nil:
-			l.clients[i] = c
-		default:
-			c.Close()
-			c = l.clients[i]
+		if _, err = c.TopicInfo(ctx, topic); !errors.Is(err, peer.ErrConnection) || ctx.Err() != nil {
+			return err
 		}
-		l.mu.Unlock()
+		l.drop(i, c)
 	}
-	_, err := c.TopicInfo(ctx, topic)
 	return err
+}
+
+// conn returns the connection to peer i, dialing it if there is none or
+// it broke.
+func (l *peerLocator) conn(ctx context.Context, i int) (*peer.Conn, error) {
+	l.mu.Lock()
+	c := l.conns[i]
+	l.mu.Unlock()
+	if c != nil && c.Err() == nil {
+		return c, nil
+	}
+	c, err := peer.Dial(ctx, l.peers[i].Addr, peer.Options{Name: "haraqa-peers", DialTimeout: peerTimeout})
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch old := l.conns[i]; {
+	case l.closed:
+		c.Close()
+		return nil, fmt.Errorf("%w: shut down", ErrState)
+	case old != nil && old.Err() == nil:
+		c.Close() // another lookup dialed it meanwhile
+		return old, nil
+	case old != nil:
+		old.Close()
+	}
+	l.conns[i] = c
+	return c, nil
+}
+
+// drop forgets c, peer i's connection, which broke.
+func (l *peerLocator) drop(i int, c *peer.Conn) {
+	c.Close()
+	l.mu.Lock()
+	if l.conns[i] == c {
+		l.conns[i] = nil
+	}
+	l.mu.Unlock()
 }
 
 // isDown returns why peer i is taken as down, or nil.
@@ -219,12 +249,12 @@ func (l *peerLocator) remember(topic string, peer int, now time.Time) {
 	l.cache[topic] = located{peer: peer, expires: now.Add(locateTTL)}
 }
 
-// close closes the peers' clients; a lookup after it dials none.
+// close closes the peers' connections; a lookup after it dials none.
 func (l *peerLocator) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
-	for _, c := range l.clients {
+	for _, c := range l.conns {
 		if c != nil {
 			c.Close()
 		}

@@ -14,7 +14,7 @@ import (
 type Peer struct {
 	// Addr is the server's binary protocol address, host:port, exactly
 	// as in the list: topics are placed by rendezvous hashing of it
-	// (client.Place), so it must be spelled as the clients spell it.
+	// (protocol.Place), so it must be spelled as the clients spell it.
 	Addr string
 	// HTTP is the base URL of the server's HTTP port, "http://host:port",
 	// where requests for its topics are redirected.

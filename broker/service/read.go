@@ -1,6 +1,7 @@
 package service
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/haraqa/haraqa/broker/auth"
@@ -265,10 +266,10 @@ func (s *Service) ClusterMember(c Caller, action uint8, entry string) error {
 	return s.admin.ChangeMember(action, entry)
 }
 
-// ClusterStatus returns the cluster status as JSON (any valid token),
-// filtered as topic lists are (statusView); without a cluster, an
-// error of CodeInvalidArgument.
-func (s *Service) ClusterStatus(c Caller) ([]byte, error) {
+// ClusterStatus returns the cluster status (any valid token), filtered
+// as topic lists are (statusView), for the port to encode as JSON;
+// without a cluster, an error of CodeInvalidArgument.
+func (s *Service) ClusterStatus(c Caller) (json.Marshaler, error) {
 	if !s.Authenticated(c) {
 		return nil, ErrUnauthenticated
 	}

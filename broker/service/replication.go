@@ -1,6 +1,7 @@
 package service
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -120,9 +121,10 @@ type ClusterView interface {
 	// GroupStats returns the groups of the replicated topics this member
 	// leads, by topic, for /metrics.
 	GroupStats() map[string][]GroupOffset
-	// Status returns the cluster status as JSON (op 19), as much of it
-	// as v shows.
-	Status(v StatusView) []byte
+	// Status returns the cluster status (op 19, GET /cluster), as much
+	// of it as v shows: a value the ports encode as JSON where they
+	// answer.
+	Status(v StatusView) json.Marshaler
 	// Stats returns the replication counters and, for each replicated
 	// topic this server holds, its state here, for /metrics.
 	Stats() ReplicationStats

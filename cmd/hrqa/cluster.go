@@ -10,67 +10,20 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/client/admin"
 )
 
-// clusterStatus is what a server's cluster status (protocol op 19) holds
-// (package broker/replica, Manager.Status).
-type clusterStatus struct {
-	Self   string `json:"self"`
-	InStep bool   `json:"in_step"`
-	// MembersHidden: the token may not see the members (it needs the
-	// replication or admin right on every topic); the topics are those
-	// it holds a right on.
-	MembersHidden bool            `json:"members_hidden"`
-	RaftLeader    string          `json:"raft_leader"`
-	Members       []clusterMember `json:"members"`
-	// DownUnknown: why the server could not tell which members are down.
-	DownUnknown string `json:"down_unknown"`
-	Topics      []struct {
-		Name         string   `json:"name"`
-		Replicas     []string `json:"replicas"`
-		Target       []string `json:"target"`
-		Leader       string   `json:"leader"`
-		Epoch        int64    `json:"epoch"`
-		ISR          []string `json:"isr"`
-		ReplicaCount int      `json:"replica_count"`
-		InSyncCount  int      `json:"in_sync_count"`
-		HighWater    int64    `json:"high_water"`
-		Next         int64    `json:"next"`
-		ReadOnly     bool     `json:"read_only"`
-		Repairing    bool     `json:"repairing"`
-		Followers    []struct {
-			ID     string `json:"id"`
-			Next   int64  `json:"next"`
-			Lag    int64  `json:"lag"`
-			InSync bool   `json:"in_sync"`
-		} `json:"followers"`
-	} `json:"topics"`
-}
-
-// downSince is when a down member was last heard from, as the status
-// sent it (RFC 3339), in local time with how long ago.
-func downSince(s string) string {
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return s
+// downSince is when a down member was last heard from, in local time
+// with how long ago.
+func downSince(t time.Time) string {
+	if t.IsZero() {
+		return "(unknown)"
 	}
 	return fmt.Sprintf("%s (%s ago)", t.Local().Format(time.DateTime), time.Since(t).Round(time.Second))
 }
 
-// clusterMember is a member in a cluster status.
-type clusterMember struct {
-	ID      string `json:"id"`
-	Raft    string `json:"raft"`
-	HTTP    string `json:"http"`
-	Leaving bool   `json:"leaving"`
-	// Down: the Raft leader heard no heartbeat from it within the
-	// member timeout; DownSince: when it last did (RFC 3339).
-	Down      bool   `json:"down"`
-	DownSince string `json:"down_since"`
-}
-
-// state is the member's STATE: member, leaving, or down since when.
-func (m clusterMember) state() string {
+// memberState is a member's STATE: member, leaving, or down since when.
+func memberState(m admin.Member) string {
 	state := "member"
 	if m.Leaving {
 		state = "leaving"
@@ -108,7 +61,7 @@ Examples:
   hrqa cluster status
   hrqa cluster status -addr 10.0.0.5:14353 -format json`,
 	setup: func(fs *flag.FlagSet) action {
-		format := fs.String("format", "text", "output format: text or json (the server's, as it sent it)")
+		format := fs.String("format", "text", "output format: text or json (the server's fields and names)")
 		return func(ctx context.Context, e *env, args []string) error {
 			if err := checkFormat(*format); err != nil {
 				return err
@@ -121,62 +74,67 @@ Examples:
 				return err
 			}
 			defer c.Close()
-			b, err := c.ClusterStatus(ctx)
+			st, err := admin.New(c).ClusterStatus(ctx)
 			if err != nil {
 				return err
 			}
 			if *format == "json" {
+				b, err := json.Marshal(st)
+				if err != nil {
+					return err
+				}
 				_, err = fmt.Fprintf(e.stdout, "%s\n", b)
 				return err
 			}
-			var st clusterStatus
-			if err := json.Unmarshal(b, &st); err != nil {
-				return fmt.Errorf("the server's cluster status: %w", err)
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			raftLeader := st.RaftLeader
-			if st.MembersHidden {
-				raftLeader = membersHidden
-			}
-			fmt.Fprintf(tw, "server\t%s\nin step\t%v\nraft leader\t%s\n", st.Self, st.InStep, raftLeader)
-			if st.MembersHidden {
-				fmt.Fprintf(tw, "members\t%s: the token needs the replication or admin right on every topic\n", membersHidden)
-			} else {
-				fmt.Fprintf(tw, "\nMEMBER\tCLUSTER PORT\tHTTP\tSTATE\n")
-			}
-			for _, m := range st.Members {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.ID, m.Raft, m.HTTP, m.state())
-			}
-			if st.DownUnknown != "" && !st.MembersHidden {
-				fmt.Fprintf(tw, "\n(which members are down is not known: %s)\n", st.DownUnknown)
-			}
-			fmt.Fprintf(tw, "\nTOPIC\tLEADER\tEPOCH\tIN SYNC\tREPLICAS\tHIGH WATER\tNEXT HERE\tLAG\tMOVING TO\n")
-			for _, t := range st.Topics {
-				leader := t.Leader
-				if leader == "" {
-					leader = "(none)"
-				}
-				var lag []string
-				for _, f := range t.Followers {
-					lag = append(lag, fmt.Sprintf("%s:%d", f.ID, f.Lag))
-				}
-				next := fmt.Sprint(t.Next)
-				if t.ReadOnly {
-					next += " (read-only)"
-				}
-				if t.Repairing {
-					next += " (repairing)"
-				}
-				replicas, inSync, n := strings.Join(t.Replicas, ","), len(t.ISR), len(t.Replicas)
-				if st.MembersHidden {
-					replicas, inSync, n = membersHidden, t.InSyncCount, t.ReplicaCount
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%d\t%s\t%s\t%s\n", t.Name, leader, t.Epoch, inSync, n,
-					replicas, t.HighWater, next, strings.Join(lag, " "), strings.Join(t.Target, ","))
-			}
-			return tw.Flush()
+			return printClusterStatus(e, st)
 		}
 	},
+}
+
+// printClusterStatus writes st as cluster status's text.
+func printClusterStatus(e *env, st admin.ClusterStatus) error {
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	raftLeader := st.RaftLeader
+	if st.MembersHidden {
+		raftLeader = membersHidden
+	}
+	fmt.Fprintf(tw, "server\t%s\nin step\t%v\nraft leader\t%s\n", st.Self, st.InStep, raftLeader)
+	if st.MembersHidden {
+		fmt.Fprintf(tw, "members\t%s: the token needs the replication or admin right on every topic\n", membersHidden)
+	} else {
+		fmt.Fprintf(tw, "\nMEMBER\tCLUSTER PORT\tHTTP\tSTATE\n")
+	}
+	for _, m := range st.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.ID, m.Raft, m.HTTP, memberState(m))
+	}
+	if st.DownUnknown != "" && !st.MembersHidden {
+		fmt.Fprintf(tw, "\n(which members are down is not known: %s)\n", st.DownUnknown)
+	}
+	fmt.Fprintf(tw, "\nTOPIC\tLEADER\tEPOCH\tIN SYNC\tREPLICAS\tHIGH WATER\tNEXT HERE\tLAG\tMOVING TO\n")
+	for _, t := range st.Topics {
+		leader := t.Leader
+		if leader == "" {
+			leader = "(none)"
+		}
+		var lag []string
+		for _, f := range t.Followers {
+			lag = append(lag, fmt.Sprintf("%s:%d", f.ID, f.Lag))
+		}
+		next := fmt.Sprint(t.Next)
+		if t.ReadOnly {
+			next += " (read-only)"
+		}
+		if t.Repairing {
+			next += " (repairing)"
+		}
+		replicas, inSync, n := strings.Join(t.Replicas, ","), len(t.ISR), len(t.Replicas)
+		if st.MembersHidden {
+			replicas, inSync, n = membersHidden, t.InSyncCount, t.ReplicaCount
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%d\t%s\t%s\t%s\n", t.Name, leader, t.Epoch, inSync, n,
+			replicas, t.HighWater, next, strings.Join(lag, " "), strings.Join(t.Target, ","))
+	}
+	return tw.Flush()
 }
 
 var clusterAddCmd = &command{
@@ -200,7 +158,7 @@ Examples:
 			if len(args) != 1 {
 				return usagef("cluster add takes one server: host:port/http/cluster")
 			}
-			return e.onCluster(ctx, func(c clusterClient) error { return c.AddMember(ctx, args[0]) })
+			return e.onCluster(ctx, func(c *admin.Client) error { return c.AddMember(ctx, args[0]) })
 		}
 	},
 }
@@ -223,25 +181,19 @@ Examples:
 			if len(args) != 1 {
 				return usagef("cluster remove takes one member: host:port")
 			}
-			return e.onCluster(ctx, func(c clusterClient) error { return c.RemoveMember(ctx, args[0]) })
+			return e.onCluster(ctx, func(c *admin.Client) error { return c.RemoveMember(ctx, args[0]) })
 		}
 	},
 }
 
-// clusterClient is what the cluster commands ask of a client.
-type clusterClient interface {
-	AddMember(ctx context.Context, entry string) error
-	RemoveMember(ctx context.Context, id string) error
-}
-
-// onCluster runs fn with a client of the first server of -addr.
-func (e *env) onCluster(ctx context.Context, fn func(clusterClient) error) error {
+// onCluster runs fn with an admin client of the first server of -addr.
+func (e *env) onCluster(ctx context.Context, fn func(*admin.Client) error) error {
 	c, err := e.dialFirst(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return fn(c)
+	return fn(admin.New(c))
 }
 
 // dialFirst dials the first server of -addr alone: the cluster commands

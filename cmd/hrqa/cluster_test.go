@@ -15,6 +15,7 @@ import (
 	"time"
 
 	hserver "github.com/haraqa/haraqa/broker/server"
+	"github.com/haraqa/haraqa/client/admin"
 )
 
 // TestClusterStatus: a one-server cluster's status, as text and JSON; a
@@ -35,7 +36,7 @@ func TestClusterStatus(t *testing.T) {
 			t.Fatalf("cluster status lacks %q:\n%s", want, out)
 		}
 	}
-	var st clusterStatus
+	var st admin.ClusterStatus
 	if err := json.Unmarshal([]byte(ok(t, bin, "", "cluster", "status", "-format", "json")), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -139,15 +140,15 @@ func TestClusterStatusMembersHidden(t *testing.T) {
 func TestClusterMemberState(t *testing.T) {
 	since := time.Now().Add(-90 * time.Second).UTC()
 	for _, c := range []struct {
-		m    clusterMember
+		m    admin.Member
 		want string
 	}{
-		{clusterMember{ID: "a:1"}, "member"},
-		{clusterMember{ID: "a:1", Leaving: true}, "leaving"},
-		{clusterMember{ID: "a:1", Down: true, DownSince: since.Format(time.RFC3339)}, "down since " + since.Local().Format(time.DateTime) + " (1m3"},
-		{clusterMember{ID: "a:1", Leaving: true, Down: true, DownSince: "x"}, "leaving, down since x"},
+		{admin.Member{ID: "a:1"}, "member"},
+		{admin.Member{ID: "a:1", Leaving: true}, "leaving"},
+		{admin.Member{ID: "a:1", Down: true, DownSince: since.Truncate(time.Second)}, "down since " + since.Local().Format(time.DateTime) + " (1m3"},
+		{admin.Member{ID: "a:1", Leaving: true, Down: true}, "leaving, down since (unknown)"},
 	} {
-		if got := c.m.state(); got != c.want && !(c.m.Down && strings.HasPrefix(got, c.want) && strings.HasSuffix(got, "s ago)")) {
+		if got := memberState(c.m); got != c.want && !(c.m.Down && strings.HasPrefix(got, c.want) && strings.HasSuffix(got, "s ago)")) {
 			t.Errorf("%+v: state %q, want %q", c.m, got, c.want)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/client/admin"
 )
 
 var topicsListCmd = &command{
@@ -99,7 +100,7 @@ Examples:
 				return usagef("%q is not a number of replicas", args[1])
 			}
 			return withTopic(ctx, e, args[:1], func(c *client.Client, topic string) error {
-				return c.SetReplicas(ctx, topic, n)
+				return admin.New(c).SetReplicas(ctx, topic, n)
 			})
 		}
 	},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/client"
+	"github.com/haraqa/haraqa/client/admin"
 )
 
 // clusterProcs starts three server processes of bin as one cluster of
@@ -52,16 +52,9 @@ func leaderOf(t *testing.T, c *client.Client, topic string) string {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		b, err := c.ClusterStatus(ctx)
+		st, err := admin.New(c).ClusterStatus(ctx)
 		cancel()
-		var st struct {
-			Topics []struct {
-				Name   string   `json:"name"`
-				Leader string   `json:"leader"`
-				ISR    []string `json:"isr"`
-			} `json:"topics"`
-		}
-		if err == nil && json.Unmarshal(b, &st) == nil {
+		if err == nil {
 			for _, ts := range st.Topics {
 				if ts.Name == topic && ts.Leader != "" && len(ts.ISR) == 3 {
 					return ts.Leader
@@ -69,7 +62,7 @@ func leaderOf(t *testing.T, c *client.Client, topic string) string {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no leader of %s with three in sync within 30 s: %s %v", topic, b, err)
+			t.Fatalf("no leader of %s with three in sync within 30 s: %+v %v", topic, st, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
