@@ -271,15 +271,22 @@ func (r *caRun) stormed(ctx context.Context, c *foCluster, st caStatus, before a
 	return nil
 }
 
-// withAuth runs the attacks on a cluster with -auth-file.
-func (r *caRun) withAuth(ctx context.Context) error {
+// writeCARules writes the auth file of the attacks with -auth-file under
+// dir: the members' token, an admin and two tenants, and returns its path.
+func writeCARules(dir string) (string, error) {
 	hash := func(tok string) string { h := sha256.Sum256([]byte(tok)); return hex.EncodeToString(h[:]) }
-	authFile := filepath.Join(r.e.dir, "cluster-attack-auth.rules")
+	authFile := filepath.Join(dir, "cluster-attack-auth.rules")
 	rules := hash("ca-cluster-token") + " replication *\n" +
 		hash("ca-admin") + " admin *\n" +
 		hash("ca-tenant-a") + " produce,consume app.*\n" +
 		hash("ca-tenant-b") + " produce,consume hr.*\n"
-	if err := os.WriteFile(authFile, []byte(rules), 0o600); err != nil {
+	return authFile, os.WriteFile(authFile, []byte(rules), 0o600)
+}
+
+// withAuth runs the attacks on a cluster with -auth-file.
+func (r *caRun) withAuth(ctx context.Context) error {
+	authFile, err := writeCARules(r.e.dir)
+	if err != nil {
 		return err
 	}
 	// A group change rate low enough that the flood meets it on a

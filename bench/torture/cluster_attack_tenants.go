@@ -80,73 +80,78 @@ func (r *caRun) commitFlood(ctx context.Context, c *foCluster, dial func(string)
 		return err
 	}
 	defer b.Close()
-	for _, p := range []struct {
-		c     *client.Client
-		topic string
-	}{{a, "app.x"}, {b, "hr.payroll"}} {
-		msgs := make([][]byte, 1000)
-		for i := range msgs {
-			msgs[i] = []byte("m")
-		}
-		if _, err := p.c.Produce(ctx, p.topic, msgs...); err != nil {
-			return err
-		}
+	msgs := slices.Repeat([][]byte{[]byte("m")}, 1000)
+	if _, err := a.Produce(ctx, "app.x", msgs...); err != nil {
+		return err
+	}
+	if _, err := b.Produce(ctx, "hr.payroll", msgs...); err != nil {
+		return err
 	}
 	dbBefore := raftDBSizes(c)
 	victim := func(d time.Duration) (p50, max time.Duration, errs int, lastErr error) {
 		return commitOneAtATime(ctx, b, "g-b", "hr.payroll", d)
 	}
 	idleP50, _, idleErrs, _ := victim(2 * time.Second)
-	var ok, limited, other atomic.Int64
-	var lastOther atomic.Value
+	f := &commitFlooder{}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 4 {
-		wg.Go(func() {
-			for i := int64(1); ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				err := a.CommitOffset(ctx, fmt.Sprintf("g-a-%d", w), "app.x", i%1000)
-				switch {
-				case err == nil:
-					ok.Add(1)
-				case errors.Is(err, client.ErrLimitReached):
-					limited.Add(1)
-				default:
-					other.Add(1)
-					lastOther.Store(err.Error())
-				}
-			}
-		})
+		wg.Go(func() { f.run(ctx, a, fmt.Sprintf("g-a-%d", w), stop) })
 	}
 	floodP50, floodMax, floodErrs, lastErr := victim(caFloodFor)
 	close(stop)
 	wg.Wait()
 	dbGrowth := maxGrowth(dbBefore, raftDBSizes(c))
-	r.field("flood_commits_ok", ok.Load())
+	r.field("flood_commits_ok", f.ok.Load())
 	r.field("group_change_rate", caGroupRate)
-	r.field("flood_commits_limited", limited.Load())
+	r.field("flood_commits_limited", f.limited.Load())
 	r.field("victim_commit_p50_idle_us", idleP50.Microseconds())
 	r.field("victim_commit_p50_flood_us", floodP50.Microseconds())
 	r.field("victim_commit_max_flood_us", floodMax.Microseconds())
-	r.field("flood_commits_per_s", ok.Load()*int64(time.Second)/int64(caFloodFor))
+	r.field("flood_commits_per_s", f.ok.Load()*int64(time.Second)/int64(caFloodFor))
 	r.field("raft_db_growth_kib", dbGrowth>>10)
 	if idleErrs+floodErrs > 0 {
 		return fmt.Errorf("the other tenant's commits failed %d times: %v", idleErrs+floodErrs, lastErr)
 	}
-	if limited.Load() == 0 {
-		return fmt.Errorf("%d commits in %v, none refused by a limit", ok.Load(), caFloodFor)
+	if f.limited.Load() == 0 {
+		return fmt.Errorf("%d commits in %v, none refused by a limit", f.ok.Load(), caFloodFor)
 	}
-	if other.Load() > 0 {
-		return fmt.Errorf("%d flood commits failed otherwise than on the limit: %v", other.Load(), lastOther.Load())
+	if f.other.Load() > 0 {
+		return fmt.Errorf("%d flood commits failed otherwise than on the limit: %v", f.other.Load(), f.lastOther.Load())
 	}
 	if dbGrowth > caRaftDBMax {
 		return fmt.Errorf("a member's raft.db grew %d KiB over the flood, at most %d allowed", dbGrowth>>10, caRaftDBMax>>10)
 	}
 	return nil
+}
+
+// commitFlooder counts a flood's commits: taken, refused by the limit,
+// failed otherwise (the last such error kept).
+type commitFlooder struct {
+	ok, limited, other atomic.Int64
+	lastOther          atomic.Value
+}
+
+// run commits group's offset on app.x through a as fast as it goes
+// until stop is closed.
+func (f *commitFlooder) run(ctx context.Context, a *client.Client, group string, stop chan struct{}) {
+	for i := int64(1); ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		err := a.CommitOffset(ctx, group, "app.x", i%1000)
+		switch {
+		case err == nil:
+			f.ok.Add(1)
+		case errors.Is(err, client.ErrLimitReached):
+			f.limited.Add(1)
+		default:
+			f.other.Add(1)
+			f.lastOther.Store(err.Error())
+		}
+	}
 }
 
 // commitOneAtATime commits group's offset on topic through c, one

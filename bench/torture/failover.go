@@ -51,6 +51,10 @@ const (
 	foRequest = 30 * time.Second
 )
 
+// runFailover runs the failover phase: producers and a consumer group on
+// a cluster of foServers while the plan's kills run one after another,
+// then checks that every acknowledged message is there once, on every
+// replica alike.
 func runFailover(ctx context.Context, e *env) (string, error) {
 	srv, err := newFoCluster(e)
 	if err != nil {
@@ -86,24 +90,9 @@ func runFailover(ctx context.Context, e *env) (string, error) {
 
 	leaderKills, followerKills, doubleKills := max(10, e.cfg.cycles), 2, 1
 	plan := foPlan(e, leaderKills)
-	kills := 0
-	for i, what := range plan {
-		if err := foHealthy(ctx, srv.servers, foHealthyWait, false); err != nil {
-			return ps.partial(kills), fmt.Errorf("before kill %d (%s): %w", i, what, err)
-		}
-		if err := ps.progress(ctx, foProgress, foHealthyWait); err != nil {
-			return ps.partial(kills), fmt.Errorf("before kill %d (%s): %w", i, what, err)
-		}
-		leader, err := srv.step(ctx, admin, what)
-		if err != nil {
-			return ps.partial(kills), fmt.Errorf("step %d (%s): %w", i, what, err)
-		}
-		if leader {
-			kills++
-		}
-	}
-	if err := ps.progress(ctx, foProgress, foHealthyWait); err != nil {
-		return ps.partial(kills), fmt.Errorf("after the last kill: %w", err)
+	kills, err := foKills(ctx, srv, admin, ps, plan)
+	if err != nil {
+		return ps.partial(kills), err
 	}
 	ps.finish()
 	if err := foHealthy(ctx, srv.servers, foHealthyWait, true); err != nil {
@@ -130,6 +119,31 @@ func runFailover(ctx context.Context, e *env) (string, error) {
 		}
 	}
 	return detail, nil
+}
+
+// foKills runs each step of plan once the cluster is healthy and the
+// producers progress, and returns how many killed a leader.
+func foKills(ctx context.Context, srv *foCluster, admin *client.Client, ps *foProducers, plan []string) (int, error) {
+	kills := 0
+	for i, what := range plan {
+		if err := foHealthy(ctx, srv.servers, foHealthyWait, false); err != nil {
+			return kills, fmt.Errorf("before kill %d (%s): %w", i, what, err)
+		}
+		if err := ps.progress(ctx, foProgress, foHealthyWait); err != nil {
+			return kills, fmt.Errorf("before kill %d (%s): %w", i, what, err)
+		}
+		leader, err := srv.step(ctx, admin, what)
+		if err != nil {
+			return kills, fmt.Errorf("step %d (%s): %w", i, what, err)
+		}
+		if leader {
+			kills++
+		}
+	}
+	if err := ps.progress(ctx, foProgress, foHealthyWait); err != nil {
+		return kills, fmt.Errorf("after the last kill: %w", err)
+	}
+	return kills, nil
 }
 
 // foVerdict returns the phase's line, with the fields after
