@@ -170,7 +170,8 @@ func (s *Server) newReplicas() *replica.Manager {
 	cc := s.cfg.Cluster
 	// No retries on a broken connection: the follower's loop retries,
 	// and a dial that retried a dead leader held up following the next
-	// one (replica.Manager.apply waits for the loop to stop).
+	// one (a replicated log's apply in broker/replica waits for the loop
+	// to stop).
 	opts := []client.Option{client.WithClientName("haraqa-replica"), client.WithAutoCreate(false), client.WithRetries(0, 0),
 		client.WithToken(cc.Token)}
 	return replica.New(s.store, replica.Config{
