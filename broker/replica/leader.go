@@ -260,6 +260,7 @@ func (rl *replicaLog) serveFetch(t cluster.Topic, follower string, epoch, offset
 		return service.FetchAnswer{}, err
 	}
 	ans.BatchEpoch, ans.Limit = epochAt(epochs, ans.From)
+	ans.Log = l
 	if expand != nil {
 		rl.alterISR(epoch, version, expand, "caught up", follower)
 	}
