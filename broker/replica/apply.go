@@ -72,8 +72,13 @@ func (rl *replicaLog) apply(t cluster.Topic, r roles) {
 }
 
 // ensureLog creates rl's log in the store when it is missing, the handle
-// then looked up anew.
+// then looked up anew, as it is when the log it held was deleted.
 func (rl *replicaLog) ensureLog() error {
+	if l := rl.lg.Load(); l != nil {
+		if _, err := l.Info(); errors.Is(err, storage.ErrTopicNotFound) {
+			rl.lg.CompareAndSwap(l, nil)
+		}
+	}
 	if rl.sh.store.HasTopic(rl.name) {
 		return nil
 	}
