@@ -13,7 +13,7 @@ import (
 )
 
 // clusterStatus is what a server's cluster status (protocol op 19) holds
-// (package broker/replica, Manager.Status).
+// (package broker/replica, status.go).
 type clusterStatus struct {
 	Self   string `json:"self"`
 	InStep bool   `json:"in_step"`
