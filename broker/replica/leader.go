@@ -359,11 +359,17 @@ func (m *Manager) leaderLog(topic string) (*storage.Log, error) {
 	if f.rl == nil {
 		return nil, m.notLeader(topic, f.t.Leader)
 	}
-	f.rl.mu.Lock()
-	leading := f.rl.leading()
-	f.rl.mu.Unlock()
+	return f.rl.leaderLog(f.t)
+}
+
+// leaderLog returns the handle on rl's log when this member leads it,
+// else a *service.NotLeaderError naming the leader of t, rl's record.
+func (rl *replicaLog) leaderLog(t cluster.Topic) (*storage.Log, error) {
+	rl.mu.Lock()
+	leading := rl.leading()
+	rl.mu.Unlock()
 	if !leading {
-		return nil, m.notLeader(topic, f.t.Leader)
+		return nil, rl.notLeader(t.Leader)
 	}
-	return f.rl.handle()
+	return rl.handle()
 }
