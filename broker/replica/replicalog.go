@@ -23,7 +23,8 @@ type replicaLog struct {
 	name string
 	sh   *shared
 	// lg is the handle on the log in the store, looked up once (handle),
-	// again only once the topic was created anew (apply).
+	// again only once the topic was created anew or the log it held was
+	// deleted (apply's ensureLog).
 	lg atomic.Pointer[storage.Log]
 	// record is the Raft record of the topic as the manager last
 	// reconciled it (Manager.mu held): what a request is checked
