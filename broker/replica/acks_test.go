@@ -21,12 +21,12 @@ func TestAcksAllCountsInSyncOnly(t *testing.T) {
 	s := openReplica(t)
 	lead(t, s, 1, names("m", 0, 10)...)
 	m := New(s, Config{Self: "a", MinInsync: 2})
-	rt := &rtopic{name: "t", ready: true, watches: map[*watch]struct{}{},
+	rl := &replicaLog{name: "t", sh: m.shared, ready: true, watches: map[*watch]struct{}{},
 		meta: cluster.Topic{Name: "t", Leader: "a", Epoch: 1, Replicas: []string{"a", "b", "c"}, ISR: []string{"a", "b"}},
 		fol:  map[string]*fstate{"b": {leo: 3}, "c": {leo: 10}}}
 	acked := map[int64]bool{}
 	for _, end := range []int64{3, 10} {
-		rt.waiters = append(rt.waiters, &waiter{end: end, fn: func(err error) {
+		rl.waiters = append(rl.waiters, &waiter{end: end, fn: func(err error) {
 			if err != nil {
 				t.Errorf("the produce ending at %d: %v", end, err)
 			}
@@ -35,10 +35,10 @@ func TestAcksAllCountsInSyncOnly(t *testing.T) {
 	}
 	step := func(what string, isr []string, wantHW int64, wantAcked ...int64) {
 		t.Helper()
-		rt.meta.ISR = isr
-		rt.advance(m).run()
-		if rt.hw != wantHW {
-			t.Fatalf("%s: high-water mark %d, want %d", what, rt.hw, wantHW)
+		rl.meta.ISR = isr
+		rl.advance().run()
+		if rl.hw != wantHW {
+			t.Fatalf("%s: high-water mark %d, want %d", what, rl.hw, wantHW)
 		}
 		for _, end := range []int64{3, 10} {
 			want := false
@@ -51,10 +51,10 @@ func TestAcksAllCountsInSyncOnly(t *testing.T) {
 		}
 	}
 	step("b in sync at 3, c out of sync at the end", []string{"a", "b"}, 3, 3)
-	rt.fol["b"].leo = 7
+	rl.fol["b"].leo = 7
 	step("b at 7", []string{"a", "b"}, 7, 3)
 	step("b dropped, the set under -min-insync", []string{"a"}, 7, 3)
-	rt.fol["b"].leo = 10
+	rl.fol["b"].leo = 10
 	step("b at the end, still out of the set", []string{"a"}, 7, 3)
 	step("c taken back in by the record", []string{"a", "c"}, 10, 3, 10)
 }
@@ -64,7 +64,7 @@ func TestAcksAllCountsInSyncOnly(t *testing.T) {
 // a topic would be refused.
 func TestSetReplicasBelowMinInsync(t *testing.T) {
 	m := New(openReplica(t), Config{Self: "a", MinInsync: 2})
-	if _, err := m.SetReplicas("t", 1); !errors.Is(err, protocol.ErrInvalidArgument) || !strings.Contains(err.Error(), "-min-insync 2") {
+	if _, err := (adminAPI{m}).SetReplicas("t", 1); !errors.Is(err, protocol.ErrInvalidArgument) || !strings.Contains(err.Error(), "-min-insync 2") {
 		t.Fatalf("1 replica under -min-insync 2: %v, want invalid argument naming the flag", err)
 	}
 }
@@ -79,13 +79,13 @@ func TestLeadChangeOutcomeUnknown(t *testing.T) {
 	s := openReplica(t)
 	lead(t, s, 1, names("m", 0, 10)...)
 	m := New(s, Config{Self: "a", MinInsync: 2})
-	rt := &rtopic{name: "t", ready: true, watches: map[*watch]struct{}{},
+	rl := &replicaLog{name: "t", sh: m.shared, ready: true, watches: map[*watch]struct{}{},
 		meta: cluster.Topic{Name: "t", Leader: "a", Epoch: 1, Replicas: []string{"a", "b"}, ISR: []string{"a", "b"}},
 		fol:  map[string]*fstate{"b": {leo: 3}}}
 	var got error
-	rt.waiters = append(rt.waiters, &waiter{end: 10, fn: func(err error) { got = err }})
-	rt.mu.Lock()
-	rt.halt(m.notLeader("t", "b"))
+	rl.waiters = append(rl.waiters, &waiter{end: 10, fn: func(err error) { got = err }})
+	rl.mu.Lock()
+	rl.halt(m.notLeader("t", "b"))
 	if codeOf(got) != protocol.CodeOutcomeUnknown {
 		t.Fatalf("a waiting produce answered %v, want outcome unknown", got)
 	}

@@ -2,13 +2,11 @@ package replica
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/haraqa/haraqa/broker/cluster"
-	"github.com/haraqa/haraqa/broker/service"
 	"github.com/haraqa/haraqa/protocol"
 	"github.com/haraqa/haraqa/storage"
 )
@@ -17,9 +15,10 @@ import (
 // created, moved and deleted) and its status.
 
 // ChangeMember implements service.ClusterAdmin.
-func (m *Manager) ChangeMember(action uint8, entry string) error {
+func (a adminAPI) ChangeMember(action uint8, entry string) error {
+	m := a.m
 	n := m.node.Load()
-	if n == nil || !m.isSynced() {
+	if n == nil || !m.synced.Load() {
 		return errStarting
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
@@ -49,32 +48,14 @@ func (m *Manager) ChangeMember(action uint8, entry string) error {
 	return err
 }
 
-// ProducerOwners implements service.Followers.
-func (m *Manager) ProducerOwners(topic string, ids []uint64) (map[uint64]string, error) {
-	t, rt, ok := m.lookup(topic)
-	if !ok || rt == nil {
-		return nil, m.notLeader(topic, t.Leader)
-	}
-	rt.mu.Lock()
-	leading := rt.leading(m.cfg.Self)
-	rt.mu.Unlock()
-	if !leading {
-		return nil, m.notLeader(topic, t.Leader)
-	}
-	l, err := m.store.Log(topic)
-	if err != nil {
-		return nil, err
-	}
-	return l.ProducerOwners(ids)
-}
-
 // Create implements service.ClusterAdmin.
-func (m *Manager) Create(topic string) (bool, error) {
-	return m.create(topic, m.cfg.Replicas, " (-replicas)")
+func (a adminAPI) Create(topic string) (bool, error) {
+	return a.m.create(topic, a.m.cfg.Replicas, " (-replicas)")
 }
 
 // SetReplicas implements service.ClusterAdmin.
-func (m *Manager) SetReplicas(topic string, replicas int) (bool, error) {
+func (a adminAPI) SetReplicas(topic string, replicas int) (bool, error) {
+	m := a.m
 	if replicas < m.cfg.MinInsync {
 		return false, fmt.Errorf("%w: %d replicas for topic %q: fewer than -min-insync %d, which every acks=all produce needs", protocol.ErrInvalidArgument, replicas, topic, m.cfg.MinInsync)
 	}
@@ -82,7 +63,7 @@ func (m *Manager) SetReplicas(topic string, replicas int) (bool, error) {
 	if n == nil {
 		return false, errStarting
 	}
-	if _, _, ok := m.lookup(topic); !ok {
+	if !m.find(topic).known {
 		existed, err := m.create(topic, replicas, "")
 		if !existed {
 			return true, err
@@ -127,7 +108,7 @@ func (m *Manager) create(topic string, replicas int, hint string) (bool, error) 
 	// This member leads it: wait until it can take writes.
 	for {
 		m.Poke()
-		if err := m.writable(topic); err == nil {
+		if err := m.writable(m.find(topic)); err == nil {
 			return existed, nil
 		}
 		select {
@@ -144,7 +125,8 @@ func (m *Manager) create(topic string, replicas int, hint string) (bool, error) 
 const createTimeout = 10 * time.Second
 
 // Delete implements service.ClusterAdmin.
-func (m *Manager) Delete(topic string) error {
+func (a adminAPI) Delete(topic string) error {
+	m := a.m
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
 	defer cancel()
 	n := m.node.Load()
@@ -161,123 +143,68 @@ func (m *Manager) Delete(topic string) error {
 	return err
 }
 
-// ReplicaStatus is a replica's position as its leader sees it.
-type ReplicaStatus struct {
-	ID       string `json:"id"`
-	Next     int64  `json:"next"`      // the follower's next offset at its last fetch
-	Lag      int64  `json:"lag"`       // messages behind the leader's end
-	InSync   bool   `json:"in_sync"`   // in the in-sync set
-	CaughtUp string `json:"caught_up"` // how long ago it last reached the leader's end
+// Truncatable implements service.ClusterAdmin.
+func (a adminAPI) Truncatable(topic string) (int64, bool, error) {
+	m := a.m
+	f := m.find(topic)
+	if !f.known && m.synced.Load() {
+		return 0, false, nil
+	}
+	if err := m.writable(f); err != nil {
+		return 0, true, err
+	}
+	return m.readable(f)
 }
 
-// TopicStatus is a replicated topic as this member sees it.
-type TopicStatus struct {
-	cluster.Topic
-	ReplicaCount int             `json:"replica_count"` // len(Replicas), also when the members are hidden
-	InSyncCount  int             `json:"in_sync_count"` // len(ISR), likewise
-	HighWater    int64           `json:"high_water"`
-	Next         int64           `json:"next"`                // this replica's next offset
-	ReadOnly     bool            `json:"read_only,omitempty"` // this replica's copy turned read-only (copyFailed)
-	Repairing    bool            `json:"repairing,omitempty"` // this replica's copy had a range unreadable on every volume at the start, and is not back in sync yet
-	Followers    []ReplicaStatus `json:"followers,omitzero"`  // on the leader
+// Truncate implements service.ClusterAdmin.
+func (a adminAPI) Truncate(topic string, before int64) error {
+	m := a.m
+	f := m.find(topic)
+	if !f.known {
+		return fmt.Errorf("%w: %q", storage.ErrTopicNotFound, topic)
+	}
+	if err := m.writable(f); err != nil {
+		return err
+	}
+	if f.rl == nil {
+		return m.notLeader(topic, "") // taken up here meanwhile: ask again
+	}
+	return f.rl.truncateStart(f.t, before)
 }
 
-// Status is the cluster status of op 19 and GET /cluster, which the
-// ports encode as JSON (package client/admin decodes it into its typed
-// status, field for field).
-type Status struct {
-	Self   string `json:"self"`
-	InStep bool   `json:"in_step"` // caught up with the Raft group since it started: serving
-	// MembersHidden: the caller may not see the members
-	// (service.StatusView): RaftLeader is empty, Members absent, and
-	// the topics name no replica but their leader.
-	MembersHidden bool           `json:"members_hidden,omitempty"`
-	RaftLeader    string         `json:"raft_leader"`
-	Members       []MemberStatus `json:"members,omitempty"`
-	// DownUnknown: why the members' liveness is not known (no Raft
-	// leader, or it did not answer); Down is then false for every member.
-	DownUnknown string        `json:"down_unknown,omitempty"`
-	Topics      []TopicStatus `json:"topics"`
-}
-
-// MemberStatus is a member with its liveness as the Raft leader sees it.
-type MemberStatus struct {
-	cluster.Member
-	// Down: no heartbeat from it within the member timeout; DownSince:
-	// when it was last heard from (RFC 3339).
-	Down      bool   `json:"down,omitempty"`
-	DownSince string `json:"down_since,omitempty"`
-}
-
-// statusDownTimeout bounds the question to the Raft leader of which
-// members are down (cluster.Node.Down).
-const statusDownTimeout = 2 * time.Second
-
-// Status implements service.ClusterView: the cluster status of op 19,
-// the topics and members v shows.
-func (m *Manager) Status(v service.StatusView) json.Marshaler {
-	n := m.node.Load()
+// truncateStart drops rl's messages before before, no further than its
+// high-water mark, on every replica, t its Raft record: the new start is
+// recorded in the Raft group (its followers truncate as they apply it,
+// applyStart), then the log here is truncated.
+func (rl *replicaLog) truncateStart(t cluster.Topic, before int64) error {
+	rl.mu.Lock()
+	epoch, hw := rl.meta.Epoch, rl.hw
+	rl.mu.Unlock()
+	start := min(before, hw) // every in-sync replica holds it
+	if start <= t.Start {
+		return rl.truncateHere(t.Start) // recorded before: done here too
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
+	defer cancel()
+	n := rl.sh.node.Load()
 	if n == nil {
-		return json.RawMessage(`{"error":"the server is joining its cluster"}`)
+		return errStarting
 	}
-	st := n.Status()
-	out := &Status{Self: st.Self, InStep: m.isSynced(), Topics: []TopicStatus{}}
-	if v.Members {
-		out.RaftLeader = st.RaftLeader
-		ctx, cancel := context.WithTimeout(context.Background(), statusDownTimeout)
-		down, err := n.Down(ctx)
-		cancel()
-		if err != nil {
-			out.DownUnknown = err.Error()
+	if err := n.SetStart(ctx, rl.name, epoch, start); err != nil {
+		if errors.Is(err, cluster.ErrStaleEpoch) {
+			return rl.notLeader("")
 		}
-		for _, mb := range st.Members {
-			ms := MemberStatus{Member: mb}
-			if since, ok := down[mb.ID]; ok && mb.ID != st.Self {
-				ms.Down, ms.DownSince = true, since.UTC().Format(time.RFC3339)
-			}
-			out.Members = append(out.Members, ms)
-		}
-	} else {
-		out.MembersHidden = true
+		return errUnrecorded("the truncation", err)
 	}
-	for _, t := range st.Topics {
-		if v.Topic != nil && !v.Topic(t.Name) {
-			continue
-		}
-		ts := TopicStatus{Topic: t, ReplicaCount: len(t.Replicas), InSyncCount: len(t.ISR)}
-		ts.Proposal = "" // the create's ID, internal to the Raft record
-		if l, err := m.store.Log(t.Name); err == nil {
-			if info, err := l.Info(); err == nil {
-				ts.Next = info.Next
-				ts.ReadOnly = errors.Is(l.ReadOnly(), storage.ErrReadOnly) // copyFailed
-			}
-		}
-		m.mu.Lock()
-		ts.Repairing = m.repairing[t.Name]
-		m.mu.Unlock()
-		if _, rt, ok := m.lookup(t.Name); ok && rt != nil {
-			rt.mu.Lock()
-			ts.HighWater = rt.hw
-			if v.Members && rt.leading(m.cfg.Self) {
-				for _, id := range t.Replicas {
-					if f := rt.fol[id]; f != nil {
-						ts.Followers = append(ts.Followers, ReplicaStatus{ID: id, Next: f.leo, Lag: max(0, ts.Next-f.leo),
-							InSync: t.InSync(id), CaughtUp: time.Since(f.caughtUp).Round(time.Millisecond).String()})
-					}
-				}
-			}
-			rt.mu.Unlock()
-		}
-		if !v.Members {
-			ts.Replicas, ts.ISR, ts.Target, ts.Stepped = nil, nil, nil, nil
-		}
-		out.Topics = append(out.Topics, ts)
-	}
-	return out
+	rl.sh.Poke()
+	return rl.truncateHere(start)
 }
 
-// MarshalJSON encodes st with its fields' names.
-func (st *Status) MarshalJSON() ([]byte, error) {
-	type plain Status // without this method
-	return json.Marshal((*plain)(st))
+// truncateHere truncates this replica's log of rl before offset.
+func (rl *replicaLog) truncateHere(before int64) error {
+	l, err := rl.handle()
+	if err != nil {
+		return err
+	}
+	return l.Truncate(before)
 }

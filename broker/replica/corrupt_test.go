@@ -19,7 +19,7 @@ import (
 func TestFollowerRefusesCorruptBatch(t *testing.T) {
 	leader, follower := openReplica(t), openReplica(t)
 	lead(t, leader, 1, names("m", 0, 8)...)
-	m := New(follower, Config{Self: "f"})
+	rl := newReplicaLog(New(follower, Config{Self: "f"}).shared, "t")
 	var raw []byte
 	for _, b := range batchesOf(t, leader, 0) {
 		raw = append(raw, b...)
@@ -27,13 +27,13 @@ func TestFollowerRefusesCorruptBatch(t *testing.T) {
 	bad := slices.Clone(raw)
 	bad[len(bad)-1] ^= 0x40 // the last message's value: the frame holds, the CRC does not
 	ctx := context.Background()
-	if _, err := m.store1(ctx, nil, lg(t, follower, "t"), protocol.ReplicaFetchResponse{Batches: bad, BatchEpoch: 1}, map[uint64]bool{}); !errors.Is(err, storage.ErrInvalidBatch) {
+	if _, err := rl.storeFetched(ctx, nil, lg(t, follower, "t"), protocol.ReplicaFetchResponse{Batches: bad, BatchEpoch: 1}, map[uint64]bool{}); !errors.Is(err, storage.ErrInvalidBatch) {
 		t.Fatalf("a corrupt answer stored: %v", err)
 	}
 	if info, _ := lg(t, follower, "t").Info(); info.Next != 0 {
 		t.Fatalf("after the refused answer the follower's next offset is %d, want 0", info.Next)
 	}
-	next, err := m.store1(ctx, nil, lg(t, follower, "t"), protocol.ReplicaFetchResponse{Batches: raw, BatchEpoch: 1}, map[uint64]bool{})
+	next, err := rl.storeFetched(ctx, nil, lg(t, follower, "t"), protocol.ReplicaFetchResponse{Batches: raw, BatchEpoch: 1}, map[uint64]bool{})
 	if err != nil || next != 8 {
 		t.Fatalf("the good answer: next %d, %v", next, err)
 	}

@@ -40,17 +40,17 @@ func (m *Manager) Drain(ctx context.Context) error {
 }
 
 // waitCopied waits, looking every drainPoll, until every in-sync
-// follower of each of topics holds what this member appended (copied),
+// follower of each of logs holds what this member appended (copied),
 // ctx ends or the manager closes. It returns a topic not yet copied
 // then, "" once all are.
-func (m *Manager) waitCopied(ctx context.Context, topics []*rtopic) string {
+func (sh *shared) waitCopied(ctx context.Context, logs []*replicaLog) string {
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
 	for {
 		behind := ""
-		for _, rt := range topics {
-			if !m.copied(rt) {
-				behind = rt.name
+		for _, rl := range logs {
+			if !rl.copied() {
+				behind = rl.name
 				break
 			}
 		}
@@ -60,30 +60,30 @@ func (m *Manager) waitCopied(ctx context.Context, topics []*rtopic) string {
 		select {
 		case <-ctx.Done():
 			return behind
-		case <-m.done:
+		case <-sh.done:
 			return behind
 		case <-tick.C:
 		}
 	}
 }
 
-// copied reports whether every in-sync follower of rt holds what this
-// member appended, or this member does not lead rt.
-func (m *Manager) copied(rt *rtopic) bool {
-	info, err := m.info(rt.name)
+// copied reports whether every in-sync follower of rl holds what this
+// member appended, or this member does not lead rl.
+func (rl *replicaLog) copied() bool {
+	info, err := rl.info()
 	if err != nil {
 		return true // deleted meanwhile, or the store is failing: nothing to wait for
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if !rt.leading(m.cfg.Self) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if !rl.leading() {
 		return true
 	}
-	for _, id := range rt.meta.ISR {
-		if id == m.cfg.Self {
+	for _, id := range rl.meta.ISR {
+		if id == rl.sh.cfg.Self {
 			continue
 		}
-		if f := rt.fol[id]; f == nil || f.leo < info.Next {
+		if f := rl.fol[id]; f == nil || f.leo < info.Next {
 			return false
 		}
 	}

@@ -11,16 +11,16 @@ import (
 	"github.com/haraqa/haraqa/storage"
 )
 
-// follow copies topic rt from its leader at epoch until ctx ends: it
+// follow copies rl from its leader at epoch until ctx ends: it
 // joins the session that copies the topics this member follows from
 // that leader (session.go), which first cuts its log back to where the
 // leader's log of its last epoch ends, then fetches from its end,
 // storing each batch as the leader stored it, and takes the leader's
 // high-water mark as its own (up to its end). Any error sets the topic
 // up again after a pause, truncation included.
-func (m *Manager) follow(ctx context.Context, rt *rtopic, leader string, epoch int64, stopped chan struct{}) {
+func (m *Manager) follow(ctx context.Context, rl *replicaLog, leader string, epoch int64, stopped chan struct{}) {
 	defer close(stopped)
-	s, ft := m.join(ctx, leader, rt, epoch)
+	s, ft := m.join(ctx, leader, rl, epoch)
 	if s == nil {
 		return // closed
 	}
@@ -28,10 +28,10 @@ func (m *Manager) follow(ctx context.Context, rt *rtopic, leader string, epoch i
 	s.leave(ft)
 }
 
-// store1 stores the batches of a fetch, binds their new producers to
-// the owners the leader binds them to (bindOwners), and returns the next
-// offset.
-func (m *Manager) store1(ctx context.Context, c *peer.Conn, l *storage.Log, r protocol.ReplicaFetchResponse, asked map[uint64]bool) (int64, error) {
+// storeFetched stores the batches of a fetch in l, rl's log, binds
+// their new producers to the owners the leader binds them to
+// (bindOwners), and returns the next offset.
+func (rl *replicaLog) storeFetched(ctx context.Context, c *peer.Conn, l *storage.Log, r protocol.ReplicaFetchResponse, asked map[uint64]bool) (int64, error) {
 	topic := l.Name()
 	var batches [][]byte
 	var first int64 = -1
@@ -46,7 +46,7 @@ func (m *Manager) store1(ctx context.Context, c *peer.Conn, l *storage.Log, r pr
 		batches = append(batches, rest[:n:n])
 		rest = rest[n:]
 	}
-	if err := m.restartAt(l, first); err != nil {
+	if err := rl.restartAt(l, first); err != nil {
 		return 0, err
 	}
 	epochs, err := l.Epochs()
@@ -62,7 +62,7 @@ func (m *Manager) store1(ctx context.Context, c *peer.Conn, l *storage.Log, r pr
 	if err != nil {
 		return 0, err
 	}
-	return next, m.bindOwners(ctx, c, l, batches, asked)
+	return next, rl.bindOwners(ctx, c, l, batches, asked)
 }
 
 // repair cuts this replica's log of topic before its first range that
@@ -71,7 +71,7 @@ func (m *Manager) store1(ctx context.Context, c *peer.Conn, l *storage.Log, r pr
 // with a hole would otherwise look caught up (the follow loop looks only
 // at the log's end), count toward acks=all and be eligible to lead while
 // it cannot serve those offsets.
-func (m *Manager) repair(l *storage.Log) error {
+func (rl *replicaLog) repair(l *storage.Log) error {
 	from, bad, err := l.FirstUnreadable()
 	if err != nil || !bad {
 		return err
@@ -80,12 +80,12 @@ func (m *Manager) repair(l *storage.Log) error {
 	if err != nil {
 		return err
 	}
-	m.log.Warn("replica: offsets unreadable on every volume here: cutting the log there to copy it again from the leader",
+	rl.sh.log.Warn("replica: offsets unreadable on every volume here: cutting the log there to copy it again from the leader",
 		"topic", l.Name(), "from", from, "to", info.Next)
-	if err := m.cutTo(l, from); err != nil {
+	if err := rl.cutTo(l, from); err != nil {
 		return err
 	}
-	m.stats.repairs.Add(1)
+	rl.sh.stats.repairs.Add(1)
 	return nil
 }
 
@@ -94,7 +94,7 @@ func (m *Manager) repair(l *storage.Log) error {
 // follows this one's end (retention or a truncation dropped it), so
 // nothing here can be continued (Kafka's follower does the same on an
 // offset out of range). Replicate then starts the log at first.
-func (m *Manager) restartAt(l *storage.Log, first int64) error {
+func (rl *replicaLog) restartAt(l *storage.Log, first int64) error {
 	topic := l.Name()
 	info, err := l.Info()
 	if err != nil || first <= info.Next {
@@ -104,9 +104,9 @@ func (m *Manager) restartAt(l *storage.Log, first int64) error {
 		return fmt.Errorf("replica: topic %q: emptying the log to start again at the leader's %d: %w", topic, first, err)
 	}
 	if info.Next > info.Oldest {
-		m.stats.truncations.Add(1)
+		rl.sh.stats.truncations.Add(1)
 	}
-	m.log.Info("replica: the leader's log starts past this one's end: started again there", "topic", topic,
+	rl.sh.log.Info("replica: the leader's log starts past this one's end: started again there", "topic", topic,
 		"dropped_from", info.Oldest, "dropped_to", info.Next, "leader_from", first)
 	return nil
 }
@@ -119,7 +119,7 @@ func (m *Manager) restartAt(l *storage.Log, first int64) error {
 // binds to none (no auth) stays so here, even if a token's batch binds
 // it there later (which only a producer first used without a token, on
 // a server given -auth-file since, does).
-func (m *Manager) bindOwners(ctx context.Context, c *peer.Conn, l *storage.Log, batches [][]byte, asked map[uint64]bool) error {
+func (rl *replicaLog) bindOwners(ctx context.Context, c *peer.Conn, l *storage.Log, batches [][]byte, asked map[uint64]bool) error {
 	topic := l.Name()
 	ids, err := l.UnboundProducers(batches)
 	if err != nil {
@@ -169,7 +169,7 @@ const maxCutRounds = 64
 // cut are forgotten with it, even when no batch goes, so the epochs of
 // the batches copied next are recorded as the leader's. The high-water
 // mark plays no part.
-func (m *Manager) truncate(ctx context.Context, leader epochEnds, l *storage.Log) error {
+func (rl *replicaLog) truncate(ctx context.Context, leader epochEnds, l *storage.Log) error {
 	topic := l.Name()
 	info, err := l.Info()
 	if err != nil {
@@ -183,7 +183,7 @@ func (m *Manager) truncate(ctx context.Context, leader epochEnds, l *storage.Log
 		return err
 	}
 	if len(epochs) == 0 {
-		return m.cutTo(l, info.Oldest)
+		return rl.cutTo(l, info.Oldest)
 	}
 	ask := epochs[len(epochs)-1].Epoch
 	for range maxCutRounds {
@@ -192,19 +192,19 @@ func (m *Manager) truncate(ctx context.Context, leader epochEnds, l *storage.Log
 			return err
 		}
 		if found == ask || found < 0 { // found < 0: the leader holds no epoch of ours, end is its start
-			return m.cutTo(l, end)
+			return rl.cutTo(l, end)
 		}
 		mineEpoch, mine, err := l.EpochEnd(found)
 		if err != nil {
 			return err
 		}
 		if mineEpoch == found || mineEpoch < 0 {
-			return m.cutTo(l, min(mine, end))
+			return rl.cutTo(l, min(mine, end))
 		}
 		// Neither the leader's answer nor anything after this
 		// follower's epoch mineEpoch can be matched: cut there and ask
 		// about mineEpoch.
-		if err := m.cutTo(l, mine); err != nil {
+		if err := rl.cutTo(l, mine); err != nil {
 			return err
 		}
 		ask = mineEpoch
@@ -218,7 +218,7 @@ var ErrNoAgreedEpoch = errors.New("replica: no leader epoch agreed with the lead
 
 // cutTo cuts topic's log at offset (TruncateAfter), counting and logging
 // a cut that removed batches.
-func (m *Manager) cutTo(l *storage.Log, offset int64) error {
+func (rl *replicaLog) cutTo(l *storage.Log, offset int64) error {
 	topic := l.Name()
 	info, err := l.Info()
 	if err != nil {
@@ -229,8 +229,8 @@ func (m *Manager) cutTo(l *storage.Log, offset int64) error {
 		return fmt.Errorf("replica: topic %q: truncating to %d: %w", topic, offset, err)
 	}
 	if next < info.Next {
-		m.stats.truncations.Add(1)
-		m.log.Info("replica: truncated to the leader's log", "topic", topic, "from", info.Next, "to", next)
+		rl.sh.stats.truncations.Add(1)
+		rl.sh.log.Info("replica: truncated to the leader's log", "topic", topic, "from", info.Next, "to", next)
 	}
 	return nil
 }

@@ -20,14 +20,15 @@ import (
 
 // Groups implements service.ReplicaGroups: nil for a topic the cluster
 // does not know, the Raft group's on its leader, else not leader.
-func (m *Manager) Groups(topic string) (service.GroupStore, error) {
-	if err := m.writable(topic); err != nil {
+func (a groupAPI) Groups(topic string) (service.GroupStore, error) {
+	f := a.m.find(topic)
+	if err := a.m.writable(f); err != nil {
 		return nil, err
 	}
-	if _, _, ok := m.lookup(topic); !ok {
+	if !f.known {
 		return nil, nil
 	}
-	return raftGroups{m}, nil
+	return raftGroups{a.m}, nil
 }
 
 // raftGroups is a service.GroupStore over the Raft group.
@@ -43,8 +44,9 @@ func validGroup(group string) error { return storage.ValidGroupArgs(group, "", "
 // (asked again shortly), a topic gone is storage's not found.
 func (g raftGroups) propose(change func(*cluster.Node, context.Context, cluster.GroupChange) (cluster.GroupResult, error), c cluster.GroupChange) (cluster.GroupResult, error) {
 	n := g.m.node.Load()
-	t, _, ok := g.m.lookup(c.Topic)
-	if n == nil || !ok {
+	f := g.m.find(c.Topic)
+	t := f.t
+	if n == nil || !f.known {
 		return cluster.GroupResult{}, fmt.Errorf("%w: %q", storage.ErrTopicNotFound, c.Topic)
 	}
 	c.Epoch = t.Epoch
@@ -65,11 +67,7 @@ func (g raftGroups) refusal(topic string, err error) error {
 	case errors.Is(err, cluster.ErrStaleEpoch), errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader),
 		errors.Is(err, context.DeadlineExceeded):
 		g.m.log.Debug("replica: a group change or read failed", "topic", topic, "err", err)
-		t, _, _ := g.m.lookup(topic)
-		if t.Leader == g.m.cfg.Self {
-			return g.m.notLeader(topic, "")
-		}
-		return g.m.notLeader(topic, t.Leader)
+		return g.m.notLeader(topic, notSelf(g.m.find(topic).t.Leader, g.m.cfg.Self))
 	case errors.Is(err, cluster.ErrClosed):
 		return errStarting
 	}
@@ -84,7 +82,7 @@ func (g raftGroups) offsets(topic string) (oldest, next int64, err error) {
 		return 0, 0, err
 	}
 	next = info.Next
-	if hw, _, err := g.m.Readable(topic); err == nil {
+	if hw, _, err := (dataAPI{g.m}).Readable(topic); err == nil {
 		next = min(next, hw)
 	}
 	return min(info.Oldest, next), next, nil
@@ -156,7 +154,7 @@ func (g raftGroups) CommitOffset(topic, group string, c service.Commit) error {
 func (g raftGroups) awaitHighWater(topic string, offset int64) (int64, error) {
 	if info, err := g.m.info(topic); err == nil && offset <= info.Next {
 		reached := make(chan struct{})
-		if cancel, ok := g.m.WatchReadable(topic, offset-1, func() { close(reached) }); ok {
+		if cancel, ok := g.m.watchReadable(topic, offset-1, func() { close(reached) }); ok {
 			t := time.NewTimer(g.m.cfg.AckTimeout)
 			select {
 			case <-reached:

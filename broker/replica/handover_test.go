@@ -12,13 +12,14 @@ import (
 // first replica, another member in sync, while the topic does not move
 // and no other change of it is under way.
 func TestPreferredLeader(t *testing.T) {
-	topic := func(leader string, isr ...string) *rtopic {
-		return &rtopic{name: "t", ready: true, meta: cluster.Topic{Name: "t", Leader: leader, Epoch: 2, Version: 5,
+	sh := New(nil, Config{Self: "b"}).shared
+	topic := func(leader string, isr ...string) *replicaLog {
+		return &replicaLog{name: "t", sh: sh, ready: true, meta: cluster.Topic{Name: "t", Leader: leader, Epoch: 2, Version: 5,
 			Replicas: []string{"a", "b", "c"}, ISR: isr}}
 	}
 	for _, tc := range []struct {
 		what string
-		rt   *rtopic
+		rl   *replicaLog
 		want string
 	}{
 		{"led by b, a in sync", topic("b", "b", "c", "a"), "a"},
@@ -26,20 +27,20 @@ func TestPreferredLeader(t *testing.T) {
 		{"led by a itself", topic("a", "a", "b", "c"), ""},
 		{"led by c, not here", topic("c", "c", "a", "b"), ""},
 	} {
-		if got := tc.rt.preferredLeader("b"); got != tc.want {
+		if got := tc.rl.preferredLeader(); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.what, got, tc.want)
 		}
 	}
-	for what, change := range map[string]func(rt *rtopic){
-		"moving":            func(rt *rtopic) { rt.meta.Target = []string{"a", "b"} },
-		"handing already":   func(rt *rtopic) { rt.handing = true },
-		"altering its set":  func(rt *rtopic) { rt.altering = true },
-		"not ready to lead": func(rt *rtopic) { rt.ready = false },
-		"with no replicas":  func(rt *rtopic) { rt.meta.Replicas = nil },
+	for what, change := range map[string]func(rl *replicaLog){
+		"moving":            func(rl *replicaLog) { rl.meta.Target = []string{"a", "b"} },
+		"handing already":   func(rl *replicaLog) { rl.handing = true },
+		"altering its set":  func(rl *replicaLog) { rl.altering = true },
+		"not ready to lead": func(rl *replicaLog) { rl.ready = false },
+		"with no replicas":  func(rl *replicaLog) { rl.meta.Replicas = nil },
 	} {
-		rt := topic("b", "b", "c", "a")
-		change(rt)
-		if got := rt.preferredLeader("b"); got != "" {
+		rl := topic("b", "b", "c", "a")
+		change(rl)
+		if got := rl.preferredLeader(); got != "" {
 			t.Errorf("%s: %q, want none", what, got)
 		}
 	}
@@ -54,12 +55,12 @@ func TestHandingHoldsAcksLeader(t *testing.T) {
 	lead(t, s, 1, names("m", 0, 4)...)
 	m := New(s, Config{Self: "b", MinInsync: 2})
 	meta := cluster.Topic{Name: "t", Leader: "b", Epoch: 1, Replicas: []string{"a", "b", "c"}, ISR: []string{"b", "a", "c"}}
-	rt := &rtopic{name: "t", ready: true, meta: meta, watches: map[*watch]struct{}{},
+	rl := &replicaLog{name: "t", sh: m.shared, record: meta, ready: true, meta: meta, watches: map[*watch]struct{}{},
 		fol: map[string]*fstate{"a": {leo: 2}, "c": {leo: 4}}}
-	m.meta["t"], m.topics["t"] = meta, rt
+	m.meta["t"], m.logs["t"] = meta, rl
 	answered := func(what string) func() bool {
 		done := false
-		m.Appended("t", 4, false, func(err error) {
+		(dataAPI{m}).Appended("t", 4, false, func(err error) {
 			if err != nil {
 				t.Errorf("%s: %v", what, err)
 			}
@@ -70,26 +71,26 @@ func TestHandingHoldsAcksLeader(t *testing.T) {
 	if !answered("leading")() {
 		t.Fatal("acks=leader while leading: not answered at once")
 	}
-	rt.handing = true
+	rl.handing = true
 	handing := answered("handing back")
 	m.draining.Store(true)
-	rt.handing = false
+	rl.handing = false
 	draining := answered("stopping")
 	if handing() || draining() {
 		t.Fatalf("answered before a follower holds the batch: handing %v, stopping %v", handing(), draining())
 	}
-	if m.copied(rt) {
+	if rl.copied() {
 		t.Fatal("copied with a at 2 of 4")
 	}
-	rt.mu.Lock()
-	rt.fol["a"].leo = 4
-	calls := rt.advance(m)
-	rt.mu.Unlock()
+	rl.mu.Lock()
+	rl.fol["a"].leo = 4
+	calls := rl.advance()
+	rl.mu.Unlock()
 	calls.run()
 	if !handing() || !draining() {
 		t.Fatalf("once every in-sync follower holds it: handing %v, stopping %v, want both answered", handing(), draining())
 	}
-	if !m.copied(rt) || !m.holds(rt, "a") {
+	if !rl.copied() || !rl.holds("a") {
 		t.Fatal("not copied with every follower at the end")
 	}
 }
@@ -102,18 +103,18 @@ func TestHandBackGivesUp(t *testing.T) {
 	lead(t, s, 1, names("m", 0, 4)...)
 	m := New(s, Config{Self: "b", MinInsync: 2, LeaderBalance: time.Minute})
 	meta := cluster.Topic{Name: "t", Leader: "b", Epoch: 1, Version: 3, Replicas: []string{"a", "b", "c"}, ISR: []string{"b", "a", "c"}}
-	rt := &rtopic{name: "t", ready: true, meta: meta, watches: map[*watch]struct{}{}, handing: true,
+	rl := &replicaLog{name: "t", sh: m.shared, record: meta, ready: true, meta: meta, watches: map[*watch]struct{}{}, handing: true,
 		preferredSince: time.Now().Add(-time.Hour), fol: map[string]*fstate{"a": {leo: 1}, "c": {leo: 4}}}
-	m.meta["t"], m.topics["t"] = meta, rt
+	m.meta["t"], m.logs["t"] = meta, rl
 	start := time.Now()
-	m.handTo(rt, handover{to: "a", epoch: 1, version: 3, isr: []string{"a", "b", "c"}})
+	rl.handTo(handover{to: "a", epoch: 1, version: 3, isr: []string{"a", "b", "c"}})
 	if took := time.Since(start); took < handDrain {
 		t.Fatalf("gave up after %v, before the drain's %v", took, handDrain)
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.handing || !rt.preferredSince.IsZero() {
-		t.Fatalf("after giving up: handing %v, preferred since %v; want produces taken and the wait started over", rt.handing, rt.preferredSince)
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.handing || !rl.preferredSince.IsZero() {
+		t.Fatalf("after giving up: handing %v, preferred since %v; want produces taken and the wait started over", rl.handing, rl.preferredSince)
 	}
 }
 
@@ -123,23 +124,23 @@ func TestHandBackGivesUp(t *testing.T) {
 // in the target leaves the end to the controller, its lead kept.
 func TestPlannedMove(t *testing.T) {
 	m := New(openReplica(t), Config{Self: "b", MinInsync: 1})
-	topic := func(target []string, isr ...string) *rtopic {
-		return &rtopic{name: "t", ready: true, meta: cluster.Topic{Name: "t", Leader: "b", Epoch: 4, Version: 9,
+	topic := func(target []string, isr ...string) *replicaLog {
+		return &replicaLog{name: "t", sh: m.shared, ready: true, meta: cluster.Topic{Name: "t", Leader: "b", Epoch: 4, Version: 9,
 			Replicas: []string{"b", "c", "a", "d"}, Target: target, ISR: isr}}
 	}
-	h, ok := m.planned(topic([]string{"a", "c"}, "b", "c", "d", "a"), nil, time.Now(), false)
+	h, ok := topic([]string{"a", "c"}, "b", "c", "d", "a").planned(nil, time.Now(), false)
 	if !ok || !h.move || h.to != "c" || !slices.Equal(h.isr, []string{"c", "a"}) || h.epoch != 4 || h.version != 9 {
 		t.Fatalf("the target in sync: %+v %v, want the move ended, c leading [c a]", h, ok)
 	}
-	if h, ok := m.planned(topic([]string{"a", "c"}, "b", "c", "d"), nil, time.Now(), false); ok {
+	if h, ok := topic([]string{"a", "c"}, "b", "c", "d").planned(nil, time.Now(), false); ok {
 		t.Fatalf("a not in sync yet: %+v, want nothing", h)
 	}
-	if h, ok := m.planned(topic([]string{"b", "a"}, "b", "c", "a"), nil, time.Now(), false); ok {
+	if h, ok := topic([]string{"b", "a"}, "b", "c", "a").planned(nil, time.Now(), false); ok {
 		t.Fatalf("the leader in the target: %+v, want nothing (the controller ends it)", h)
 	}
-	rt := topic([]string{"a", "c"}, "b", "c", "a")
-	rt.handing = true
-	if h, ok := m.planned(rt, nil, time.Now(), false); ok {
+	rl := topic([]string{"a", "c"}, "b", "c", "a")
+	rl.handing = true
+	if h, ok := rl.planned(nil, time.Now(), false); ok {
 		t.Fatalf("handing over already: %+v, want nothing", h)
 	}
 }
@@ -151,18 +152,18 @@ func TestPlannedMove(t *testing.T) {
 func TestPlannedOffFailedCopy(t *testing.T) {
 	m := New(openReplica(t), Config{Self: "b", MinInsync: 1, LagTime: 5 * time.Second})
 	now := time.Now()
-	topic := func(fetched map[string]time.Duration, isr ...string) *rtopic {
+	topic := func(fetched map[string]time.Duration, isr ...string) *replicaLog {
 		fol := map[string]*fstate{}
 		for id, ago := range fetched {
 			fol[id] = &fstate{fetched: now.Add(-ago)}
 		}
-		return &rtopic{name: "t", ready: true, fol: fol, meta: cluster.Topic{Name: "t", Leader: "b", Epoch: 4, Version: 9,
+		return &replicaLog{name: "t", sh: m.shared, ready: true, fol: fol, meta: cluster.Topic{Name: "t", Leader: "b", Epoch: 4, Version: 9,
 			Replicas: []string{"a", "b", "c"}, ISR: isr}}
 	}
 	fresh := map[string]time.Duration{"a": time.Second, "c": time.Second}
 	for _, tc := range []struct {
 		what    string
-		rt      *rtopic
+		rl      *replicaLog
 		to      string
 		isr     []string
 		planned bool
@@ -173,19 +174,19 @@ func TestPlannedOffFailedCopy(t *testing.T) {
 		{"alone in sync", topic(fresh, "b"), "", nil, false},
 		{"no follower fetching", topic(map[string]time.Duration{"a": time.Minute}, "b", "a"), "", nil, false},
 	} {
-		h, ok := m.planned(tc.rt, nil, now, true)
+		h, ok := tc.rl.planned(nil, now, true)
 		if ok != tc.planned || h.to != tc.to || !slices.Equal(h.isr, tc.isr) || h.move || ok && (h.epoch != 4 || h.version != 9) {
 			t.Errorf("%s: %+v %v, want the lead to %q, in-sync %v", tc.what, h, ok, tc.to, tc.isr)
 		}
 	}
 	moving := topic(fresh, "b", "c", "a")
 	moving.meta.Target = []string{"a", "c"}
-	if h, ok := m.planned(moving, nil, now, true); !ok || h.to != "c" || h.move {
+	if h, ok := moving.planned(nil, now, true); !ok || h.to != "c" || h.move {
 		t.Errorf("moving: %+v %v, want the lead to c, not the move's end", h, ok)
 	}
 	handing := topic(fresh, "b", "c", "a")
 	handing.handing = true
-	if h, ok := m.planned(handing, nil, now, true); ok {
+	if h, ok := handing.planned(nil, now, true); ok {
 		t.Errorf("handing over already: %+v, want nothing", h)
 	}
 }

@@ -31,6 +31,7 @@ func TestLagBytes(t *testing.T) {
 		sizes = append(sizes, int64(len(b)))
 	}
 	m := New(s, Config{Self: "a"})
+	rl := newReplicaLog(m.shared, "t")
 	for _, c := range []struct {
 		lagBytes int64
 		behind   map[string]int64
@@ -45,7 +46,7 @@ func TestLagBytes(t *testing.T) {
 		{3 * sizes[0], map[string]int64{}, ""},                 // no follower behind
 	} {
 		m.cfg.LagBytes = c.lagBytes
-		if got := m.lagBytes("t", c.behind); got != c.want {
+		if got := rl.lagBytes(c.behind); got != c.want {
 			t.Errorf("LagBytes %d, behind %v: %q, want %q", c.lagBytes, c.behind, got, c.want)
 		}
 	}
@@ -56,13 +57,14 @@ func TestLagBytes(t *testing.T) {
 // the set, and never below -min-insync or while another change of the
 // set is under way.
 func TestGoneShrink(t *testing.T) {
-	topic := func(leader string, isr ...string) *rtopic {
-		return &rtopic{name: "t", ready: true, meta: cluster.Topic{Name: "t", Leader: leader, Epoch: 3, Version: 7,
+	sh := New(nil, Config{Self: "a"}).shared
+	topic := func(leader string, isr ...string) *replicaLog {
+		return &replicaLog{name: "t", sh: sh, ready: true, meta: cluster.Topic{Name: "t", Leader: leader, Epoch: 3, Version: 7,
 			Replicas: []string{"a", "b", "c"}, ISR: isr}}
 	}
 	for _, tc := range []struct {
 		what      string
-		rt        *rtopic
+		rl        *replicaLog
 		follower  string
 		minInsync int
 		want      []string
@@ -74,18 +76,18 @@ func TestGoneShrink(t *testing.T) {
 		{"not the leader here", topic("c", "c", "a", "b"), "b", 1, nil},
 		{"the leader itself", topic("a", "a", "b", "c"), "a", 1, nil},
 	} {
-		if got := tc.rt.goneShrink("a", tc.follower, tc.minInsync); !slices.Equal(got, tc.want) {
+		if got := tc.rl.goneShrink(tc.follower, tc.minInsync); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.what, got, tc.want)
 		}
 	}
-	rt := topic("a", "a", "b", "c")
-	rt.altering = true
-	if got := rt.goneShrink("a", "b", 1); got != nil {
+	rl := topic("a", "a", "b", "c")
+	rl.altering = true
+	if got := rl.goneShrink("b", 1); got != nil {
 		t.Errorf("while another change is under way: %v, want none", got)
 	}
-	rt = topic("a", "a", "b", "c")
-	rt.ready = false
-	if got := rt.goneShrink("a", "b", 1); got != nil {
+	rl = topic("a", "a", "b", "c")
+	rl.ready = false
+	if got := rl.goneShrink("b", 1); got != nil {
 		t.Errorf("before the topic is ready here: %v, want none", got)
 	}
 }
@@ -95,22 +97,22 @@ func TestGoneShrink(t *testing.T) {
 // removal failed to commit) is still marked gone, and the lag check
 // finds it once the set is free to change; a fetch since clears it.
 func TestGoneFollowerRetried(t *testing.T) {
-	rt := &rtopic{name: "t", ready: true, meta: cluster.Topic{Name: "t", Leader: "a", Epoch: 3, Version: 7,
+	rl := &replicaLog{name: "t", sh: New(nil, Config{Self: "a"}).shared, ready: true, meta: cluster.Topic{Name: "t", Leader: "a", Epoch: 3, Version: 7,
 		Replicas: []string{"a", "b", "c"}, ISR: []string{"a", "b", "c"}},
 		fol: map[string]*fstate{"b": {}, "c": {gone: true}}}
-	rt.altering = true
-	if got := rt.goneFollower("a", 1); got != "" {
+	rl.altering = true
+	if got := rl.goneFollower(1); got != "" {
 		t.Errorf("while another change is under way: %q, want none", got)
 	}
-	rt.altering = false
-	if got := rt.goneFollower("a", 1); got != "c" {
+	rl.altering = false
+	if got := rl.goneFollower(1); got != "c" {
 		t.Errorf("once the set may change: %q, want c", got)
 	}
-	if got := rt.goneFollower("a", 3); got != "" {
+	if got := rl.goneFollower(3); got != "" {
 		t.Errorf("under -min-insync 3: %q, want none", got)
 	}
-	rt.fol["c"].gone = false // it fetched again
-	if got := rt.goneFollower("a", 1); got != "" {
+	rl.fol["c"].gone = false // it fetched again
+	if got := rl.goneFollower(1); got != "" {
 		t.Errorf("after a fetch: %q, want none", got)
 	}
 }

@@ -14,10 +14,14 @@ import (
 
 // LogEnds implements service.Followers: where this member's logs of
 // topics end, protocol.LogEndNone for those it does not hold.
-func (m *Manager) LogEnds(topics []string) []protocol.LogEnd {
+func (a followerAPI) LogEnds(topics []string) []protocol.LogEnd {
 	ends := make([]protocol.LogEnd, len(topics))
 	for i, t := range topics {
-		e, err := m.logEnd(t)
+		var e cluster.LogEnd
+		l, err := a.m.store.Log(t)
+		if err == nil {
+			e, err = logEnd(l)
+		}
 		if err != nil {
 			ends[i] = protocol.LogEndNone
 			continue
@@ -43,7 +47,7 @@ func (m *Manager) LogEndsOf(ctx context.Context, member string, topics []string)
 		}
 	}
 	if member == m.cfg.Self {
-		add(topics, m.LogEnds(topics))
+		add(topics, followerAPI{m}.LogEnds(topics))
 		return out, nil
 	}
 	c, err := m.cfg.Dial(ctx, member)

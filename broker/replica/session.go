@@ -63,7 +63,7 @@ type session struct {
 
 // ftopic is a topic a session copies.
 type ftopic struct {
-	rt    *rtopic
+	rl    *replicaLog
 	epoch int64
 	ctx   context.Context // ends when the topic is no longer followed so
 
@@ -80,11 +80,11 @@ type ftopic struct {
 	asked   map[uint64]bool // producers whose owners the leader was asked for (bindOwners)
 }
 
-// join adds topic rt, followed at epoch until ctx ends, to a session
+// join adds rl, followed at epoch until ctx ends, to a session
 // with leader, starting one if none has room. It returns nil once the
 // manager is closed.
-func (m *Manager) join(ctx context.Context, leader string, rt *rtopic, epoch int64) (*session, *ftopic) {
-	ft := &ftopic{rt: rt, epoch: epoch, ctx: ctx, pause: minRetryPause}
+func (m *Manager) join(ctx context.Context, leader string, rl *replicaLog, epoch int64) (*session, *ftopic) {
+	ft := &ftopic{rl: rl, epoch: epoch, ctx: ctx, pause: minRetryPause}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -93,8 +93,8 @@ func (m *Manager) join(ctx context.Context, leader string, rt *rtopic, epoch int
 	for _, s := range m.sessions[leader] {
 		s.mu.Lock()
 		if !s.closing && len(s.topics) < protocol.MaxReplicaWaitTopics {
-			s.topics[rt.name] = ft
-			delete(s.left, rt.name) // followed on: nothing to tell
+			s.topics[rl.name] = ft
+			delete(s.left, rl.name) // followed on: nothing to tell
 			cut := s.changedLocked()
 			s.mu.Unlock()
 			s.poke()
@@ -104,7 +104,7 @@ func (m *Manager) join(ctx context.Context, leader string, rt *rtopic, epoch int
 		s.mu.Unlock()
 	}
 	s := &session{m: m, leader: leader, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		topics: map[string]*ftopic{rt.name: ft}, left: map[string]bool{}}
+		topics: map[string]*ftopic{rl.name: ft}, left: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	m.sessions[leader] = append(m.sessions[leader], s)
 	m.sessWG.Go(s.run)
@@ -120,9 +120,9 @@ func (s *session) leave(ft *ftopic) {
 	ft.busy.Unlock()
 	s.mu.Lock()
 	cut := func() {}
-	if s.topics[ft.rt.name] == ft {
-		delete(s.topics, ft.rt.name)
-		s.left[ft.rt.name] = true
+	if s.topics[ft.rl.name] == ft {
+		delete(s.topics, ft.rl.name)
+		s.left[ft.rl.name] = true
 		cut = s.changedLocked()
 	}
 	s.mu.Unlock()
@@ -311,7 +311,6 @@ func (s *session) round(c *peer.Conn, topics []*ftopic, left []string, gen int64
 // still to come is due (zero if none). It returns an error when the
 // connection is no longer usable.
 func (s *session) prepare(c *peer.Conn, topics []*ftopic) (wait []protocol.ReplicaWaitTopic, waiting []*ftopic, due time.Time, err error) {
-	m := s.m
 	now := time.Now()
 	for _, ft := range topics {
 		ft.busy.Lock()
@@ -331,12 +330,12 @@ func (s *session) prepare(c *peer.Conn, topics []*ftopic) (wait []protocol.Repli
 				due = ft.retryAt
 			}
 		default:
-			info, err := m.info(ft.rt.name)
+			info, err := ft.rl.info()
 			if err != nil {
 				s.failed(ft, err)
 				break
 			}
-			wait = append(wait, protocol.ReplicaWaitTopic{Epoch: ft.epoch, Offset: info.Next, HighWater: ft.hw, Topic: []byte(ft.rt.name)})
+			wait = append(wait, protocol.ReplicaWaitTopic{Epoch: ft.epoch, Offset: info.Next, HighWater: ft.hw, Topic: []byte(ft.rl.name)})
 			waiting = append(waiting, ft)
 		}
 		ft.busy.Unlock()
@@ -400,18 +399,17 @@ func (s *session) fetchReady(c *peer.Conn, ready []protocol.ReplicaWaitReady, wa
 // cut, and the log is cut back to where the leader's log of its last
 // epoch ends. ft.busy is held.
 func (s *session) setup(c *peer.Conn, ft *ftopic) error {
-	m := s.m
-	l, err := m.store.Log(ft.rt.name)
+	l, err := ft.rl.handle()
 	if err != nil {
 		return err
 	}
 	if err := l.ReadOnly(); err != nil {
 		return err
 	}
-	if err := m.repair(l); err != nil {
+	if err := ft.rl.repair(l); err != nil {
 		return err
 	}
-	if err := m.truncate(ft.ctx, c, l); err != nil {
+	if err := ft.rl.truncate(ft.ctx, c, l); err != nil {
 		return err
 	}
 	ft.ready = true
@@ -432,12 +430,12 @@ func (s *session) failed(ft *ftopic, err error) {
 	}
 	if errors.Is(err, storage.ErrReadOnly) {
 		s.mu.Lock()
-		if s.topics[ft.rt.name] == ft {
-			s.left[ft.rt.name] = true
+		if s.topics[ft.rl.name] == ft {
+			s.left[ft.rl.name] = true
 		}
 		s.mu.Unlock()
 	}
-	s.m.log.Debug("replica: following", "topic", ft.rt.name, "leader", s.leader, "epoch", ft.epoch, "err", err)
+	s.m.log.Debug("replica: following", "topic", ft.rl.name, "leader", s.leader, "epoch", ft.epoch, "err", err)
 }
 
 // fetch serves a ready topic: fetches and stores its batches (r.Fetch),
@@ -452,8 +450,8 @@ func (s *session) fetch(c *peer.Conn, ft *ftopic, r protocol.ReplicaWaitReady, b
 	if ft.gone || !ft.ready {
 		return nil
 	}
-	name := ft.rt.name
-	l, err := m.store.Log(name)
+	name := ft.rl.name
+	l, err := ft.rl.handle()
 	if err != nil {
 		s.failed(ft, err)
 		return nil
@@ -474,7 +472,7 @@ func (s *session) fetch(c *peer.Conn, ft *ftopic, r protocol.ReplicaWaitReady, b
 			Offset: next, MaxBytes: m.cfg.FetchBytes, Wait: wait, Buf: buf})
 		wait = 0
 		if err == nil && len(f.Batches) > 0 {
-			next, err = m.store1(ft.ctx, c, l, f, ft.asked)
+			next, err = ft.rl.storeFetched(ft.ctx, c, l, f, ft.asked)
 			m.stats.fetchedBytes.Add(int64(len(f.Batches)))
 		}
 		// An answer larger than FetchBytes (its first batch was) leaves a
@@ -490,19 +488,13 @@ func (s *session) fetch(c *peer.Conn, ft *ftopic, r protocol.ReplicaWaitReady, b
 			return nil
 		}
 		hw = f.HighWater
-		ft.rt.mu.Lock()
-		calls := ft.rt.raise(min(hw, next))
-		ft.rt.mu.Unlock()
-		calls.run()
+		ft.rl.raiseTo(hw, next)
 		if len(f.Batches) == 0 || f.NextOffset <= next {
 			break
 		}
 	}
 	ft.hw, ft.pause = hw, minRetryPause
-	ft.rt.mu.Lock()
-	calls := ft.rt.raise(min(hw, next))
-	ft.rt.mu.Unlock()
-	calls.run()
+	ft.rl.raiseTo(hw, next)
 	return nil
 }
 

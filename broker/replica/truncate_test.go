@@ -115,9 +115,9 @@ func batchesOf(t *testing.T, s *storage.Store, offset int64) [][]byte {
 // files end up the same. It returns the follower's log after the cut.
 func follow(t *testing.T, follower, leader *storage.Store) (kept []string, asked []int64) {
 	t.Helper()
-	m := New(follower, Config{Self: "f"})
+	rl := newReplicaLog(New(follower, Config{Self: "f"}).shared, "t")
 	l := &storeLeader{s: leader}
-	if err := m.truncate(context.Background(), l, lg(t, follower, "t")); err != nil {
+	if err := rl.truncate(context.Background(), l, lg(t, follower, "t")); err != nil {
 		t.Fatal(err)
 	}
 	kept = logOf(t, follower)

@@ -170,8 +170,8 @@ func (s *Server) newReplicas() *replica.Manager {
 	cc := s.cfg.Cluster
 	// No retries on a broken connection (a peer.Conn never retries):
 	// the follower's loop does, and a dial that retried a dead leader
-	// held up following the next one (replica.Manager.apply waits for
-	// the loop to stop).
+	// held up following the next one (a replicated log's apply in
+	// broker/replica waits for the loop to stop).
 	opts := peer.Options{Name: "haraqa-replica", Token: cc.Token}
 	return replica.New(s.store, replica.Config{
 		Self: s.selfAddr(), Replicas: cc.Replicas, MinInsync: cc.MinInsync,

@@ -134,7 +134,7 @@ func (s *Service) ReplicaRead(c Caller, topic, follower string, epoch, offset, m
 	if err != nil {
 		return nil, ans, err
 	}
-	l, err := s.store.Log(topic)
+	l, err := s.fetchedLog(topic, ans)
 	if err != nil {
 		return nil, ans, err
 	}
@@ -162,7 +162,7 @@ func (s *Service) ReplicaPoll(c Caller, topic, follower string, epoch, offset in
 	if ans.From > offset {
 		return ans.HighWater, true
 	}
-	l, err := s.store.Log(topic)
+	l, err := s.fetchedLog(topic, ans)
 	if err != nil {
 		return -1, true
 	}
@@ -171,6 +171,15 @@ func (s *Service) ReplicaPoll(c Caller, topic, follower string, epoch, offset in
 		return -1, true
 	}
 	return ans.HighWater, info.Next > offset
+}
+
+// fetchedLog returns the handle on topic's log a follower's fetch was
+// answered from (ans.Log), looking it up only if the answer has none.
+func (s *Service) fetchedLog(topic string, ans FetchAnswer) (*storage.Log, error) {
+	if ans.Log != nil {
+		return ans.Log, nil
+	}
+	return s.store.Log(topic)
 }
 
 // ReplicaGone tells the replication that the connection a follower

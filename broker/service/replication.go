@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/haraqa/haraqa/protocol"
+	"github.com/haraqa/haraqa/storage"
 )
 
 // This file: what the service asks of a cluster about replicated topics
@@ -215,6 +216,9 @@ type FetchAnswer struct {
 	// From is the offset to read from: the fetch's, or the leader's
 	// start when the follower's log ends before it.
 	From int64
+	// Log is the handle on the topic's log the answer was made from, so
+	// that the read does not look the topic up again (nil: look it up).
+	Log *storage.Log
 }
 
 // NotLeaderError refuses a request for a replicated topic on a server
