@@ -344,10 +344,11 @@ func (k *cluster) onTopicRepeat(ctx context.Context, topic string, create, repea
 		}
 		err = op(s)
 	}
-	if cached && (errors.Is(err, ErrConnection) || errors.Is(err, ErrShuttingDown)) {
-		// The server went away, or is going: a replicated topic lives on
-		// others too (which name its leader), a topic of that server
-		// alone fails as it did.
+	if gone(err) {
+		// The server went away, or is going, whether it was remembered
+		// or just found (it answered the search, then stopped): a
+		// replicated topic lives on others too (which name its leader),
+		// a topic of that server alone fails as it did.
 		k.forget(topic, s)
 		if !repeat {
 			return wrapAddr(s, err)
@@ -359,9 +360,12 @@ func (k *cluster) onTopicRepeat(ctx context.Context, topic string, create, repea
 	}
 	// A replicated topic's write reached a server that does not lead it:
 	// nothing was written, so it goes to the leader the server names, or,
-	// while none is known (an election), to whoever answers next.
+	// while none is known (an election), to whoever answers next. A
+	// leader named that has gone meanwhile (a rolling restart stops it
+	// just after it handed its lead off) is asked no more: whoever
+	// answers next names the new one.
 	wait := notLeaderWait
-	for errors.Is(err, ErrNotLeader) {
+	for followed := false; errors.Is(err, ErrNotLeader) || followed && repeat && gone(err); followed = true {
 		k.forget(topic, s)
 		if addr, ok := LeaderOf(err); ok && k.server(addr) != nil && k.server(addr) != s {
 			s = k.server(addr)
@@ -383,6 +387,11 @@ func (k *cluster) onTopicRepeat(ctx context.Context, topic string, create, repea
 		k.remember(topic, s) // unless op went on to another server (a produce that followed a new leader), which it remembered
 	}
 	return wrapAddr(s, err)
+}
+
+// gone reports whether err says the server went away or is going.
+func gone(err error) bool {
+	return errors.Is(err, ErrConnection) || errors.Is(err, ErrShuttingDown)
 }
 
 // The waits of a request for a replicated topic while no leader is known:
